@@ -1,0 +1,75 @@
+"""interlock: LLM agents whose tools pause a turn for a person, persist it, and resume it safely."""
+
+from .errors import (
+    AbortedError,
+    ClaimConflictError,
+    FailedPreconditionError,
+    InterlockError,
+    Interrupt,
+    InvalidArgumentError,
+    NotFoundError,
+    ResumeError,
+    SnapshotNotFoundError,
+    ToolError,
+    ToolInputError,
+    ToolOutputError,
+    UsageError,
+)
+from .generate import GenerateResult, generate
+from .interrupts import Resume, interrupt_as, is_interrupt, pending_interrupts, validate_resume
+from .messages import Message
+from .models import Model, ModelChunk, ModelRequest, ModelResponse
+from .parts import (
+    CustomPart,
+    DataPart,
+    MediaPart,
+    Part,
+    ReasoningPart,
+    ResourcePart,
+    TextPart,
+    ToolRequestPart,
+    ToolResponsePart,
+)
+from .tools import InterruptedCall, Tool, ToolContext, interrupt_tool, tool
+
+__all__ = [
+    "AbortedError",
+    "ClaimConflictError",
+    "CustomPart",
+    "DataPart",
+    "FailedPreconditionError",
+    "GenerateResult",
+    "InterlockError",
+    "Interrupt",
+    "InterruptedCall",
+    "InvalidArgumentError",
+    "MediaPart",
+    "Message",
+    "Model",
+    "ModelChunk",
+    "ModelRequest",
+    "ModelResponse",
+    "NotFoundError",
+    "Part",
+    "ReasoningPart",
+    "ResourcePart",
+    "Resume",
+    "ResumeError",
+    "SnapshotNotFoundError",
+    "TextPart",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolInputError",
+    "ToolOutputError",
+    "ToolRequestPart",
+    "ToolResponsePart",
+    "UsageError",
+    "generate",
+    "interrupt_as",
+    "interrupt_tool",
+    "is_interrupt",
+    "pending_interrupts",
+    "tool",
+    "validate_resume",
+]

@@ -1,0 +1,320 @@
+"""The tool loop: call the model, run the tools it asks for, pause on interrupts, resume.
+
+Interrupt state lives in part metadata exactly as Genkit stores it, so a paused turn is
+just history: the last message is the model message whose tool requests carry
+``interrupt`` (paused) or ``pendingOutput`` (finished siblings, parked so they never run
+twice). :func:`generate` with ``resume=`` continues such a history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .errors import (
+    FailedPreconditionError,
+    InterlockError,
+    Interrupt,
+    MaxTurnsExceededError,
+    NotFoundError,
+    ToolError,
+    ToolInputError,
+)
+from .interrupts import Resume, json_equal, validate_resume
+from .messages import Message
+from .models import ChunkCallback, Model, ModelChunk, ModelRequest, Usage
+from .parts import Part, ToolRequestPart, ToolResponsePart, with_metadata
+from .tools import Tool, ToolContext, ToolMiddleware
+
+__all__ = ["GenerateResult", "generate"]
+
+REINTERRUPTED = "One or more tools triggered interrupts while resuming generation. The model was not called."
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GenerateResult:
+    """The outcome of one tool-loop turn."""
+
+    messages: list[Message]
+    """The whole history after the turn (the input history plus what the turn added)."""
+    finish_reason: str
+    """The model's finish reason, or ``interrupted`` when a tool paused the turn."""
+    finish_message: str | None = None
+    usage: Usage | None = None
+    model_calls: int = 0
+
+    @property
+    def message(self) -> Message:
+        """The last message: the model's reply, or the paused model message."""
+        return self.messages[-1]
+
+    @property
+    def interrupts(self) -> list[ToolRequestPart]:
+        """The paused tool requests, when the turn was interrupted."""
+        return self.message.interrupts if self.finish_reason == "interrupted" else []
+
+
+@dataclass(kw_only=True)
+class _Loop:
+    model: Model
+    tools: Mapping[str, Tool[Any, Any, Any]]
+    config: dict[str, Any] | None
+    on_chunk: ChunkCallback | None
+    middleware: Sequence[ToolMiddleware]
+    session: Any
+    context: dict[str, Any]
+    tool_input_errors: Literal["raise", "model"]
+    tool_choice: Any
+    history: list[Message] = field(default_factory=list[Message])
+
+    async def emit(self, chunk: ModelChunk) -> None:
+        if self.on_chunk is not None:
+            result = self.on_chunk(chunk)
+            if inspect.isawaitable(result):
+                await result
+
+    def tool_for(self, name: str) -> Tool[Any, Any, Any]:
+        found = self.tools.get(name)
+        if found is None:
+            raise NotFoundError(f"the model asked for tool {name!r}, which this agent does not have")
+        return found
+
+    async def call(self, part: ToolRequestPart, *, resumed: Any = None, original_input: Any = None) -> tuple[bool, Any]:
+        """Run one tool request; ``(True, output)`` or ``(False, interrupt data)``."""
+        tool = self.tool_for(part.name)
+        try:
+            value = tool.validate_input(part.input)
+        except ToolInputError as exc:
+            if self.tool_input_errors == "model":
+                return True, {"error": exc.message}
+            raise
+        ctx: ToolContext[Any] = ToolContext(
+            tool=tool.name,
+            request=part,
+            resumed=resumed,
+            resume=tool.validate_resume(resumed),
+            original_input=part.input if original_input is None else original_input,
+            session=self.session,
+            context=self.context,
+        )
+        try:
+            return True, await self._through_middleware(tool, ctx, value)
+        except Interrupt as signal:
+            return False, True if signal.data is None or signal.data == {} else signal.data
+        except InterlockError:
+            raise
+        except Exception as exc:
+            raise ToolError(f"tool {tool.name!r} failed: {exc}", tool=tool.name) from exc
+
+    async def _through_middleware(self, tool: Tool[Any, Any, Any], ctx: ToolContext[Any], value: Any) -> Any:
+        async def run(index: int, current: Any) -> Any:
+            if index == len(self.middleware):
+                return await tool.invoke(current, ctx)
+            return await self.middleware[index](ctx, current, lambda v: run(index + 1, v))
+
+        return await run(0, value)
+
+    async def call_all(self, calls: list[tuple[ToolRequestPart, dict[str, Any]]]) -> list[tuple[bool, Any]]:
+        if len(calls) == 1:
+            part, kw = calls[0]
+            return [await self.call(part, **kw)]
+        results = await asyncio.gather(*(self.call(p, **kw) for p, kw in calls), return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+        return [r for r in results if not isinstance(r, BaseException)]
+
+
+def _response(part: ToolRequestPart, output: Any, metadata: dict[str, Any] | None = None) -> ToolResponsePart:
+    return ToolResponsePart(name=part.name, ref=part.ref, output=output, metadata=metadata)
+
+
+def _paused(message: Message, outcomes: dict[int, tuple[bool, Any]]) -> Message:
+    """The model message with ``interrupt`` on paused requests and ``pendingOutput`` on finished ones."""
+    content: list[Part] = []
+    for i, part in enumerate(message.content):
+        if i in outcomes and isinstance(part, ToolRequestPart):
+            ok, value = outcomes[i]
+            part = with_metadata(part, pendingOutput=value) if ok else with_metadata(part, interrupt=value)
+        content.append(part)
+    return Message(role=message.role, content=content, metadata=message.metadata, extra=message.extra)
+
+
+async def _run_requests(loop: _Loop, message: Message) -> tuple[Message, Message | None]:
+    """Run a model message's tool requests; returns (model message, tool message or None if paused)."""
+    indexed = [(i, p) for i, p in enumerate(message.content) if isinstance(p, ToolRequestPart)]
+    results = await loop.call_all([(p, {}) for _, p in indexed])
+    outcomes = {i: r for (i, _), r in zip(indexed, results, strict=True)}
+    if not all(ok for ok, _ in results):
+        return _paused(message, outcomes), None
+    tool_msg = Message(
+        role="tool", content=[_response(p, out) for (_, p), (_, out) in zip(indexed, results, strict=True)]
+    )
+    return message, tool_msg
+
+
+def _match(entries: Sequence[Any], part: ToolRequestPart) -> Any:
+    for e in entries:
+        if e.name == part.name and (e.ref or None) == (part.ref or None):
+            return e
+    return None
+
+
+def _precheck(loop: _Loop, resume: Resume) -> None:
+    """Schema checks for every answer, before anything runs."""
+    for response in resume.respond:
+        loop.tool_for(response.name).validate_output(response.output)
+    for request in resume.restart:
+        tool = loop.tool_for(request.name)
+        tool.validate_input(request.input)
+        tool.validate_resume(request.meta("resumed"))
+
+
+async def _resume(loop: _Loop, resume: Resume, allow_replaced_input: bool) -> bool:
+    """Apply a resume to ``loop.history``; True when a restarted tool paused again."""
+    history = loop.history
+    last = history[-1] if history else None
+    if last is None or last.role != "model" or not last.tool_requests:
+        raise FailedPreconditionError(
+            "Cannot 'resume' generation unless the previous message is a model message with at least one tool request."
+        )
+    validate_resume(resume, history, allow_replaced_input=allow_replaced_input)
+    _precheck(loop, resume)
+    content = list(last.content)
+    responses: dict[int, ToolResponsePart] = {}
+    restarts: list[tuple[int, ToolRequestPart, dict[str, Any]]] = []
+    for i, part in enumerate(content):
+        if not isinstance(part, ToolRequestPart):
+            continue
+        if part.metadata and "pendingOutput" in part.metadata:
+            responses[i] = _response(part, part.metadata["pendingOutput"], {"source": "pending"})
+            content[i] = with_metadata(part, drop=("pendingOutput",))
+        elif (answer := _match(resume.respond, part)) is not None:
+            responses[i] = answer
+            content[i] = with_metadata(part, drop=("interrupt",), resolvedInterrupt=part.meta("interrupt"))
+        elif (again := _match(resume.restart, part)) is not None:
+            restarts.append((i, again, {"resumed": again.meta("resumed"), "original_input": part.input}))
+    results = await loop.call_all([(req, kw) for _, req, kw in restarts]) if restarts else []
+    paused_again = False
+    for (i, req, kw), (ok, value) in zip(restarts, results, strict=True):
+        original = content[i]
+        assert isinstance(original, ToolRequestPart)
+        updates: dict[str, Any] = {}
+        if not json_equal(req.input, original.input):
+            updates["replacedInput"] = kw["original_input"]
+        if ok:
+            responses[i] = _response(original, value)
+            content[i] = with_metadata(
+                original, drop=("interrupt",), resolvedInterrupt=original.meta("interrupt"), **updates
+            )
+        else:
+            paused_again = True
+            content[i] = with_metadata(original, interrupt=value, **updates)
+    if paused_again:
+        for i, response in responses.items():
+            content[i] = with_metadata(content[i], pendingOutput=response.output)
+        history[-1] = Message(role=last.role, content=content, metadata=last.metadata, extra=last.extra)
+        return True
+    history[-1] = Message(role=last.role, content=content, metadata=last.metadata, extra=last.extra)
+    tool_msg = Message(
+        role="tool",
+        content=[responses[i] for i in sorted(responses)],
+        metadata={"resumed": resume.metadata if resume.metadata is not None else True},
+    )
+    history.append(tool_msg)
+    await loop.emit(ModelChunk(role="tool", content=list(tool_msg.content)))
+    return False
+
+
+async def generate(
+    model: Model,
+    messages: Sequence[Message],
+    *,
+    tools: Sequence[Tool[Any, Any, Any]] = (),
+    resume: Resume | None = None,
+    config: dict[str, Any] | None = None,
+    max_turns: int = 5,
+    on_chunk: ChunkCallback | None = None,
+    middleware: Sequence[ToolMiddleware] = (),
+    session: Any = None,
+    context: dict[str, Any] | None = None,
+    allow_replaced_input: bool = False,
+    tool_input_errors: Literal["raise", "model"] = "raise",
+    tool_choice: Any = None,
+) -> GenerateResult:
+    """Run one turn of the tool loop over ``messages`` (the history, ending with the new input).
+
+    The model is called with the tool definitions; requested tools run concurrently; the
+    turn ends when the model answers without tool requests (its finish reason), or when a
+    tool interrupts (``interrupted``). With ``resume``, the history must end with a paused
+    model message: every paused request is answered (respond) or run again (restart),
+    parked outputs are reused, and the loop continues.
+
+    Args:
+        model: the model to call.
+        messages: the history; not modified.
+        tools: the tools the model may call.
+        resume: answers to the paused requests at the end of ``messages``.
+        config: model configuration (temperature, ...).
+        max_turns: the most tool-calling rounds before :class:`MaxTurnsExceededError`.
+        on_chunk: receives model stream chunks and the tool-response chunk of each round.
+        middleware: wraps every tool execution (restarts too).
+        session: made available to tools as ``ctx.session``.
+        context: the caller's context (identity, tenant), given to tools as ``ctx.context``.
+        allow_replaced_input: accept restarts whose input differs from the original
+            (recorded as ``replacedInput``); never enable it for untrusted callers.
+        tool_input_errors: ``"raise"`` fails the turn with INVALID_ARGUMENT when the
+            model's input fails a tool's schema; ``"model"`` sends the error back to the
+            model as the tool's output instead.
+        tool_choice: passed to the model request.
+    """
+    loop = _Loop(
+        model=model,
+        tools={t.name: t for t in tools},
+        config=config,
+        on_chunk=on_chunk,
+        middleware=middleware,
+        session=session,
+        context=context or {},
+        tool_input_errors=tool_input_errors,
+        tool_choice=tool_choice,
+        history=list(messages),
+    )
+    if resume is not None and resume:
+        if await _resume(loop, resume, allow_replaced_input):
+            return GenerateResult(messages=loop.history, finish_reason="interrupted", finish_message=REINTERRUPTED)
+    definitions = [t.definition for t in tools]
+    calls = 0
+    rounds = 0
+    while True:
+        request = ModelRequest(messages=list(loop.history), tools=definitions, config=config, tool_choice=tool_choice)
+        response = await model.generate(request, on_chunk=loop.emit if on_chunk is not None else None)
+        calls += 1
+        message = response.message
+        if message.role != "model":
+            message = Message(role="model", content=message.content, metadata=message.metadata, extra=message.extra)
+        if not message.tool_requests:
+            loop.history.append(message)
+            return GenerateResult(
+                messages=loop.history,
+                finish_reason=response.finish_reason,
+                finish_message=response.finish_message,
+                usage=response.usage,
+                model_calls=calls,
+            )
+        if rounds >= max_turns:
+            raise MaxTurnsExceededError(
+                f"the model kept calling tools past max_turns={max_turns}; raise max_turns or check the tools' outputs"
+            )
+        rounds += 1
+        model_msg, tool_msg = await _run_requests(loop, message)
+        loop.history.append(model_msg)
+        if tool_msg is None:
+            return GenerateResult(
+                messages=loop.history, finish_reason="interrupted", usage=response.usage, model_calls=calls
+            )
+        loop.history.append(tool_msg)
+        await loop.emit(ModelChunk(role="tool", content=list(tool_msg.content)))

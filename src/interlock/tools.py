@@ -1,0 +1,384 @@
+"""Tools: typed Python functions the model can call, and that can pause a turn.
+
+A tool is defined from a function whose first parameter is the input (a pydantic model,
+a TypedDict, a dataclass or any type pydantic understands), optionally followed by a
+:class:`ToolContext` and, for a *resumable* tool, a third parameter: the typed resume
+payload, ``None`` on the first call and the validated payload when the turn is
+restarted::
+
+    @tool
+    async def transfer(req: Transfer, ctx: ToolContext, approval: Approval | None) -> Receipt:
+        \"\"\"Move money between accounts.\"\"\"
+        if approval is None:
+            ctx.interrupt(TransferApproval(to=req.to, amount=req.amount))
+        ...
+
+:func:`interrupt_tool` declares a tool that never runs: calling it always pauses the turn,
+and the caller answers it with :meth:`InterruptedCall.respond`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+import typing
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, NoReturn, TypeVar, cast, overload
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from .errors import Interrupt, ToolInputError, ToolOutputError, UsageError
+from .models import ToolDefinition
+from .parts import ToolRequestPart, ToolResponsePart
+
+__all__ = [
+    "InterruptedCall",
+    "Tool",
+    "ToolContext",
+    "ToolMiddleware",
+    "interrupt_tool",
+    "tool",
+]
+
+I = TypeVar("I")  # noqa: E741
+O = TypeVar("O")  # noqa: E741
+R = TypeVar("R")
+T = TypeVar("T")
+
+APPROVAL_KEY = "toolApproved"
+"""Key in ``metadata.resumed`` that approves a call held by tool-approval middleware."""
+HOLD_KEY = "toolApproval"
+"""Key in a hold's interrupt data that marks it as a middleware hold, not the tool's own interrupt."""
+
+
+def to_json(value: Any) -> Any:
+    """A JSON-compatible copy of ``value`` (pydantic models and dataclasses included)."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", exclude_none=True)
+    return _ANY.dump_python(value, mode="json")
+
+
+_ANY: TypeAdapter[Any] = TypeAdapter(Any)
+
+
+def _validation_message(tool: str, what: str, exc: ValidationError) -> str:
+    problems: list[str] = []
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err["loc"]) or "(root)"
+        problems.append(f"field {loc!r}: {err['msg']}")
+    return f"{what} for tool {tool!r} is invalid: " + "; ".join(problems)
+
+
+@dataclass(kw_only=True)
+class ToolContext(Generic[R]):
+    """What a running tool can see and do.
+
+    Attributes:
+        tool: the tool's name.
+        request: the tool request part being run.
+        resumed: the raw ``metadata.resumed`` value of a restart, else ``None``.
+        resume: the typed resume payload of a resumable tool, else ``None``.
+        original_input: the input the model originally asked for (differs from the
+            request's input only when a restart replaced it).
+        session: the current agent session, when the tool runs inside an agent.
+        context: the caller's context (identity, tenant, ...).
+    """
+
+    tool: str
+    request: ToolRequestPart
+    resumed: Any = None
+    resume: R | None = None
+    original_input: Any = None
+    session: Any = None
+    context: dict[str, Any] = field(default_factory=dict[str, Any])
+
+    @property
+    def is_resumed(self) -> bool:
+        """True when this call is a restart of an interrupted request."""
+        return self.resumed is not None
+
+    def interrupt(self, data: Any = None) -> NoReturn:
+        """Pause the turn; ``data`` (a pydantic model or JSON) goes to whoever answers it."""
+        raise Interrupt(to_json(data))
+
+
+ToolMiddleware = Callable[[ToolContext[Any], Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
+"""``async def mw(ctx, input, call_next) -> output``: wraps every tool execution, restarts included."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Signature:
+    input_type: Any
+    output_type: Any
+    resume_type: Any
+    takes_input: bool
+    takes_ctx: bool
+    takes_resume: bool
+
+
+def _strip_optional(tp: Any) -> Any:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return tp
+
+
+def _is_ctx(tp: Any) -> bool:
+    return tp is ToolContext or typing.get_origin(tp) is ToolContext
+
+
+def _read_signature(fn: Callable[..., Any]) -> _Signature:
+    hints = typing.get_type_hints(fn)
+    params = [
+        p for p in inspect.signature(fn).parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    plain = [p for p in params if not _is_ctx(hints.get(p.name))]
+    takes_ctx = len(plain) != len(params)
+    if len(plain) > 2:
+        raise UsageError(f"tool {fn.__name__!r} takes (input, ctx, resume) at most; got {len(params)} parameters")
+    input_type = hints.get(plain[0].name, Any) if plain else dict[str, Any]
+    resume_type = _strip_optional(hints.get(plain[1].name, Any)) if len(plain) > 1 else None
+    return _Signature(
+        input_type=input_type,
+        output_type=hints.get("return", Any),
+        resume_type=resume_type,
+        takes_input=bool(plain),
+        takes_ctx=takes_ctx,
+        takes_resume=len(plain) > 1,
+    )
+
+
+def _schema(tp: Any) -> dict[str, Any] | None:
+    if tp is Any or tp is None or tp is type(None):
+        return None
+    return TypeAdapter(tp).json_schema()
+
+
+class Tool(Generic[I, O, R]):
+    """A tool the model can call. Build one with :func:`tool` or :func:`interrupt_tool`."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any] | None,
+        *,
+        name: str,
+        description: str,
+        input_type: Any,
+        output_type: Any,
+        resume_type: Any = None,
+        interrupt_data: Any = None,
+        signature: _Signature | None = None,
+    ) -> None:
+        self.fn = fn
+        self.name = name
+        self.description = description
+        self.input_type = input_type
+        self.output_type = output_type
+        self.resume_type = resume_type
+        self.interrupt_data = interrupt_data
+        self._sig = signature
+        self._is_async = fn is not None and inspect.iscoroutinefunction(fn)
+        self._input: TypeAdapter[Any] = TypeAdapter(input_type)
+        self._output: TypeAdapter[Any] | None = (
+            None if output_type in (Any, None, type(None)) else TypeAdapter(output_type)
+        )
+        self._resume: TypeAdapter[Any] | None = None if resume_type is None else TypeAdapter(resume_type)
+        self.definition = ToolDefinition(
+            name=name,
+            description=description,
+            input_schema=_schema(input_type),
+            output_schema=_schema(output_type),
+        )
+
+    def __repr__(self) -> str:
+        return f"Tool({self.name!r})"
+
+    @property
+    def is_interrupt_only(self) -> bool:
+        """True for tools declared with :func:`interrupt_tool`: they never run."""
+        return self.fn is None
+
+    @property
+    def is_resumable(self) -> bool:
+        """True when the tool takes a typed resume payload."""
+        return self._resume is not None
+
+    def validate_input(self, raw: Any) -> I:
+        """The model's raw input, validated; raises :class:`ToolInputError` naming the field."""
+        if raw is None and not (self._sig and self._sig.takes_input):
+            raw = {}
+        try:
+            return cast(I, self._input.validate_python(raw))
+        except ValidationError as exc:
+            raise ToolInputError(
+                _validation_message(self.name, "input", exc), tool=self.name, details=exc.errors(include_url=False)
+            ) from None
+
+    def validate_output(self, output: Any) -> Any:
+        """An output for this tool, validated and converted to JSON; raises :class:`ToolOutputError`."""
+        if self._output is None:
+            return to_json(output)
+        try:
+            value = self._output.validate_python(to_json(output))
+        except ValidationError as exc:
+            raise ToolOutputError(
+                _validation_message(self.name, "output", exc), tool=self.name, details=exc.errors(include_url=False)
+            ) from None
+        return self._output.dump_python(value, mode="json", exclude_none=True)
+
+    def validate_resume(self, resumed: Any) -> R | None:
+        """The typed resume payload carried by a restart's ``metadata.resumed``.
+
+        ``None`` and a bare ``True`` mean "no payload". The tool-approval marker is not
+        part of the payload. Raises :class:`ToolInputError` (INVALID_ARGUMENT).
+        """
+        if self._resume is None or resumed is None or resumed is True:
+            return None
+        if isinstance(resumed, dict) and APPROVAL_KEY in resumed:
+            resumed = {k: v for k, v in cast(dict[str, Any], resumed).items() if k != APPROVAL_KEY} or None
+            if resumed is None:
+                return None
+        try:
+            return cast(R, self._resume.validate_python(resumed))
+        except ValidationError as exc:
+            raise ToolInputError(
+                _validation_message(self.name, "resume payload", exc),
+                tool=self.name,
+                details=exc.errors(include_url=False),
+            ) from None
+
+    async def invoke(self, value: Any, ctx: ToolContext[Any]) -> Any:
+        """Run the tool body on a validated input; returns JSON output or raises :class:`Interrupt`."""
+        if self.fn is None:
+            data = self.interrupt_data(value) if callable(self.interrupt_data) else self.interrupt_data
+            raise Interrupt(to_json(data))
+        sig = self._sig
+        assert sig is not None
+        args: list[Any] = []
+        if sig.takes_input:
+            args.append(value)
+        if sig.takes_ctx:
+            args.append(ctx)
+        if sig.takes_resume:
+            args.append(ctx.resume)
+        result = await self.fn(*args) if self._is_async else self.fn(*args)
+        return self.validate_output(result) if self._output is not None else to_json(result)
+
+    def interrupted(self, part: Any) -> InterruptedCall[I, O, R] | None:
+        """Claim an interrupt raised by this tool, typed; ``None`` for any other part.
+
+        Returns ``None`` for another tool's interrupt, for a part that is not a pending
+        interrupt, and for a hold placed by tool-approval middleware.
+        """
+        if not isinstance(part, ToolRequestPart) or part.name != self.name or not part.is_interrupt:
+            return None
+        data = part.meta("interrupt")
+        if isinstance(data, dict) and cast(dict[str, Any], data).get(HOLD_KEY):
+            return None
+        return InterruptedCall(tool=self, part=part, input=self.validate_input(part.input), data=data)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InterruptedCall(Generic[I, O, R]):
+    """An interrupt claimed by the tool that raised it, with typed input.
+
+    Answer it with :meth:`respond` (supply the output; the tool does not run) or
+    :meth:`restart` (run the tool again with a resume payload).
+    """
+
+    tool: Tool[I, O, R]
+    part: ToolRequestPart
+    input: I
+    data: Any
+    """The interrupt data (``True`` when the tool gave none)."""
+
+    def data_as(self, tp: type[T]) -> T:
+        """The interrupt data validated as ``tp``."""
+        return TypeAdapter(tp).validate_python(self.data)
+
+    def respond(self, output: O, *, metadata: dict[str, Any] | None = None) -> ToolResponsePart:
+        """A respond entry: ``output`` (validated against the tool's output schema) answers the call."""
+        return ToolResponsePart(
+            name=self.part.name,
+            ref=self.part.ref,
+            output=self.tool.validate_output(output),
+            metadata={"interruptResponse": metadata or True},
+        )
+
+    def restart(self, payload: R | None = None) -> ToolRequestPart:
+        """A restart entry: the tool runs again with the same input and ``payload``."""
+        return self._restart(self.part.input, payload, replaced=False)
+
+    def restart_with_input(self, input: I, payload: R | None = None) -> ToolRequestPart:
+        """A restart entry with a revised input; the original is recorded as ``metadata.replacedInput``.
+
+        Agents refuse revised inputs unless they were built with ``allow_replaced_input=True``.
+        """
+        return self._restart(to_json(input), payload, replaced=True)
+
+    def _restart(self, new_input: Any, payload: Any, *, replaced: bool) -> ToolRequestPart:
+        resumed = to_json(payload) if payload is not None else True
+        if payload is not None:
+            self.tool.validate_resume(resumed)
+        meta: dict[str, Any] = {"resumed": resumed}
+        if replaced:
+            meta["replacedInput"] = self.part.input
+        return ToolRequestPart(name=self.part.name, ref=self.part.ref, input=new_input, metadata=meta)
+
+
+def _description(fn: Callable[..., Any]) -> str:
+    return inspect.cleandoc(fn.__doc__ or "").split("\n\n")[0].replace("\n", " ")
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool[Any, Any, Any]: ...
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None
+) -> Callable[[Callable[..., Any]], Tool[Any, Any, Any]]: ...
+def tool(
+    fn: Callable[..., Any] | None = None, /, *, name: str | None = None, description: str | None = None
+) -> Tool[Any, Any, Any] | Callable[[Callable[..., Any]], Tool[Any, Any, Any]]:
+    """Define a tool from a typed function, sync or async (usable as ``@tool`` or ``@tool(name=...)``).
+
+    Input and output schemas come from the type hints; the description from the
+    docstring's first paragraph. A third parameter makes the tool resumable.
+    """
+
+    def build(f: Callable[..., Any]) -> Tool[Any, Any, Any]:
+        sig = _read_signature(f)
+        return Tool(
+            f,
+            name=name or f.__name__,
+            description=description if description is not None else _description(f),
+            input_type=sig.input_type,
+            output_type=sig.output_type,
+            resume_type=sig.resume_type,
+            signature=sig,
+        )
+
+    return build(fn) if fn is not None else build
+
+
+def interrupt_tool(
+    name: str,
+    *,
+    input: type[I] | Any = Any,
+    output: type[O] | Any = Any,
+    description: str = "",
+    data: Any = None,
+) -> Tool[I, O, None]:
+    """Declare a tool that never runs: every call pauses the turn, answered by respond.
+
+    Args:
+        name: the tool's name as the model sees it.
+        input: the input type (its JSON Schema is shown to the model).
+        output: the output type; a respond is validated against it.
+        description: what the tool is for, for the model.
+        data: the interrupt data: a JSON value, a pydantic model, or ``fn(input) -> data``.
+    """
+    return Tool(None, name=name, description=description, input_type=input, output_type=output, interrupt_data=data)
