@@ -67,10 +67,14 @@ def pending_interrupts(messages: Sequence[Message]) -> list[ToolRequestPart]:
     return messages[-1].interrupts
 
 
+def _same_type(a: object, b: object) -> bool:
+    return type(a) is type(b)
+
+
 def json_equal(a: Any, b: Any) -> bool:
     """Semantic JSON equality: key order ignored, ``1 == 1.0``, ``True != 1``, ``None != missing``."""
     if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and bool(a == b)
+        return _same_type(a, b) and cast(bool, a == b)
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         return a == b
     if isinstance(a, dict) and isinstance(b, dict):
@@ -80,7 +84,7 @@ def json_equal(a: Any, b: Any) -> bool:
         la: list[Any] = cast(list[Any], a)
         lb: list[Any] = cast(list[Any], b)
         return len(la) == len(lb) and all(json_equal(x, y) for x, y in zip(la, lb, strict=True))
-    return type(a) is type(b) and bool(a == b)
+    return _same_type(a, b) and cast(bool, a == b)
 
 
 def _label(kind: str, name: str, ref: str | None) -> str:
