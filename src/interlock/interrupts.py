@@ -84,7 +84,9 @@ def json_equal(a: Any, b: Any) -> bool:
         la: list[Any] = cast(list[Any], a)
         lb: list[Any] = cast(list[Any], b)
         return len(la) == len(lb) and all(json_equal(x, y) for x, y in zip(la, lb, strict=True))
-    return _same_type(a, b) and cast(bool, a == b)
+    x: object = cast(object, a)
+    y: object = cast(object, b)
+    return _same_type(x, y) and x == y
 
 
 def _label(kind: str, name: str, ref: str | None) -> str:
