@@ -1,5 +1,7 @@
 """interlock: LLM agents whose tools pause a turn for a person, persist it, and resume it safely."""
 
+from ._runtime import SessionRunner
+from .agents import Agent, AgentConnection, CustomAgent, PromptAgent
 from .errors import (
     AbortedError,
     ClaimConflictError,
@@ -30,15 +32,29 @@ from .parts import (
     ToolRequestPart,
     ToolResponsePart,
 )
+from .sessions import Artifact, CustomPatch, ErrorInfo, Session, SessionState, Snapshot
+from .stores import InMemoryStore, SessionStore
 from .tools import InterruptedCall, Tool, ToolContext, interrupt_tool, tool
+from .turns import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnEnd, TurnResult
 
 __all__ = [
     "AbortedError",
+    "Agent",
+    "AgentConnection",
+    "AgentInit",
+    "AgentInput",
+    "AgentOutput",
+    "AgentResult",
+    "Artifact",
     "ClaimConflictError",
+    "CustomAgent",
     "CustomPart",
+    "CustomPatch",
     "DataPart",
+    "ErrorInfo",
     "FailedPreconditionError",
     "GenerateResult",
+    "InMemoryStore",
     "InterlockError",
     "Interrupt",
     "InterruptedCall",
@@ -51,11 +67,18 @@ __all__ = [
     "ModelResponse",
     "NotFoundError",
     "Part",
+    "PromptAgent",
     "ReasoningPart",
     "ResourcePart",
     "Resume",
     "ResumeError",
+    "Session",
+    "SessionRunner",
+    "SessionState",
+    "SessionStore",
+    "Snapshot",
     "SnapshotNotFoundError",
+    "StreamChunk",
     "TextPart",
     "Tool",
     "ToolContext",
@@ -64,6 +87,9 @@ __all__ = [
     "ToolOutputError",
     "ToolRequestPart",
     "ToolResponsePart",
+    "TurnContext",
+    "TurnEnd",
+    "TurnResult",
     "UsageError",
     "generate",
     "interrupt_as",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from .errors import (
@@ -196,7 +196,8 @@ async def _resume(loop: _Loop, resume: Resume, allow_replaced_input: bool) -> bo
             responses[i] = answer
             content[i] = with_metadata(part, drop=("interrupt",), resolvedInterrupt=part.meta("interrupt"))
         elif (again := _match(resume.restart, part)) is not None:
-            restarts.append((i, again, {"resumed": again.meta("resumed"), "original_input": part.input}))
+            first_input = part.meta("replacedInput", part.input)  # an earlier replaced restart recorded it
+            restarts.append((i, again, {"resumed": again.meta("resumed"), "original_input": first_input}))
     results = await loop.call_all([(req, kw) for _, req, kw in restarts]) if restarts else []
     paused_again = False
     for (i, req, kw), (ok, value) in zip(restarts, results, strict=True):
@@ -204,6 +205,8 @@ async def _resume(loop: _Loop, resume: Resume, allow_replaced_input: bool) -> bo
         assert isinstance(original, ToolRequestPart)
         updates: dict[str, Any] = {}
         if not json_equal(req.input, original.input):
+            # history keeps the input the tool ran with, and records the one it replaced
+            original = replace(original, input=req.input)
             updates["replacedInput"] = kw["original_input"]
         if ok:
             responses[i] = _response(original, value)

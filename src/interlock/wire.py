@@ -7,10 +7,13 @@ for an optional field reads as absent (Genkit omits optional fields).
 
 from __future__ import annotations
 
-from typing import Any, cast
+from datetime import UTC, datetime
+from typing import Any, TypeVar, cast
 
 from .errors import InvalidArgumentError
+from .interrupts import Resume
 from .messages import Message
+from .models import ModelChunk
 from .parts import (
     CustomPart,
     DataPart,
@@ -22,6 +25,10 @@ from .parts import (
     ToolRequestPart,
     ToolResponsePart,
 )
+from .sessions import Artifact, CustomPatch, ErrorInfo, SessionState, Snapshot
+from .turns import AgentInit, AgentInput, AgentOutput, StreamChunk, TurnEnd
+
+T = TypeVar("T")
 
 __all__ = [
     "message_from_json",
@@ -56,6 +63,8 @@ def part_from_json(data: Any) -> Part:
     d = _obj(data, "a part")
     common: dict[str, Any] = {"metadata": _opt_dict(d, "metadata")}
     kind = next((k for k in _KINDS if d.get(k) is not None), None)
+    if kind is None and "data" in d:
+        kind = "data"  # a data part may hold null; it is written as {"data": null}
     if kind is None and isinstance(d.get("custom"), dict):
         return CustomPart(value=d["custom"], metadata=common["metadata"], extra=_rest(d, _COMMON))
     common["custom"] = _opt_dict(d, "custom")
@@ -183,3 +192,290 @@ def messages_from_json(data: Any) -> list[Message]:
 def messages_to_json(messages: list[Message]) -> list[dict[str, Any]]:
     """Write a list of messages."""
     return [message_to_json(m) for m in messages]
+
+
+# Sessions, snapshots and the agent protocol -------------------------------------------------
+
+
+def _time(value: datetime | None) -> str | None:
+    return None if value is None else value.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def parse_time(value: Any) -> datetime | None:
+    """Parse an RFC 3339 timestamp (``Z`` or an offset); naive values are taken as UTC."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"expected an RFC 3339 timestamp string, got {value!r}")
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidArgumentError(f"expected an RFC 3339 timestamp, got {value!r}") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def artifact_to_json(artifact: Artifact) -> dict[str, Any]:
+    """Write an artifact."""
+    d: dict[str, Any] = {}
+    _put(d, "name", artifact.name)
+    d["parts"] = [part_to_json(p) for p in artifact.parts]
+    _put(d, "metadata", artifact.metadata)
+    return d
+
+
+def artifact_from_json(data: Any) -> Artifact:
+    """Read an artifact."""
+    d = _obj(data, "an artifact")
+    parts: Any = d.get("parts") or []
+    return Artifact(
+        name=d.get("name"),
+        parts=[part_from_json(p) for p in cast(list[Any], parts)],
+        metadata=_opt_dict(d, "metadata"),
+    )
+
+
+def state_to_json(state: SessionState) -> dict[str, Any]:
+    """Write session state (``{sessionId, messages, custom, artifacts}``)."""
+    d: dict[str, Any] = {}
+    _put(d, "sessionId", state.session_id)
+    d["messages"] = messages_to_json(state.messages)
+    _put(d, "custom", state.custom)
+    d["artifacts"] = [artifact_to_json(a) for a in state.artifacts]
+    return d
+
+
+def state_from_json(data: Any) -> SessionState:
+    """Read session state."""
+    d = _obj(data, "state")
+    artifacts: Any = d.get("artifacts") or []
+    return SessionState(
+        session_id=d.get("sessionId"),
+        messages=messages_from_json(d.get("messages") or []),
+        custom=d.get("custom"),
+        artifacts=[artifact_from_json(a) for a in cast(list[Any], artifacts)],
+    )
+
+
+def error_to_json(error: ErrorInfo) -> dict[str, Any]:
+    """Write an error (``{status, message, details?}``)."""
+    d: dict[str, Any] = {"status": error.status, "message": error.message}
+    _put(d, "details", error.details)
+    return d
+
+
+def error_from_json(data: Any) -> ErrorInfo:
+    """Read an error."""
+    d = _obj(data, "an error")
+    return ErrorInfo(
+        status=str(d.get("status") or "UNKNOWN"), message=str(d.get("message", "")), details=d.get("details")
+    )
+
+
+def snapshot_to_json(
+    snapshot: Snapshot, *, status: str | None = None, state: SessionState | None = None
+) -> dict[str, Any]:
+    """Write a snapshot as Genkit's ``SessionSnapshot`` (``status``/``state`` override what is read)."""
+    d: dict[str, Any] = {"snapshotId": snapshot.snapshot_id, "sessionId": snapshot.session_id}
+    _put(d, "parentId", snapshot.parent_id)
+    d["createdAt"] = _time(snapshot.created_at)
+    _put(d, "updatedAt", _time(snapshot.updated_at))
+    _put(d, "heartbeatAt", _time(snapshot.heartbeat_at))
+    d["status"] = status or snapshot.status
+    _put(d, "finishReason", snapshot.finish_reason)
+    if snapshot.error is not None:
+        d["error"] = error_to_json(snapshot.error)
+    state = state or snapshot.state
+    if state is not None:
+        d["state"] = state_to_json(state)
+    return d
+
+
+def snapshot_from_json(data: Any) -> Snapshot:
+    """Read a ``SessionSnapshot`` (unknown statuses are kept; a missing status reads as completed)."""
+    d = _obj(data, "a snapshot")
+    state: Any = d.get("state")
+    inner: Any = cast(dict[str, Any], state).get("sessionId") if isinstance(state, dict) else None
+    session_id: Any = d.get("sessionId") or inner or ""
+    return Snapshot(
+        snapshot_id=str(d.get("snapshotId", "")),
+        session_id=str(cast(Any, session_id)),
+        parent_id=d.get("parentId") or None,
+        created_at=parse_time(d.get("createdAt")) or datetime.fromtimestamp(0, UTC),
+        updated_at=parse_time(d.get("updatedAt")),
+        heartbeat_at=parse_time(d.get("heartbeatAt")),
+        status=str(d.get("status") or "completed"),
+        finish_reason=d.get("finishReason"),
+        error=None if d.get("error") is None else error_from_json(d["error"]),
+        state=None if state is None else state_from_json(state),
+    )
+
+
+def resume_to_json(resume: Resume) -> dict[str, Any]:
+    """Write a resume (``{respond?, restart?, metadata?}``)."""
+    d: dict[str, Any] = {}
+    if resume.respond:
+        d["respond"] = [part_to_json(p) for p in resume.respond]
+    if resume.restart:
+        d["restart"] = [part_to_json(p) for p in resume.restart]
+    _put(d, "metadata", resume.metadata)
+    return d
+
+
+def _parts_of(data: Any, kind: type[T], what: str) -> list[T]:
+    if data is None:
+        return []
+    if not isinstance(data, list):
+        raise InvalidArgumentError(f"resume.{what} must be a list of parts")
+    parts = [part_from_json(p) for p in cast(list[Any], data)]
+    for p in parts:
+        if not isinstance(p, kind):
+            raise InvalidArgumentError(f"resume.{what} takes only {kind.__name__} parts, got {p.kind}")
+    return cast(list[T], parts)
+
+
+def resume_from_json(data: Any) -> Resume:
+    """Read a resume."""
+    d = _obj(data, "resume")
+    return Resume(
+        respond=_parts_of(d.get("respond"), ToolResponsePart, "respond"),
+        restart=_parts_of(d.get("restart"), ToolRequestPart, "restart"),
+        metadata=d.get("metadata"),
+    )
+
+
+def input_to_json(value: AgentInput) -> dict[str, Any]:
+    """Write an ``AgentInput``."""
+    d: dict[str, Any] = {}
+    if value.message is not None:
+        d["message"] = message_to_json(value.message)
+    if value.resume is not None:
+        d["resume"] = resume_to_json(value.resume)
+    if value.detach:
+        d["detach"] = True
+    return d
+
+
+def input_from_json(data: Any) -> AgentInput:
+    """Read an ``AgentInput`` (unknown keys are ignored)."""
+    d = _obj(data if data is not None else {}, "data (an AgentInput)")
+    detach = d.get("detach")
+    if detach is not None and not isinstance(detach, bool):
+        raise InvalidArgumentError("'detach' must be a boolean")
+    return AgentInput(
+        message=None if d.get("message") is None else message_from_json(d["message"]),
+        resume=None if d.get("resume") is None else resume_from_json(d["resume"]),
+        detach=bool(detach),
+    )
+
+
+def init_to_json(init: AgentInit) -> dict[str, Any]:
+    """Write an ``AgentInit``."""
+    d: dict[str, Any] = {}
+    _put(d, "sessionId", init.session_id)
+    _put(d, "snapshotId", init.snapshot_id)
+    if init.state is not None:
+        d["state"] = state_to_json(init.state)
+    return d
+
+
+def _opt_str(d: dict[str, Any], key: str) -> str | None:
+    value = d.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"{key!r} must be a string")
+    return value
+
+
+def init_from_json(data: Any) -> AgentInit:
+    """Read an ``AgentInit`` (missing or empty is a fresh session)."""
+    d = _obj(data if data is not None else {}, "init (an AgentInit)")
+    return AgentInit(
+        session_id=_opt_str(d, "sessionId"),
+        snapshot_id=_opt_str(d, "snapshotId"),
+        state=None if d.get("state") is None else state_from_json(d["state"]),
+    )
+
+
+def output_to_json(output: AgentOutput) -> dict[str, Any]:
+    """Write an ``AgentOutput``."""
+    d: dict[str, Any] = {}
+    _put(d, "sessionId", output.session_id)
+    _put(d, "snapshotId", output.snapshot_id)
+    if output.state is not None:
+        d["state"] = state_to_json(output.state)
+    if output.message is not None:
+        d["message"] = message_to_json(output.message)
+    d["artifacts"] = [artifact_to_json(a) for a in output.artifacts]
+    _put(d, "finishReason", output.finish_reason)
+    if output.error is not None:
+        d["error"] = error_to_json(output.error)
+    return d
+
+
+def output_from_json(data: Any) -> AgentOutput:
+    """Read an ``AgentOutput``."""
+    d = _obj(data, "an AgentOutput")
+    artifacts: Any = d.get("artifacts") or []
+    return AgentOutput(
+        session_id=d.get("sessionId"),
+        snapshot_id=d.get("snapshotId") or None,
+        state=None if d.get("state") is None else state_from_json(d["state"]),
+        message=None if d.get("message") is None else message_from_json(d["message"]),
+        artifacts=[artifact_from_json(a) for a in cast(list[Any], artifacts)],
+        finish_reason=d.get("finishReason"),
+        error=None if d.get("error") is None else error_from_json(d["error"]),
+    )
+
+
+def model_chunk_to_json(chunk: ModelChunk) -> dict[str, Any]:
+    """Write a ``ModelResponseChunk``."""
+    d: dict[str, Any] = {}
+    _put(d, "role", chunk.role)
+    _put(d, "index", chunk.index)
+    d["content"] = [part_to_json(p) for p in chunk.content]
+    _put(d, "custom", chunk.custom)
+    d.update(chunk.extra)
+    return d
+
+
+def model_chunk_from_json(data: Any) -> ModelChunk:
+    """Read a ``ModelResponseChunk``."""
+    d = _obj(data, "a model chunk")
+    content: Any = d.get("content") or []
+    return ModelChunk(
+        role=d.get("role"),
+        index=d.get("index"),
+        content=[part_from_json(p) for p in cast(list[Any], content)],
+        custom=_opt_dict(d, "custom"),
+        extra=_rest(d, ("role", "index", "content", "custom")),
+    )
+
+
+def chunk_to_json(chunk: StreamChunk) -> dict[str, Any]:
+    """Write an ``AgentStreamChunk`` (exactly one key set)."""
+    if isinstance(chunk, ModelChunk):
+        return {"modelChunk": model_chunk_to_json(chunk)}
+    if isinstance(chunk, Artifact):
+        return {"artifact": artifact_to_json(chunk)}
+    if isinstance(chunk, CustomPatch):
+        return {"customPatch": chunk.ops}
+    d: dict[str, Any] = {}
+    _put(d, "snapshotId", chunk.snapshot_id)
+    _put(d, "finishReason", chunk.finish_reason)
+    return {"turnEnd": d}
+
+
+def chunk_from_json(data: Any) -> StreamChunk:
+    """Read an ``AgentStreamChunk``."""
+    d = _obj(data, "a stream chunk")
+    if d.get("modelChunk") is not None:
+        return model_chunk_from_json(d["modelChunk"])
+    if d.get("artifact") is not None:
+        return artifact_from_json(d["artifact"])
+    if d.get("customPatch") is not None:
+        return CustomPatch(ops=cast(list[dict[str, Any]], d["customPatch"]))
+    if "turnEnd" in d:
+        t = _obj(d.get("turnEnd") or {}, "turnEnd")
+        return TurnEnd(snapshot_id=t.get("snapshotId"), finish_reason=t.get("finishReason"))
+    raise InvalidArgumentError(f"unknown stream chunk with keys {sorted(d)!r}")

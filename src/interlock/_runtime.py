@@ -1,0 +1,534 @@
+"""One invocation of an agent: init, the turn loop, detach, abort, claims and snapshots.
+
+Inputs are read eagerly (a detach is noticed while a turn runs); turns run one after
+another. Server-managed turns reserve their snapshot id up front and write it at the
+turn end; a resume of an interrupted snapshot first *claims* it, atomically, so exactly
+one of several racing resumes runs its tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from .errors import (
+    ClaimConflictError,
+    FailedPreconditionError,
+    InterlockError,
+    InvalidArgumentError,
+    SnapshotNotFoundError,
+    UsageError,
+)
+from .models import ModelChunk
+from .sessions import ErrorInfo, Session, SessionState, Snapshot, new_id, utcnow
+from .turns import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnEnd, TurnResult
+
+if TYPE_CHECKING:
+    from .agents import Agent
+
+__all__ = ["END", "Invocation", "SessionRunner", "TurnHandler"]
+
+TurnHandler = Callable[[AgentInput, TurnContext], Awaitable[TurnResult | None]]
+"""A custom agent's per-turn function."""
+
+END = object()
+"""Marks the end of an input or chunk queue."""
+_background: set[asyncio.Task[Any]] = set()
+
+
+def _error_info(exc: BaseException) -> ErrorInfo:
+    if isinstance(exc, InterlockError):
+        return ErrorInfo(status=exc.status, message=exc.message, details=exc.details)
+    return ErrorInfo(status="INTERNAL", message=str(exc) or type(exc).__name__)
+
+
+class _PreTurnFailure(Exception):
+    """A graceful failure before any turn ran (missing or unresumable snapshot)."""
+
+    def __init__(self, error: InterlockError, session_id: str | None) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.session_id = session_id
+
+
+@dataclass(kw_only=True)
+class _Turn:
+    input: AgentInput
+    snapshot_id: str | None
+
+
+class SessionRunner:
+    """What a custom agent function drives: the session, the turn loop, and the stream."""
+
+    def __init__(self, invocation: Invocation) -> None:
+        self._inv = invocation
+
+    @property
+    def session(self) -> Session:
+        """The live session (messages, custom state, artifacts)."""
+        return self._inv.session
+
+    @property
+    def context(self) -> dict[str, Any]:
+        """The caller's context (identity, tenant, ...)."""
+        return self._inv.context
+
+    @property
+    def aborted(self) -> asyncio.Event:
+        """Set when the caller aborts a detached invocation."""
+        return self._inv.abort_event
+
+    @property
+    def last_finish_reason(self) -> str | None:
+        """The finish reason of the last completed turn."""
+        return self._inv.last_finish_reason
+
+    def send_chunk(self, chunk: StreamChunk) -> None:
+        """Stream a chunk to the caller (dropped after a detach)."""
+        self._inv.emit(chunk)
+
+    async def run(self, handler: TurnHandler) -> None:
+        """Run ``handler`` once per input, adding each input's message to the history first."""
+        await self._inv.run_turns(handler)
+
+
+class Invocation:
+    """The machinery behind one connection to an agent."""
+
+    def __init__(self, agent: Agent, init: AgentInit, context: dict[str, Any] | None) -> None:
+        self.agent = agent
+        self.store = agent.store
+        self.init = init
+        self.context: dict[str, Any] = dict(context or {})
+        self.tenant: str | None = self.context.get("tenant")
+        self.inputs: asyncio.Queue[AgentInput | object] = asyncio.Queue()
+        self.chunks: asyncio.Queue[StreamChunk | object] = asyncio.Queue()
+        self.output: asyncio.Future[AgentOutput] = asyncio.get_running_loop().create_future()
+        self.abort_event = asyncio.Event()
+        self.session = Session(SessionState(), sink=self._put_chunk, transform=agent.custom_transform)
+        self.tip: Snapshot | None = None
+        self.last_finish_reason: str | None = None
+        self.error: ErrorInfo | None = None
+        self.detached_id: str | None = None
+        self._turns: asyncio.Queue[_Turn | object] = asyncio.Queue()
+        self._running: _Turn | None = None
+        self._turn_index = 0
+        self._failed = False
+        self._tasks: list[asyncio.Task[Any]] = []
+        self.main = asyncio.ensure_future(self._main())
+
+    # streaming ---------------------------------------------------------------------------
+
+    def _put_chunk(self, chunk: Any) -> None:
+        self.emit(chunk)
+
+    def emit(self, chunk: StreamChunk) -> None:
+        if self.detached_id is not None:
+            return
+        transformed = self.agent.transform_chunk(chunk)
+        if transformed is not None:
+            self.chunks.put_nowait(transformed)
+
+    def _close_stream(self) -> None:
+        self.chunks.put_nowait(END)
+
+    # the invocation ----------------------------------------------------------------------
+
+    async def _main(self) -> None:
+        try:
+            state, self.tip = await self._load()
+        except _PreTurnFailure as failure:
+            self._resolve(
+                AgentOutput(session_id=failure.session_id, finish_reason="failed", error=_error_info(failure.error))
+            )
+            return
+        except BaseException as exc:
+            self._fail_thrown(exc)
+            return
+        self.session.state = state
+        reader = asyncio.ensure_future(self._read_inputs())
+        self._tasks.append(reader)
+        try:
+            result = await self.agent.invoke(SessionRunner(self))
+        except asyncio.CancelledError:
+            result = None
+            if not self.abort_event.is_set():
+                self.error = ErrorInfo(status="CANCELLED", message="the invocation was cancelled")
+        except Exception as exc:
+            self._failed = True
+            self.error = _error_info(exc)
+            if self.detached_id is None:
+                self.emit(TurnEnd(finish_reason="failed"))
+            result = None
+        finally:
+            reader.cancel()
+        await self._finish(result)
+
+    async def _finish(self, result: AgentResult | None) -> None:
+        if self.detached_id is not None:
+            await self._finalize_detached()
+            self._stop_tasks()
+            return
+        self._stop_tasks()
+        self._resolve(self._build_output(result))
+
+    def _build_output(self, result: AgentResult | None) -> AgentOutput:
+        state = self.session.state
+        message = (result.message if result else None) or (state.messages[-1] if state.messages else None)
+        finish = "failed" if self.error else ((result.finish_reason if result else None) or self.last_finish_reason)
+        return AgentOutput(
+            session_id=state.session_id,
+            snapshot_id=self.tip.snapshot_id if self.tip else None,
+            state=None if self.store is not None else self.agent.transform_state(state.copy()),
+            message=message,
+            artifacts=list(result.artifacts) if result and result.artifacts is not None else list(state.artifacts),
+            finish_reason=finish,
+            error=self.error,
+        )
+
+    def _resolve(self, output: AgentOutput) -> None:
+        if not self.output.done():
+            self.output.set_result(output)
+        self._close_stream()
+
+    def _fail_thrown(self, exc: BaseException) -> None:
+        if not self.output.done():
+            self.output.set_exception(exc)
+        self._close_stream()
+
+    def _stop_tasks(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+
+    # init --------------------------------------------------------------------------------
+
+    async def _load(self) -> tuple[SessionState, Snapshot | None]:
+        init, name = self.init, self.agent.name
+        if self.store is None:
+            if init.snapshot_id:
+                raise UsageError(
+                    f"Cannot use 'snapshotId' with agent '{name}': this agent has no store configured "
+                    "(client-managed state). Send 'state' instead."
+                )
+            if init.session_id:
+                raise UsageError(
+                    f"Cannot use 'sessionId' with agent '{name}': this agent has no store configured "
+                    "(client-managed state). Send 'state' instead."
+                )
+            state = init.state.copy() if init.state else SessionState()
+            state.session_id = state.session_id or new_id()
+            return state, None
+        if init.state is not None:
+            raise UsageError(
+                f"Cannot send 'state' to agent '{name}': this agent uses a server-managed store. "
+                "Send 'snapshotId' or 'sessionId' instead."
+            )
+        if init.snapshot_id:
+            return await self._load_snapshot(init.snapshot_id, init.session_id)
+        if init.session_id:
+            return await self._load_session(init.session_id)
+        return SessionState(session_id=new_id()), None
+
+    async def _load_snapshot(self, snapshot_id: str, session_id: str | None) -> tuple[SessionState, Snapshot]:
+        assert self.store is not None
+        snap = await self.store.load(snapshot_id, tenant=self.tenant)
+        if snap is None:
+            raise _PreTurnFailure(SnapshotNotFoundError(f"Snapshot {snapshot_id} not found"), session_id)
+        if session_id and snap.session_id != session_id:
+            raise InvalidArgumentError(
+                f"Snapshot {snapshot_id} does not belong to session {session_id} (it belongs to {snap.session_id})."
+            )
+        status = snap.read_status()
+        if status != "completed" or snap.state is None:
+            raise _PreTurnFailure(
+                InvalidArgumentError(
+                    f"Snapshot {snapshot_id} is not resumable (status: {status}). "
+                    "Only 'completed' snapshots can be resumed."
+                ),
+                snap.session_id,
+            )
+        state = snap.state
+        state.session_id = snap.session_id
+        return state, snap
+
+    async def _load_session(self, session_id: str) -> tuple[SessionState, Snapshot | None]:
+        assert self.store is not None
+        snap = await self.store.latest(session_id, tenant=self.tenant)
+        seen: set[str] = set()
+        while snap is not None and (snap.status != "completed" or snap.state is None):
+            if snap.read_status() == "pending":
+                raise _PreTurnFailure(
+                    FailedPreconditionError(
+                        f"Session {session_id} has a turn still running (snapshot {snap.snapshot_id}); wait for it, "
+                        "abort it, or resume an earlier snapshot by snapshotId."
+                    ),
+                    session_id,
+                )
+            seen.add(snap.snapshot_id)
+            if snap.parent_id is None or snap.parent_id in seen:
+                snap = None
+                break
+            snap = await self.store.load(snap.parent_id, tenant=self.tenant)
+        if snap is None or snap.state is None:
+            return SessionState(session_id=session_id), None
+        snap.state.session_id = session_id
+        return snap.state, snap
+
+    # inputs and detach -------------------------------------------------------------------
+
+    async def _read_inputs(self) -> None:
+        while True:
+            item = await self.inputs.get()
+            if item is END:
+                self._turns.put_nowait(END)
+                return
+            assert isinstance(item, AgentInput)
+            has_payload = item.message is not None or item.resume is not None
+            reserved = new_id() if self.store is not None and has_payload else None
+            if item.detach:
+                await self._detach(reserved)
+            if has_payload:
+                self._turns.put_nowait(_Turn(input=item, snapshot_id=reserved))
+
+    async def _detach(self, reserved: str | None) -> None:
+        if self.detached_id is not None:
+            return
+        if self.store is None:
+            self._fail_thrown(UsageError("Detach is only supported when a session store is provided."))
+            self.main.cancel()
+            return
+        pending_id = reserved or (self._running.snapshot_id if self._running else None) or new_id()
+        self.detached_id = pending_id
+        self.session.detach_sink()
+        now = utcnow()
+        pending = Snapshot(
+            snapshot_id=pending_id,
+            session_id=self.session.session_id,
+            parent_id=self.tip.snapshot_id if self.tip else None,
+            created_at=now,
+            heartbeat_at=now,
+            status="pending",
+            metadata={"agent": self.agent.name},
+        )
+        await self.store.save(pending_id, lambda _: pending, tenant=self.tenant)
+        self._tasks.append(asyncio.ensure_future(self._heartbeat(pending_id)))
+        self._tasks.append(asyncio.ensure_future(self._watch_abort(pending_id)))
+        _background.add(self.main)
+        self.main.add_done_callback(_background.discard)
+        self._resolve(AgentOutput(session_id=self.session.session_id, snapshot_id=pending_id, finish_reason="detached"))
+
+    async def _heartbeat(self, snapshot_id: str) -> None:
+        assert self.store is not None
+        while True:
+            await asyncio.sleep(self.agent.heartbeat_interval)
+
+            def beat(cur: Snapshot | None) -> Snapshot | None:
+                return cur.evolve(heartbeat_at=utcnow()) if cur is not None and cur.status == "pending" else None
+
+            with contextlib.suppress(Exception):
+                await self.store.save(snapshot_id, beat, tenant=self.tenant)
+
+    async def _watch_abort(self, snapshot_id: str) -> None:
+        assert self.store is not None
+        async for status in self.store.watch(snapshot_id, tenant=self.tenant):
+            if status == "aborted":
+                self.abort_event.set()
+                self.main.cancel()
+                return
+
+    async def _finalize_detached(self) -> None:
+        assert self.store is not None and self.detached_id is not None
+        state = self.session.state.copy()
+        error, finish = self.error, ("failed" if self.error else (self.last_finish_reason or "stop"))
+
+        def finalize(cur: Snapshot | None) -> Snapshot | None:
+            if cur is None or cur.status != "pending":
+                return None
+            return cur.evolve(
+                status="failed" if error else "completed",
+                finish_reason=finish,
+                error=error,
+                state=state,
+                heartbeat_at=None,
+            )
+
+        if not self.abort_event.is_set():
+            with contextlib.suppress(Exception):
+                await self.store.save(self.detached_id, finalize, tenant=self.tenant)
+
+    # turns -------------------------------------------------------------------------------
+
+    async def run_turns(self, handler: TurnHandler) -> None:
+        while not self._failed:
+            item = await self._turns.get()
+            if item is END:
+                return
+            assert isinstance(item, _Turn)
+            self._running = item
+            try:
+                await self._run_turn(handler, item)
+            finally:
+                self._running = None
+
+    async def _run_turn(self, handler: TurnHandler, turn: _Turn) -> None:
+        session, store = self.session, self.store
+        turn_id = turn.snapshot_id or (new_id() if store is not None else None)
+        parent = self.tip
+        good = session.state.copy()
+        session.start_turn()
+        claimed: str | None = None
+        ctx = TurnContext(
+            snapshot_id=turn_id,
+            parent_snapshot_id=parent.snapshot_id if parent else None,
+            turn_index=self._turn_index,
+            context=self.context,
+        )
+        self._turn_index += 1
+        try:
+            if turn.input.message is not None:
+                session.add_messages(turn.input.message)
+            if turn.input.resume is not None:
+                self.agent.check_resume(turn.input.resume, session.messages)
+                if parent is not None and parent.finish_reason == "interrupted" and turn_id is not None:
+                    claimed = await self._claim(parent.snapshot_id, turn_id)
+            result = await handler(turn.input, ctx)
+        except Exception as exc:
+            session.state = good
+            self._failed = True
+            self.error = _error_info(exc)
+            if claimed is not None:
+                await self._release(claimed, turn_id)
+            if self.detached_id is None:
+                self.emit(TurnEnd(finish_reason="failed"))
+            return
+        finish = result.finish_reason if result else None
+        self.last_finish_reason = finish
+        if store is not None and turn_id is not None and self.detached_id is None:
+            self.tip = await self._commit(turn_id, parent, finish, turn.input)
+        self.emit(
+            TurnEnd(
+                snapshot_id=turn_id if store is not None and self.detached_id is None else None, finish_reason=finish
+            )
+        )
+
+    async def _commit(self, turn_id: str, parent: Snapshot | None, finish: str | None, input: AgentInput) -> Snapshot:
+        assert self.store is not None
+        meta: dict[str, Any] = {"agent": self.agent.name}
+        if input.resume is not None:
+            meta["resume"] = _audit(input, self.context)
+        snap = Snapshot(
+            snapshot_id=turn_id,
+            session_id=self.session.session_id,
+            parent_id=parent.snapshot_id if parent else None,
+            status="completed",
+            finish_reason=finish,
+            state=self.session.state.copy(),
+            metadata=meta,
+        )
+        written = await self.store.save(turn_id, lambda _: snap, tenant=self.tenant)
+        assert written is not None
+        return written
+
+    async def _claim(self, parent_id: str, turn_id: str) -> str:
+        """Claim the interrupted parent for this turn, or raise :class:`ClaimConflictError`."""
+        assert self.store is not None
+        steal: str | None = None
+        for _ in range(2):
+            take = _Claim(parent_id=parent_id, turn_id=turn_id, ttl=self.agent.claim_ttl, steal=steal)
+            if await self.store.save(parent_id, take, tenant=self.tenant) is not None:
+                self._tasks.append(asyncio.ensure_future(self._refresh_claim(parent_id, turn_id)))
+                return parent_id
+            holder = take.expired
+            done = None if holder is None else await self.store.load(holder, tenant=self.tenant)
+            if done is not None and done.status != "failed":
+                raise _conflict(parent_id, holder)
+            steal = holder
+        raise _conflict(parent_id, steal)
+
+    async def _refresh_claim(self, parent_id: str, turn_id: str) -> None:
+        assert self.store is not None
+        while True:
+            await asyncio.sleep(self.agent.claim_ttl / 3)
+
+            def refresh(cur: Snapshot | None) -> Snapshot | None:
+                return cur.evolve(claimed_at=utcnow()) if cur is not None and cur.claimed_by == turn_id else None
+
+            with contextlib.suppress(Exception):
+                await self.store.save(parent_id, refresh, tenant=self.tenant)
+
+    async def _release(self, parent_id: str, turn_id: str | None) -> None:
+        assert self.store is not None
+
+        def release(cur: Snapshot | None) -> Snapshot | None:
+            if cur is None or cur.claimed_by != turn_id:
+                return None
+            return cur.evolve(claimed_by=None, claimed_at=None)
+
+        with contextlib.suppress(Exception):
+            await self.store.save(parent_id, release, tenant=self.tenant)
+
+
+@dataclass(kw_only=True)
+class _Claim:
+    """The claim updater: take an unclaimed (or expired, or ``steal``-able) interrupted snapshot."""
+
+    parent_id: str
+    turn_id: str
+    ttl: float
+    steal: str | None
+    expired: str | None = None
+
+    def __call__(self, cur: Snapshot | None) -> Snapshot | None:
+        if cur is None:
+            raise SnapshotNotFoundError(f"Snapshot {self.parent_id} not found")
+        now = utcnow()
+        holder = cur.claimed_by
+        if holder and holder not in (self.turn_id, self.steal):
+            if cur.claimed_at is not None and (now - cur.claimed_at).total_seconds() < self.ttl:
+                raise _conflict(self.parent_id, holder)
+            self.expired = holder
+            return None
+        meta = dict(cur.metadata or {})
+        if self.steal:
+            meta["reclaimedFrom"] = self.steal
+        return cur.evolve(claimed_by=self.turn_id, claimed_at=now, metadata=meta)
+
+
+def _conflict(parent_id: str, holder: str | None) -> ClaimConflictError:
+    return ClaimConflictError(
+        f"Snapshot {parent_id} was already resumed by turn {holder}; each interrupt is answered once. "
+        f"Load snapshot {holder} to continue from there.",
+        winner=holder,
+    )
+
+
+def _approved(resumed: Any) -> bool:
+    return isinstance(resumed, dict) and cast(dict[str, Any], resumed).get("toolApproved") is True
+
+
+def _audit(input: AgentInput, context: dict[str, Any]) -> dict[str, Any]:
+    """Who answered which interrupts, and when (kept in the resumed snapshot's metadata)."""
+    resume = input.resume
+    assert resume is not None
+    identity = context.get("identity")
+    return {
+        "by": identity if isinstance(identity, (str, int, float, dict)) else None,
+        "at": utcnow().isoformat(),
+        "respond": [{"name": p.name, "ref": p.ref} for p in resume.respond],
+        "restart": [
+            {
+                "name": p.name,
+                "ref": p.ref,
+                "approved": _approved(p.meta("resumed")),
+            }
+            for p in resume.restart
+        ],
+    }
+
+
+def model_chunk_of_interrupts(parts: list[Any]) -> ModelChunk:
+    """The role-``tool`` chunk streamed when a turn ends interrupted (so streaming clients see the interrupts)."""
+    return ModelChunk(role="tool", content=list(parts))

@@ -1,0 +1,381 @@
+"""Agents: prompt agents (model + instructions + tools) and custom agents (your function).
+
+Both share one interface: :meth:`Agent.connect` opens a connection (send messages and
+resumes, iterate stream chunks, take the output), :meth:`Agent.run` does one input, and
+:meth:`Agent.get_snapshot`, :meth:`Agent.abort` and :meth:`Agent.wait` work on stored
+snapshots. The remote client (:mod:`interlock.client`) has the same interface over HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, Literal
+
+from ._runtime import END, Invocation, SessionRunner, model_chunk_of_interrupts
+from .errors import DeadlineExceededError, InvalidArgumentError, UsageError
+from .generate import generate
+from .interrupts import Resume, validate_resume
+from .messages import Message
+from .models import Model
+from .parts import ToolRequestPart
+from .sessions import SessionState, Snapshot
+from .stores import SessionStore
+from .tools import Tool, ToolMiddleware
+from .turns import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnResult
+
+__all__ = ["Agent", "AgentConnection", "CustomAgent", "PromptAgent", "StateTransform", "ChunkTransform"]
+
+StateTransform = Callable[[SessionState], SessionState]
+"""Egress-only: rewrites state before it leaves the agent (outputs, snapshots read through the agent)."""
+ChunkTransform = Callable[[StreamChunk], StreamChunk | None]
+"""Egress-only: rewrites (or drops, by returning ``None``) each stream chunk."""
+InputLike = str | Message | AgentInput | None
+
+
+def as_input(value: InputLike, *, resume: Resume | None = None, detach: bool = False) -> AgentInput:
+    """Normalise what callers pass to ``send``/``run`` into an :class:`AgentInput`."""
+    if isinstance(value, AgentInput):
+        if resume is not None or detach:
+            return AgentInput(message=value.message, resume=resume or value.resume, detach=detach or value.detach)
+        return value
+    message = Message.user(value) if isinstance(value, str) else value
+    return AgentInput(message=message, resume=resume, detach=detach)
+
+
+class AgentConnection:
+    """A live invocation: send inputs, iterate stream chunks, then take the output.
+
+    ::
+
+        async with agent.connect(snapshot_id=snap) as conn:
+            await conn.send("hello")
+            await conn.close()
+            async for chunk in conn:
+                ...
+            output = await conn.output()
+    """
+
+    def __init__(self, invocation: Invocation) -> None:
+        self._inv = invocation
+        self._closed = False
+
+    async def send(self, value: InputLike = None, *, resume: Resume | None = None, detach: bool = False) -> None:
+        """Queue one input: a message (text or :class:`Message`), a resume, or both."""
+        if self._closed:
+            raise UsageError("this connection is closed; open a new one with agent.connect()")
+        self._inv.inputs.put_nowait(as_input(value, resume=resume, detach=detach))
+
+    async def resume(self, resume: Resume) -> None:
+        """Queue a resume: answers to the paused turn's interrupts."""
+        await self.send(None, resume=resume)
+
+    async def detach(self) -> None:
+        """Send the rest of the invocation to the background; the output becomes a pending snapshot."""
+        await self.send(AgentInput(detach=True))
+
+    async def close(self) -> None:
+        """End the input side; the invocation finishes the queued turns."""
+        if not self._closed:
+            self._closed = True
+            self._inv.inputs.put_nowait(END)
+
+    def __aiter__(self) -> AsyncIterator[StreamChunk]:
+        return self._stream()
+
+    async def _stream(self) -> AsyncIterator[StreamChunk]:
+        while True:
+            chunk = await self._inv.chunks.get()
+            if chunk is END:
+                self._inv.chunks.put_nowait(END)
+                return
+            yield chunk  # type: ignore[misc]
+
+    async def output(self) -> AgentOutput:
+        """The invocation's output (raises for API misuse; a failed turn is an output with ``error``)."""
+        await self.close()
+        return await asyncio.shield(self._inv.output)
+
+    def cancel(self) -> None:
+        """Stop an attached invocation now (a detached one runs on)."""
+        if self._inv.detached_id is None:
+            self._inv.main.cancel()
+
+    async def __aenter__(self) -> AgentConnection:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class Agent:
+    """Base of prompt and custom agents: state management, snapshots, detach and abort.
+
+    Args:
+        name: the agent's name (its URL path when served over HTTP).
+        store: a session store makes the agent server-managed (outputs carry a snapshot
+            id); without one it is client-managed (outputs carry the state).
+        state_transform: egress-only rewrite of state that leaves the agent.
+        chunk_transform: egress-only rewrite (or drop) of each stream chunk.
+        heartbeat_interval: seconds between heartbeats of a detached turn.
+        claim_ttl: seconds a resume's claim on an interrupted snapshot lasts without refresh
+            (a crashed resumer's claim expires after this).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        store: SessionStore | None = None,
+        description: str = "",
+        state_transform: StateTransform | None = None,
+        chunk_transform: ChunkTransform | None = None,
+        heartbeat_interval: float = 30.0,
+        claim_ttl: float = 60.0,
+    ) -> None:
+        if not name:
+            raise UsageError("an agent needs a non-empty name")
+        self.name = name
+        self.store = store
+        self.description = description
+        self.state_transform = state_transform
+        self.chunk_transform = chunk_transform
+        self.heartbeat_interval = heartbeat_interval
+        self.claim_ttl = claim_ttl
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+    @property
+    def state_management(self) -> Literal["server", "client"]:
+        return "server" if self.store is not None else "client"
+
+    # hooks for subclasses ------------------------------------------------------------------
+
+    async def invoke(self, runner: SessionRunner) -> AgentResult | None:
+        """Drive the invocation (custom agents run their function here)."""
+        raise NotImplementedError
+
+    def check_resume(self, resume: Resume, history: list[Message]) -> None:
+        """Refuse a resume that does not fit the history, before anything runs or is claimed."""
+        validate_resume(resume, history)
+
+    # egress transforms ---------------------------------------------------------------------
+
+    def transform_state(self, state: SessionState) -> SessionState:
+        return self.state_transform(state) if self.state_transform else state
+
+    def custom_transform(self, custom: Any) -> Any:
+        if self.state_transform is None:
+            return custom
+        return self.state_transform(SessionState(custom=custom)).custom
+
+    def transform_chunk(self, chunk: StreamChunk) -> StreamChunk | None:
+        return self.chunk_transform(chunk) if self.chunk_transform else chunk
+
+    # the interface ------------------------------------------------------------------------
+
+    def connect(
+        self,
+        *,
+        snapshot_id: str | None = None,
+        session_id: str | None = None,
+        state: SessionState | None = None,
+        context: dict[str, Any] | None = None,
+    ) -> AgentConnection:
+        """Open an invocation; the session comes from a snapshot, a session id, state, or is new."""
+        init = AgentInit(snapshot_id=snapshot_id, session_id=session_id, state=state)
+        return AgentConnection(Invocation(self, init, context))
+
+    async def run(
+        self,
+        input: InputLike = None,
+        *,
+        resume: Resume | None = None,
+        detach: bool = False,
+        snapshot_id: str | None = None,
+        session_id: str | None = None,
+        state: SessionState | None = None,
+        context: dict[str, Any] | None = None,
+        on_chunk: Callable[[StreamChunk], Awaitable[None] | None] | None = None,
+    ) -> AgentOutput:
+        """Run one input (a message, a resume, or both) and return the output."""
+        if input is None and resume is None and not detach:
+            raise InvalidArgumentError("agent input message or resume is required")
+        conn = self.connect(snapshot_id=snapshot_id, session_id=session_id, state=state, context=context)
+        await conn.send(input, resume=resume, detach=detach)
+        await conn.close()
+        if on_chunk is not None:
+            async for chunk in conn:
+                result = on_chunk(chunk)
+                if asyncio.iscoroutine(result):
+                    await result
+        return await conn.output()
+
+    def run_sync(self, input: InputLike = None, **kwargs: Any) -> AgentOutput:
+        """:meth:`run` for code without an event loop."""
+        return asyncio.run(self.run(input, **kwargs))
+
+    def _require_store(self) -> SessionStore:
+        if self.store is None:
+            raise UsageError(f"agent {self.name!r} has no session store; snapshots need a server-managed agent")
+        return self.store
+
+    async def get_snapshot(
+        self, snapshot_id: str | None = None, *, session_id: str | None = None, context: dict[str, Any] | None = None
+    ) -> Snapshot | None:
+        """A stored snapshot by id, or a session's latest; ``None`` when there is none.
+
+        With both ids the snapshot must belong to the session. The status reads as
+        ``expired`` for a pending snapshot whose heartbeat stopped; the state transform applies.
+        """
+        store = self._require_store()
+        tenant = (context or {}).get("tenant")
+        if snapshot_id:
+            snap = await store.load(snapshot_id, tenant=tenant)
+            if snap is not None and session_id and snap.session_id != session_id:
+                return None
+        elif session_id:
+            snap = await store.latest(session_id, tenant=tenant)
+        else:
+            raise InvalidArgumentError("get_snapshot needs a snapshot_id or a session_id")
+        if snap is None:
+            return None
+        state = self.transform_state(snap.state) if snap.state is not None else None
+        return snap.evolve(status=snap.read_status(), state=state)
+
+    async def get_latest_snapshot(self, session_id: str, *, context: dict[str, Any] | None = None) -> Snapshot | None:
+        """The session's latest (leaf) snapshot."""
+        return await self.get_snapshot(session_id=session_id, context=context)
+
+    async def pending_interrupts(
+        self, snapshot_id: str | None = None, *, session_id: str | None = None, context: dict[str, Any] | None = None
+    ) -> list[ToolRequestPart]:
+        """The interrupts a stored snapshot waits on (recover them in one call, from any process)."""
+        snap = await self.get_snapshot(snapshot_id, session_id=session_id, context=context)
+        return [] if snap is None or snap.claimed_by else snap.interrupts
+
+    async def abort(self, snapshot_id: str, *, context: dict[str, Any] | None = None) -> str | None:
+        """Abort a detached turn: flips ``pending`` to ``aborted``; returns the status before, or ``None``."""
+        store = self._require_store()
+        previous: list[str] = []
+
+        def flip(cur: Snapshot | None) -> Snapshot | None:
+            previous[:] = [cur.status] if cur is not None else []
+            return cur.evolve(status="aborted") if cur is not None and cur.status == "pending" else None
+
+        await store.save(snapshot_id, flip, tenant=(context or {}).get("tenant"))
+        return previous[0] if previous else None
+
+    async def wait(
+        self,
+        snapshot_id: str,
+        *,
+        timeout: float | None = None,
+        interval: float = 0.1,
+        context: dict[str, Any] | None = None,
+    ) -> Snapshot:
+        """Poll a snapshot until it is completed, failed, aborted or expired."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            snap = await self.get_snapshot(snapshot_id, context=context)
+            if snap is None:
+                raise InvalidArgumentError(f"Snapshot {snapshot_id} not found")
+            if snap.status in ("completed", "failed", "aborted", "expired"):
+                return snap
+            if deadline is not None and loop.time() >= deadline:
+                raise DeadlineExceededError(f"snapshot {snapshot_id} is still {snap.status} after {timeout} s")
+            await asyncio.sleep(interval)
+
+
+CustomAgentFn = Callable[[SessionRunner], Awaitable[AgentResult | None]]
+
+
+class CustomAgent(Agent):
+    """An agent driven by your async function, which runs turns through a :class:`SessionRunner`."""
+
+    def __init__(self, name: str, fn: CustomAgentFn, **options: Any) -> None:
+        super().__init__(name, **options)
+        self.fn = fn
+
+    async def invoke(self, runner: SessionRunner) -> AgentResult | None:
+        return await self.fn(runner)
+
+
+class PromptAgent(Agent):
+    """An agent made of a model, instructions and tools, running the tool loop each turn.
+
+    Args:
+        name: the agent's name.
+        model: the model to call.
+        instructions: the system prompt (not stored in the session history).
+        tools: tools the model may call.
+        config: model configuration.
+        max_turns: tool-calling rounds per turn before the turn fails.
+        middleware: tool middleware (e.g. :func:`interlock.tool_approval`).
+        allow_replaced_input: accept restarts with revised inputs (unsafe for untrusted callers).
+        tool_input_errors: ``"raise"`` fails the turn on invalid tool input; ``"model"`` tells the model.
+        **options: see :class:`Agent`.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        model: Model,
+        *,
+        instructions: str | None = None,
+        tools: Sequence[Tool[Any, Any, Any]] = (),
+        config: dict[str, Any] | None = None,
+        max_turns: int = 5,
+        middleware: Sequence[ToolMiddleware] = (),
+        allow_replaced_input: bool = False,
+        tool_input_errors: Literal["raise", "model"] = "raise",
+        **options: Any,
+    ) -> None:
+        super().__init__(name, **options)
+        self.model = model
+        self.instructions = instructions
+        self.tools = list(tools)
+        self.config = config
+        self.max_turns = max_turns
+        self.middleware = list(middleware)
+        self.allow_replaced_input = allow_replaced_input
+        self.tool_input_errors: Literal["raise", "model"] = tool_input_errors
+        self._by_name = {t.name: t for t in self.tools}
+
+    def check_resume(self, resume: Resume, history: list[Message]) -> None:
+        validate_resume(resume, history, allow_replaced_input=self.allow_replaced_input)
+        for response in resume.respond:
+            if (found := self._by_name.get(response.name)) is not None:
+                found.validate_output(response.output)
+        for request in resume.restart:
+            if (found := self._by_name.get(request.name)) is not None:
+                found.validate_input(request.input)
+                found.validate_resume(request.meta("resumed"))
+
+    async def invoke(self, runner: SessionRunner) -> AgentResult | None:
+        async def turn(input: AgentInput, ctx: TurnContext) -> TurnResult:
+            session = runner.session
+            preamble = [Message.system(self.instructions)] if self.instructions else []
+            result = await generate(
+                self.model,
+                [*preamble, *session.messages],
+                tools=self.tools,
+                resume=input.resume,
+                config=self.config,
+                max_turns=self.max_turns,
+                on_chunk=runner.send_chunk,
+                middleware=self.middleware,
+                session=session,
+                context=ctx.context,
+                allow_replaced_input=self.allow_replaced_input,
+                tool_input_errors=self.tool_input_errors,
+            )
+            session.set_messages(result.messages[len(preamble) :])
+            if result.finish_reason == "interrupted":
+                runner.send_chunk(model_chunk_of_interrupts(result.interrupts))
+            return TurnResult(finish_reason=result.finish_reason)
+
+        await runner.run(turn)
+        return None

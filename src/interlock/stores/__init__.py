@@ -1,0 +1,212 @@
+"""Session stores: where snapshots live.
+
+A store is a small Protocol: :meth:`SessionStore.load` a snapshot by id,
+:meth:`SessionStore.latest` (the leaf) of a session, an atomic read-modify-write
+:meth:`SessionStore.save`, and a :meth:`SessionStore.watch` of a snapshot's status.
+Every call is scoped by ``tenant``: a snapshot of another tenant does not exist.
+
+Two stores come in the box: :class:`InMemoryStore` and
+:class:`~interlock.stores.sqlite.SQLiteStore` (the embedded default).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from ..errors import FailedPreconditionError, InvalidArgumentError
+from ..sessions import Snapshot, utcnow
+
+__all__ = ["InMemoryStore", "SessionStore", "SnapshotInfo", "Updater", "apply_update", "pick_leaf"]
+
+Updater = Callable[[Snapshot | None], Snapshot | None]
+"""A pure function from the current row (or ``None``) to the row to write (or ``None``: write nothing).
+
+It runs inside the store's transaction and may run again under contention, so it must
+not have side effects. Raising aborts the save and propagates.
+"""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SnapshotInfo:
+    """A snapshot's bookkeeping without its state, for listings."""
+
+    snapshot_id: str
+    session_id: str
+    parent_id: str | None
+    created_at: datetime
+    updated_at: datetime | None
+    status: str
+    finish_reason: str | None
+    agent: str | None
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Where snapshots are kept. Implementations must pass :func:`interlock.testing.check_store`."""
+
+    async def load(self, snapshot_id: str, *, tenant: str | None = None) -> Snapshot | None:
+        """The snapshot with this id (full state), or ``None``."""
+        ...
+
+    async def latest(self, session_id: str, *, tenant: str | None = None) -> Snapshot | None:
+        """The session's leaf snapshot, whatever its status, or ``None`` for an unknown session."""
+        ...
+
+    async def save(self, snapshot_id: str, update: Updater, *, tenant: str | None = None) -> Snapshot | None:
+        """Atomically read the row, apply ``update`` and write the result; returns what was written."""
+        ...
+
+    def watch(self, snapshot_id: str, *, tenant: str | None = None) -> AsyncIterator[str]:
+        """Yield the snapshot's status now and on every change; ends after a terminal status or if missing."""
+        ...
+
+    async def list(
+        self, *, tenant: str | None = None, session_id: str | None = None, finish_reason: str | None = None
+    ) -> list[SnapshotInfo]:
+        """Snapshots (without state), newest first, optionally filtered."""
+        ...
+
+    async def delete(self, snapshot_ids: Iterable[str], *, tenant: str | None = None) -> int:
+        """Delete snapshots, keeping every remaining snapshot loadable; returns how many were deleted."""
+        ...
+
+
+def apply_update(current: Snapshot | None, update: Updater, snapshot_id: str) -> Snapshot | None:
+    """Run an updater and enforce the rules every store shares.
+
+    The row keeps its id and session; a terminal status never changes; the version is
+    bumped; ``created_at`` is kept and ``updated_at`` stamped.
+    """
+    new = update(current)
+    if new is None:
+        return None
+    if new.snapshot_id != snapshot_id:
+        new = new.evolve(snapshot_id=snapshot_id)
+    if not new.session_id:
+        raise InvalidArgumentError(f"snapshot {snapshot_id!r} needs a session id")
+    if current is not None:
+        if new.session_id != current.session_id:
+            raise FailedPreconditionError(
+                f"snapshot {snapshot_id!r} belongs to session {current.session_id!r}; it cannot move to another"
+            )
+        if current.is_terminal and new.status != current.status:
+            raise FailedPreconditionError(
+                f"snapshot {snapshot_id!r} is {current.status}; a finished snapshot's status cannot change"
+            )
+        return new.evolve(version=current.version + 1, created_at=current.created_at, updated_at=utcnow())
+    return new.evolve(version=1, updated_at=new.updated_at or new.created_at)
+
+
+def pick_leaf(session_id: str, rows: list[tuple[str, str | None, datetime]], *, reject_branching: bool) -> str | None:
+    """Choose a session's latest snapshot among ``(id, parent_id, created_at)`` rows: its leaf.
+
+    Several leaves (a branching session): the newest, ties broken by id, unless
+    ``reject_branching``. No leaf at all means a cycle: corrupt history.
+    """
+    if not rows:
+        return None
+    parents = {parent for _, parent, _ in rows if parent}
+    leaves = [(created, sid) for sid, _, created in rows if sid not in parents]
+    if not leaves:
+        raise FailedPreconditionError(
+            f"Session {session_id!r} has no leaf snapshot (corrupt or cyclic history); resume by snapshotId instead."
+        )
+    if len(leaves) > 1 and reject_branching:
+        raise FailedPreconditionError(
+            f"Session {session_id!r} has branching snapshots ({len(leaves)} leaves), so there is no single latest "
+            "snapshot. Resume by snapshotId instead."
+        )
+    return max(leaves)[1]
+
+
+class InMemoryStore:
+    """A store in this process's memory; snapshots share (immutable) messages instead of copying them."""
+
+    def __init__(self, *, reject_branching: bool = False) -> None:
+        self.reject_branching = reject_branching
+        self._rows: dict[tuple[str | None, str], Snapshot] = {}
+        self._by_session: dict[tuple[str | None, str], list[str]] = {}
+        self._changed = asyncio.Condition()
+
+    async def load(self, snapshot_id: str, *, tenant: str | None = None) -> Snapshot | None:
+        row = self._rows.get((tenant, snapshot_id))
+        return None if row is None else _isolated(row)
+
+    async def latest(self, session_id: str, *, tenant: str | None = None) -> Snapshot | None:
+        ids = self._by_session.get((tenant, session_id), [])
+        rows = [(s.snapshot_id, s.parent_id, s.created_at) for i in ids if (s := self._rows.get((tenant, i)))]
+        leaf = pick_leaf(session_id, rows, reject_branching=self.reject_branching)
+        return None if leaf is None else await self.load(leaf, tenant=tenant)
+
+    async def save(self, snapshot_id: str, update: Updater, *, tenant: str | None = None) -> Snapshot | None:
+        key = (tenant, snapshot_id)
+        current = self._rows.get(key)
+        new = apply_update(None if current is None else _isolated(current), update, snapshot_id)
+        if new is None:
+            return None
+        self._rows[key] = _isolated(new)
+        if current is None:
+            self._by_session.setdefault((tenant, new.session_id), []).append(snapshot_id)
+        if current is None or current.status != new.status:
+            async with self._changed:
+                self._changed.notify_all()
+        return new
+
+    async def watch(self, snapshot_id: str, *, tenant: str | None = None) -> AsyncIterator[str]:
+        last: str | None = None
+        while True:
+            row = self._rows.get((tenant, snapshot_id))
+            if row is None:
+                return
+            if row.status != last:
+                last = row.status
+                yield last
+            if row.is_terminal:
+                return
+            async with self._changed:
+                await self._changed.wait()
+
+    async def list(
+        self, *, tenant: str | None = None, session_id: str | None = None, finish_reason: str | None = None
+    ) -> list[SnapshotInfo]:
+        rows = [
+            s
+            for (t, _), s in self._rows.items()
+            if t == tenant
+            and (session_id is None or s.session_id == session_id)
+            and (finish_reason is None or s.finish_reason == finish_reason)
+        ]
+        rows.sort(key=lambda s: (s.created_at, s.snapshot_id), reverse=True)
+        return [_info(s) for s in rows]
+
+    async def delete(self, snapshot_ids: Iterable[str], *, tenant: str | None = None) -> int:
+        count = 0
+        for sid in snapshot_ids:
+            row = self._rows.pop((tenant, sid), None)
+            if row is not None:
+                self._by_session[(tenant, row.session_id)].remove(sid)
+                count += 1
+        return count
+
+
+def _isolated(s: Snapshot) -> Snapshot:
+    """A copy whose lists and custom state the caller may change without touching the store."""
+    return s if s.state is None else s.evolve(state=s.state.copy())
+
+
+def _info(s: Snapshot) -> SnapshotInfo:
+    agent = (s.metadata or {}).get("agent")
+    return SnapshotInfo(
+        snapshot_id=s.snapshot_id,
+        session_id=s.session_id,
+        parent_id=s.parent_id,
+        created_at=s.created_at,
+        updated_at=s.updated_at,
+        status=s.status,
+        finish_reason=s.finish_reason,
+        agent=agent if isinstance(agent, str) else None,
+    )

@@ -1,0 +1,27 @@
+"""Every case of Genkit's agent conformance spec, run through our public API (local agents)."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import pytest
+from conformance import build_agents, load_cases, run_case
+
+from interlock.testing import ScriptedModel
+
+CASES = load_cases(pathlib.Path(__file__).resolve().parents[2] / "shared")
+
+
+def test_spec_has_every_case() -> None:
+    assert len(CASES) == 39
+
+
+def _set_model(agent: Any, model: ScriptedModel) -> None:
+    if hasattr(agent, "model"):
+        agent.model = model
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+async def test_conformance(case: dict[str, Any]) -> None:
+    await run_case(case, build_agents(), set_model=_set_model)
