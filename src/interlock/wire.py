@@ -298,7 +298,7 @@ def snapshot_from_json(data: Any) -> Snapshot:
     session_id: Any = d.get("sessionId") or inner or ""
     return Snapshot(
         snapshot_id=str(d.get("snapshotId", "")),
-        session_id=str(cast(Any, session_id)),
+        session_id=str(session_id),
         parent_id=d.get("parentId") or None,
         created_at=parse_time(d.get("createdAt")) or datetime.fromtimestamp(0, UTC),
         updated_at=parse_time(d.get("updatedAt")),
