@@ -126,11 +126,16 @@ class Invocation:
         self.emit(chunk)
 
     def emit(self, chunk: StreamChunk) -> None:
+        """Stream a chunk through the chunk transform; a failing transform raises (fail closed)."""
         if self.detached_id is not None:
             return
         transformed = self.agent.transform_chunk(chunk)
         if transformed is not None:
             self.chunks.put_nowait(transformed)
+
+    def _emit_failed_turn_end(self) -> None:
+        with contextlib.suppress(Exception):
+            self.emit(TurnEnd(finish_reason="failed"))
 
     def _close_stream(self) -> None:
         self.chunks.put_nowait(END)
@@ -160,12 +165,15 @@ class Invocation:
         except Exception as exc:
             self._failed = True
             self.error = _error_info(exc)
-            if self.detached_id is None:
-                self.emit(TurnEnd(finish_reason="failed"))
+            self._emit_failed_turn_end()
             result = None
         finally:
             reader.cancel()
-        await self._finish(result)
+        try:
+            await self._finish(result)
+        except BaseException as exc:  # never leave a caller waiting on an unresolved output
+            self._fail_thrown(exc)
+            raise
 
     async def _finish(self, result: AgentResult | None) -> None:
         if self.detached_id is not None:
@@ -401,8 +409,7 @@ class Invocation:
             self.error = _error_info(exc)
             if claimed is not None:
                 await self._release(claimed, turn_id)
-            if self.detached_id is None:
-                self.emit(TurnEnd(finish_reason="failed"))
+            self._emit_failed_turn_end()
             return
         finish = result.finish_reason if result else None
         self.last_finish_reason = finish

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from ._runtime import END, Invocation, SessionRunner, model_chunk_of_interrupts
 from .errors import DeadlineExceededError, InvalidArgumentError, UsageError
-from .generate import generate
+from .generate import check_resume, generate
 from .interrupts import Resume, validate_resume
 from .messages import Message
 from .models import Model
@@ -345,14 +345,7 @@ class PromptAgent(Agent):
         self._by_name = {t.name: t for t in self.tools}
 
     def check_resume(self, resume: Resume, history: list[Message]) -> None:
-        validate_resume(resume, history, allow_replaced_input=self.allow_replaced_input)
-        for response in resume.respond:
-            if (found := self._by_name.get(response.name)) is not None:
-                found.validate_output(response.output)
-        for request in resume.restart:
-            if (found := self._by_name.get(request.name)) is not None:
-                found.validate_input(request.input)
-                found.validate_resume(request.meta("resumed"))
+        check_resume(resume, history, self.tools, allow_replaced_input=self.allow_replaced_input)
 
     async def invoke(self, runner: SessionRunner) -> AgentResult | None:
         async def turn(input: AgentInput, ctx: TurnContext) -> TurnResult:

@@ -23,13 +23,14 @@ from .errors import (
     ToolError,
     ToolInputError,
 )
-from .interrupts import Resume, json_equal, validate_resume
+from .interrupts import Resume, json_equal, pending_interrupts, validate_resume
 from .messages import Message
+from .middleware import is_hold
 from .models import ChunkCallback, Model, ModelChunk, ModelRequest, Usage
 from .parts import Part, ToolRequestPart, ToolResponsePart, with_metadata
 from .tools import Tool, ToolContext, ToolMiddleware
 
-__all__ = ["GenerateResult", "generate"]
+__all__ = ["GenerateResult", "check_resume", "generate"]
 
 REINTERRUPTED = "One or more tools triggered interrupts while resuming generation. The model was not called."
 
@@ -163,14 +164,30 @@ def _match(entries: Sequence[Any], part: ToolRequestPart) -> Any:
     return None
 
 
-def _precheck(loop: _Loop, resume: Resume) -> None:
-    """Schema checks for every answer, before anything runs."""
+def check_resume(
+    resume: Resume,
+    history: Sequence[Message],
+    tools: Sequence[Tool[Any, Any, Any]],
+    *,
+    allow_replaced_input: bool = False,
+) -> None:
+    """Everything a resume must pass before anything runs: :func:`validate_resume` plus schemas.
+
+    Respond outputs must fit the tool's output schema (except a denial of a middleware
+    hold, which is a note to the model); restarts must carry a valid input and resume payload.
+    """
+    validate_resume(resume, history, allow_replaced_input=allow_replaced_input)
+    by_name = {t.name: t for t in tools}
+    holds = {(p.name, p.ref or None) for p in pending_interrupts(history) if is_hold(p)}
     for response in resume.respond:
-        loop.tool_for(response.name).validate_output(response.output)
+        found = by_name.get(response.name)
+        if found is not None and (response.name, response.ref or None) not in holds:
+            found.validate_output(response.output)
     for request in resume.restart:
-        tool = loop.tool_for(request.name)
-        tool.validate_input(request.input)
-        tool.validate_resume(request.meta("resumed"))
+        found = by_name.get(request.name)
+        if found is not None:
+            found.validate_input(request.input)
+            found.validate_resume(request.meta("resumed"))
 
 
 async def _resume(loop: _Loop, resume: Resume, allow_replaced_input: bool) -> bool:
@@ -181,8 +198,7 @@ async def _resume(loop: _Loop, resume: Resume, allow_replaced_input: bool) -> bo
         raise FailedPreconditionError(
             "Cannot 'resume' generation unless the previous message is a model message with at least one tool request."
         )
-    validate_resume(resume, history, allow_replaced_input=allow_replaced_input)
-    _precheck(loop, resume)
+    check_resume(resume, history, list(loop.tools.values()), allow_replaced_input=allow_replaced_input)
     content = list(last.content)
     responses: dict[int, ToolResponsePart] = {}
     restarts: list[tuple[int, ToolRequestPart, dict[str, Any]]] = []

@@ -20,6 +20,7 @@ and the caller answers it with :meth:`InterruptedCall.respond`.
 from __future__ import annotations
 
 import inspect
+import sys
 import types
 import typing
 from collections.abc import Awaitable, Callable
@@ -131,8 +132,8 @@ def _is_ctx(tp: Any) -> bool:
     return tp is ToolContext or typing.get_origin(tp) is ToolContext
 
 
-def _read_signature(fn: Callable[..., Any]) -> _Signature:
-    hints = typing.get_type_hints(fn)
+def _read_signature(fn: Callable[..., Any], localns: dict[str, Any] | None = None) -> _Signature:
+    hints = typing.get_type_hints(fn, localns=localns)
     params = [
         p for p in inspect.signature(fn).parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]
@@ -348,9 +349,11 @@ def tool(
     Input and output schemas come from the type hints; the description from the
     docstring's first paragraph. A third parameter makes the tool resumable.
     """
+    # Hints may name classes local to the caller's function (with postponed annotations).
+    caller = sys._getframe(1).f_locals  # pyright: ignore[reportPrivateUsage]
 
     def build(f: Callable[..., Any]) -> Tool[Any, Any, Any]:
-        sig = _read_signature(f)
+        sig = _read_signature(f, dict(caller))
         return Tool(
             f,
             name=name or f.__name__,
