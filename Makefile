@@ -31,6 +31,7 @@ test: lint typecheck unit
 
 bench: $(STAMP)
 	$(BIN)/python bench/core.py
+	$(BIN)/python bench/agents.py
 
 clean:
 	rm -rf $(VENV) build dist
