@@ -17,6 +17,7 @@ from ..parts import Part
 
 __all__ = [
     "ChunkCallback",
+    "ModelFactory",
     "FinishReason",
     "Model",
     "ModelChunk",
@@ -24,6 +25,8 @@ __all__ = [
     "ModelResponse",
     "ToolDefinition",
     "Usage",
+    "register_provider",
+    "resolve_model",
 ]
 
 FinishReason: TypeAlias = Literal["stop", "length", "blocked", "aborted", "interrupted", "other", "unknown"]
@@ -108,3 +111,6 @@ class Model(Protocol):
     async def generate(self, request: ModelRequest, *, on_chunk: ChunkCallback | None = None) -> ModelResponse:
         """Answer one request, streaming chunks to ``on_chunk`` when the model can."""
         ...
+
+
+from .registry import ModelFactory, register_provider, resolve_model  # noqa: E402  (needs Model above)

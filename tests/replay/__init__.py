@@ -1,0 +1,1 @@
+"""Recorded provider wire fixtures and the small HTTP server that replays them."""
