@@ -13,6 +13,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
+# The embedded local model: llama-cpp-python compiled once (pip's wheel cache keeps it) and the weights.
+LOCAL_STAMP := $(VENV)/.local-model
+$(LOCAL_STAMP): scripts/setup_local_model.sh $(STAMP)
+	bash scripts/setup_local_model.sh
+	@touch $(LOCAL_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/python examples/approve_transfer.py
 
@@ -24,7 +30,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/pyright
 
-unit: $(STAMP)
+unit: $(STAMP) $(LOCAL_STAMP)
 	$(BIN)/pytest
 
 test: lint typecheck unit
