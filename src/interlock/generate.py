@@ -302,7 +302,7 @@ async def generate(
         tool_choice=tool_choice,
         history=list(messages),
     )
-    if resume is not None and resume:
+    if resume is not None:
         if await _resume(loop, resume, allow_replaced_input):
             return GenerateResult(messages=loop.history, finish_reason="interrupted", finish_message=REINTERRUPTED)
     definitions = [t.definition for t in tools]
