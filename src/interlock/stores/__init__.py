@@ -19,6 +19,7 @@ from typing import Protocol, runtime_checkable
 
 from ..errors import FailedPreconditionError, InvalidArgumentError
 from ..sessions import Snapshot, utcnow
+from ._prune import prunable
 
 __all__ = ["InMemoryStore", "SessionStore", "SnapshotInfo", "Updater", "apply_update", "pick_leaf"]
 
@@ -130,7 +131,7 @@ class InMemoryStore:
         self.reject_branching = reject_branching
         self._rows: dict[tuple[str | None, str], Snapshot] = {}
         self._by_session: dict[tuple[str | None, str], list[str]] = {}
-        self._changed = asyncio.Condition()
+        self.poll_interval = 0.01
 
     async def load(self, snapshot_id: str, *, tenant: str | None = None) -> Snapshot | None:
         row = self._rows.get((tenant, snapshot_id))
@@ -151,9 +152,6 @@ class InMemoryStore:
         self._rows[key] = _isolated(new)
         if current is None:
             self._by_session.setdefault((tenant, new.session_id), []).append(snapshot_id)
-        if current is None or current.status != new.status:
-            async with self._changed:
-                self._changed.notify_all()
         return new
 
     async def watch(self, snapshot_id: str, *, tenant: str | None = None) -> AsyncIterator[str]:
@@ -167,8 +165,7 @@ class InMemoryStore:
                 yield last
             if row.is_terminal:
                 return
-            async with self._changed:
-                await self._changed.wait()
+            await asyncio.sleep(self.poll_interval)
 
     async def list(
         self, *, tenant: str | None = None, session_id: str | None = None, finish_reason: str | None = None
@@ -191,6 +188,22 @@ class InMemoryStore:
                 self._by_session[(tenant, row.session_id)].remove(sid)
                 count += 1
         return count
+
+    async def prune(
+        self,
+        *,
+        session_id: str | None = None,
+        keep_last: int | None = None,
+        older_than: datetime | None = None,
+        tenant: str | None = None,
+    ) -> int:
+        """Delete old snapshots (the rule is :func:`interlock.stores._prune.prunable`'s); returns how many."""
+        rows = [
+            (s.snapshot_id, s.parent_id, s.created_at, s.status)
+            for (t, _), s in self._rows.items()
+            if t == tenant and (session_id is None or s.session_id == session_id)
+        ]
+        return await self.delete(prunable(rows, keep_last=keep_last, older_than=older_than), tenant=tenant)
 
 
 def _isolated(s: Snapshot) -> Snapshot:

@@ -1,0 +1,388 @@
+"""SQLite-specific behaviour: linear storage, cold loads, several stores and processes on one file, corruption."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import pathlib
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import cast
+
+import pytest
+
+from interlock import InvalidArgumentError, Message, SessionState, Snapshot, UsageError
+from interlock.errors import DataLossError
+from interlock.stores.sqlite import SQLiteStore
+from interlock.wire import messages_to_json
+
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def turn(i: int) -> list[Message]:
+    """Two messages of about 300 bytes of JSON each."""
+    return [Message.user(f"question {i:03d} " + "q" * 270), Message.model(f"answer {i:03d} " + "a" * 272)]
+
+
+async def write_chain(store: SQLiteStore, n: int, *, session_id: str = "s") -> list[list[Message]]:
+    """n turns written as the runtime does: load the parent, append a turn, save the child."""
+    histories: list[list[Message]] = []
+    parent: Snapshot | None = None
+    for i in range(n):
+        messages = (parent.state.messages if parent is not None and parent.state else []) + turn(i)
+        snap = Snapshot(
+            snapshot_id=f"t{i}",
+            session_id=session_id,
+            parent_id=None if parent is None else parent.snapshot_id,
+            created_at=T0 + timedelta(seconds=i),
+            metadata={"agent": "bench"},
+            state=SessionState(session_id=session_id, messages=list(messages), custom={"turn": i}),
+        )
+        await store.save(snap.snapshot_id, lambda _, s=snap: s)
+        histories.append(list(messages))
+        parent = await store.load(snap.snapshot_id)
+    return histories
+
+
+def raw(path: pathlib.Path, sql: str, args: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    with contextlib.closing(sqlite3.connect(path, timeout=30)) as con, con:
+        return con.execute(sql, args).fetchall()
+
+
+def json_size(messages: list[Message]) -> int:
+    return len(json.dumps(messages_to_json(messages), ensure_ascii=False, separators=(",", ":")).encode())
+
+
+async def test_storage_is_linear_in_conversation_length(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "linear.db"
+    async with SQLiteStore(path) as store:
+        histories = await write_chain(store, 200)
+    final = histories[-1]
+    assert len(final) == 400
+    history_bytes = json_size(final)  # ≈ 120 KB
+    raw(path, "PRAGMA wal_checkpoint(TRUNCATE)")
+    size = path.stat().st_size
+    # Each message's JSON is stored once, in the tail of the turn that added it (≈ history_bytes
+    # in all). Each row adds ~0.5 KB of bookkeeping (ids, timestamps, custom, metadata) plus its
+    # entries in the primary-key, session and base indexes, ≈ 100 KB for 200 rows, below the second
+    # history_bytes. 64 KiB covers the fixed part: the header and schema pages, the first page of the
+    # table and each index, and B-tree page slack. Copying the history into every row would need
+    # ~sum(2i × 300 B) ≈ 12 MB, a hundred times this budget.
+    assert size <= 2 * history_bytes + 64 * 1024, (size, history_bytes)
+    # every turn but the first is a delta on its parent (base_id NULL: the base is the parent)
+    rows = raw(path, "SELECT snapshot_id, parent_id, base_id, keep, tail FROM interlock_snapshots")
+    by_id = {r[0]: r for r in rows}
+    for i in range(1, 200):
+        _, parent_id, base_id, keep, tail = by_id[f"t{i}"]
+        assert (parent_id, base_id, keep) == (f"t{i - 1}", None, 2 * i)
+        assert isinstance(tail, str) and len(json.loads(tail)) == 2
+
+
+async def test_cold_store_loads_the_full_history(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "cold.db"
+    async with SQLiteStore(path) as store:
+        histories = await write_chain(store, 50)
+        warm = await store.load("t49")
+    async with SQLiteStore(path) as cold:
+        leaf = await cold.load("t49")
+        assert leaf is not None and leaf.state is not None
+        assert leaf == warm
+        assert leaf.state.messages == histories[-1]
+        middle = await cold.load("t20")
+        assert middle is not None and middle.state is not None
+        assert middle.state.messages == histories[20]
+        latest = await cold.latest("s")
+        assert latest == warm
+        # a child saved by the cold store is again a delta on its parent
+        child = leaf.evolve(snapshot_id="t50", parent_id="t49", state=leaf.state.copy(), created_at=T0)
+        assert child.state is not None
+        child.state.messages.extend(turn(50))
+        await cold.save("t50", lambda _: child)
+    assert raw(path, "SELECT base_id, keep FROM interlock_snapshots WHERE snapshot_id = 't50'") == [(None, 100)]
+    async with SQLiteStore(path) as again:
+        loaded = await again.load("t50")
+        assert loaded is not None and loaded.state is not None
+        assert loaded.state.messages == histories[-1] + turn(50)
+
+
+async def test_bookkeeping_updates_do_not_rewrite_messages(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "beat.db"
+    async with SQLiteStore(path) as store:
+        await write_chain(store, 3)
+        before = raw(path, "SELECT base_id, keep, tail, mrev FROM interlock_snapshots WHERE snapshot_id = 't2'")
+        await store.save("t2", lambda cur: None if cur is None else cur.evolve(heartbeat_at=T0, claimed_by="x"))
+        after = raw(path, "SELECT base_id, keep, tail, mrev FROM interlock_snapshots WHERE snapshot_id = 't2'")
+        assert after == before
+        loaded = await store.load("t2")
+        assert loaded is not None and (loaded.heartbeat_at, loaded.claimed_by, loaded.version) == (T0, "x", 2)
+
+
+async def test_rewrite_by_another_store_is_seen_despite_the_cache(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "shared.db"
+    async with SQLiteStore(path) as a, SQLiteStore(path) as b:
+        histories = await write_chain(a, 3)
+        replaced = [Message.user("replaced")]
+        await b.save(
+            "t1", lambda cur: None if cur is None else cur.evolve(state=SessionState(session_id="s", messages=replaced))
+        )
+        t1 = await a.load("t1")
+        assert t1 is not None and t1.state is not None and t1.state.messages == replaced
+        t2 = await a.load("t2")
+        assert t2 is not None and t2.state is not None and t2.state.messages == histories[2]
+
+
+async def test_child_written_by_another_store_builds_on_the_cached_parent(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "handoff.db"
+    async with SQLiteStore(path) as a, SQLiteStore(path) as b:
+        histories = await write_chain(a, 3)  # a has t2 cached
+        t2 = await b.load("t2")
+        assert t2 is not None and t2.state is not None
+        child = t2.evolve(snapshot_id="t3", parent_id="t2", state=t2.state.copy())
+        assert child.state is not None
+        child.state.messages.extend(turn(3))
+        await b.save("t3", lambda _: child)
+        t3 = await a.load("t3")  # t2's messages from a's cache + t3's tail
+        assert t3 is not None and t3.state is not None
+        assert t3.state.messages == histories[2] + turn(3)
+        assert t3.state.messages[0] is (await a.load("t2")).state.messages[0]  # type: ignore[union-attr]
+
+
+async def test_a_child_that_rewrites_history_stores_only_what_differs(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "rewrite.db"
+    async with SQLiteStore(path) as store:
+        histories = await write_chain(store, 3)
+        t2 = await store.load("t2")
+        assert t2 is not None and t2.state is not None
+        # a resume replaces the parent's last (interrupted) message, then appends
+        resumed = [*t2.state.messages[:-1], Message.model("answer 2, resumed"), *turn(3)]
+        child = t2.evolve(snapshot_id="t3", parent_id="t2", state=SessionState(session_id="s", messages=resumed))
+        await store.save("t3", lambda _: child)
+        # a compaction keeps nothing of the parent: a full checkpoint
+        compacted = [Message.system("summary"), *turn(4)]
+        grandchild = child.evolve(
+            snapshot_id="t4", parent_id="t3", state=SessionState(session_id="s", messages=compacted)
+        )
+        await store.save("t4", lambda _: grandchild)
+    rows = raw(path, "SELECT snapshot_id, base_id, keep, tail FROM interlock_snapshots WHERE snapshot_id >= 't3'")
+    by_id = {r[0]: r[1:] for r in rows}
+    assert by_id["t3"][:2] == (None, 5) and len(json.loads(str(by_id["t3"][2]))) == 3
+    assert by_id["t4"][:2] == (None, 0) and len(json.loads(str(by_id["t4"][2]))) == 3
+    async with SQLiteStore(path) as cold:
+        for sid, expected in (("t3", resumed), ("t4", compacted), ("t2", histories[2])):
+            loaded = await cold.load(sid)
+            assert loaded is not None and loaded.state is not None and loaded.state.messages == expected
+
+
+async def test_named_bases_survive_deletes(tmp_path: pathlib.Path) -> None:
+    """A base that is not the row's own (same-session) parent is named in base_id, and still honoured."""
+    path = tmp_path / "named.db"
+    async with SQLiteStore(path) as store:
+        histories = await write_chain(store, 4)
+        t1 = await store.load("t1")
+        assert t1 is not None and t1.state is not None
+        # a child in another session: its base t1 is named
+        other = Snapshot(
+            snapshot_id="o",
+            session_id="other",
+            parent_id="t1",
+            state=SessionState(session_id="s", messages=[*t1.state.messages, *turn(9)]),
+        )
+        await store.save("o", lambda _: other)
+        # t3 re-parented with unchanged messages: its implicit base t2 becomes named
+        await store.save("t3", lambda cur: None if cur is None else cur.evolve(parent_id="t0"))
+        named = raw(path, "SELECT snapshot_id, base_id FROM interlock_snapshots WHERE base_id IS NOT NULL")
+        assert sorted(named) == [("o", "t1"), ("t3", "t2")]
+        assert await store.delete(["t1", "t2"]) == 2
+    async with SQLiteStore(path) as cold:
+        o = await cold.load("o")
+        assert o is not None and o.state is not None
+        assert o.state.messages == histories[1] + turn(9)
+        assert o.state.session_id == "s" and o.session_id == "other"
+        t3 = await cold.load("t3")
+        assert t3 is not None and t3.state is not None and t3.parent_id == "t0"
+        assert t3.state.messages == histories[3]
+
+
+async def test_custom_state_must_be_json(tmp_path: pathlib.Path) -> None:
+    async with SQLiteStore(tmp_path / "custom.db") as store:
+        bad = Snapshot(snapshot_id="x", session_id="s", state=SessionState(session_id="s", custom={"when": T0}))
+        with pytest.raises(InvalidArgumentError, match="'x'.*not JSON-serialisable"):
+            await store.save("x", lambda _: bad)
+        assert await store.load("x") is None
+
+
+async def test_a_small_cache_still_loads_everything(tmp_path: pathlib.Path) -> None:
+    async with SQLiteStore(tmp_path / "small.db", cache_size=3) as store:
+        histories = await write_chain(store, 20)
+        for i in (19, 0, 7, 13, 19, 1):
+            loaded = await store.load(f"t{i}")
+            assert loaded is not None and loaded.state is not None
+            assert loaded.state.messages == histories[i]
+
+
+INCREMENT = """
+def increment(current, who):
+    state = current.state.copy()
+    counts = dict(state.custom)
+    counts["n"] += 1
+    counts[who] = counts.get(who, 0) + 1
+    state.custom = counts
+    return current.evolve(state=state)
+"""
+namespace: dict[str, object] = {}
+exec(INCREMENT, namespace)  # the same updater in this process and in the child process
+increment = cast(Callable[[Snapshot | None, str], Snapshot | None], namespace["increment"])
+
+
+async def seed_counter(store: SQLiteStore) -> None:
+    counter = Snapshot(
+        snapshot_id="c", session_id="s", state=SessionState(session_id="s", messages=turn(0), custom={"n": 0})
+    )
+    await store.save("c", lambda _: counter)
+
+
+async def test_two_stores_on_one_file_never_lose_updates(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "two.db"
+    async with SQLiteStore(path) as a, SQLiteStore(path) as b:
+        await seed_counter(a)
+        await asyncio.gather(
+            *(a.save("c", lambda cur: increment(cur, "a")) for _ in range(50)),
+            *(b.save("c", lambda cur: increment(cur, "b")) for _ in range(50)),
+        )
+        loaded = await b.load("c")
+        assert loaded is not None and loaded.state is not None
+        assert loaded.state.custom == {"n": 100, "a": 50, "b": 50}
+        assert loaded.version == 101
+
+
+CHILD = (
+    textwrap.dedent(
+        """
+    import asyncio, sys
+    from interlock.stores.sqlite import SQLiteStore
+    """
+    )
+    + INCREMENT
+    + textwrap.dedent(
+        """
+    async def main(path, n):
+        async with SQLiteStore(path) as store:
+            await store.load("c")
+            print("ready", flush=True)
+            sys.stdin.readline()
+            for _ in range(n):
+                await store.save("c", lambda cur: increment(cur, "child"))
+    asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+    """
+    )
+)
+
+
+@pytest.mark.slow
+async def test_another_process_on_the_same_file_never_loses_updates(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "procs.db"
+    n = 100
+    async with SQLiteStore(path) as store:
+        await seed_counter(store)
+        with subprocess.Popen(
+            [sys.executable, "-c", CHILD, os.fspath(path), str(n)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        ) as proc:
+            assert proc.stdin is not None and proc.stdout is not None
+            assert (await asyncio.to_thread(proc.stdout.readline)).strip() == "ready"
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            for _ in range(n):
+                await store.save("c", lambda cur: increment(cur, "parent"))
+            assert await asyncio.to_thread(proc.wait, 60) == 0
+        loaded = await store.load("c")
+        assert loaded is not None and loaded.state is not None
+        assert loaded.state.custom == {"n": 2 * n, "parent": n, "child": n}
+        assert loaded.version == 2 * n + 1
+
+
+async def test_watch_sees_an_abort_written_by_another_store(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "watch.db"
+    async with SQLiteStore(path) as a, SQLiteStore(path) as b:
+        pending = Snapshot(snapshot_id="p", session_id="s", heartbeat_at=T0, status="pending")
+        await a.save("p", lambda _: pending)
+        seen: list[str] = []
+
+        async def watch() -> None:
+            async for status in a.watch("p"):
+                seen.append(status)
+                if status == "pending":
+                    await b.save("p", lambda cur: None if cur is None else cur.evolve(status="aborted"))
+
+        async with asyncio.timeout(10):
+            await watch()
+        assert seen == ["pending", "aborted"]
+
+
+async def test_corrupt_rows_raise_data_loss(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "corrupt.db"
+    async with SQLiteStore(path) as store:
+        await write_chain(store, 4)
+    raw(path, "UPDATE interlock_snapshots SET tail = '[{\"role\": ' WHERE snapshot_id = 't2'")
+    raw(path, "UPDATE interlock_snapshots SET custom = 'nope' WHERE snapshot_id = 't1'")
+    raw(path, "UPDATE interlock_snapshots SET metadata = '{' WHERE snapshot_id = 't0'")
+    async with SQLiteStore(path) as cold:
+        with pytest.raises(DataLossError, match="'t2'") as info:
+            await cold.load("t3")  # its history passes through t2
+        assert info.value.status == "DATA_LOSS"
+        with pytest.raises(DataLossError, match="'t1'"):
+            await cold.load("t1")
+        with pytest.raises(DataLossError, match="'t0'"):
+            await cold.load("t0")
+        with pytest.raises(DataLossError, match="'t0'"):
+            await cold.list()
+        with pytest.raises(DataLossError, match="'t2'"):
+            await cold.save("t3", lambda cur: None if cur is None else cur.evolve(heartbeat_at=T0))
+    raw(path, "UPDATE interlock_snapshots SET tail = '[{\"role\": 5}]' WHERE snapshot_id = 't2'")
+    async with SQLiteStore(path) as cold:
+        with pytest.raises(DataLossError, match="'t2'"):
+            await cold.load("t2")
+    raw(path, "UPDATE interlock_snapshots SET artifacts = '[5]' WHERE snapshot_id = 't0'")
+    async with SQLiteStore(path) as cold:
+        with pytest.raises(DataLossError, match="'t0'.*wrong shape"):
+            await cold.load("t0")
+    raw(path, "DELETE FROM interlock_snapshots WHERE snapshot_id = 't2'")  # behind the store's back
+    async with SQLiteStore(path) as cold:
+        with pytest.raises(DataLossError, match="'t3'.*'t2' is missing"):
+            await cold.load("t3")
+
+
+async def test_not_a_database_raises_data_loss(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "junk.db"
+    path.write_bytes(b"this is not a database" * 100)
+    store = SQLiteStore(path)
+    try:
+        with pytest.raises(DataLossError, match="not a usable database"):
+            await store.load("x")
+    finally:
+        await store.close()
+
+
+async def test_from_url_setup_and_close(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "url.db"
+    async with SQLiteStore.from_url(f"sqlite:///{path}") as store:  # sqlite:////abs/path
+        assert store.path == os.fspath(path)
+        assert raw(path, "PRAGMA journal_mode") == [("wal",)]
+        await store.setup()  # idempotent
+        await seed_counter(store)
+    with pytest.raises(UsageError, match="closed"):
+        await store.load("c")
+    await store.close()  # idempotent
+    async with SQLiteStore.from_url(path) as again:
+        assert (await again.load("c")) is not None
+    async with SQLiteStore(":memory:") as memory:
+        await seed_counter(memory)
+        assert (await memory.load("c")) is not None
