@@ -386,6 +386,7 @@ async def test_text_answer_streams_chunks(model: LocalModel) -> None:
 
 
 async def test_tool_call_is_parsed_and_schema_valid(model: LocalModel) -> None:
+    await model.generate(_request("What is my balance?"), on_chunk=None)  # same system prompt and tools: warms the cache
     chunks: list[ModelChunk] = []
     response = await model.generate(_request("Transfer $150 to Alice for dinner"), on_chunk=chunks.append)
     [call] = response.message.tool_requests
@@ -482,3 +483,23 @@ def test_missing_runtime_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setitem(sys.modules, "llama_cpp", None)
     with pytest.raises(ImportError, match=r"pip install 'interlock\[local\]'"):
         LocalModel()
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        '{"name": "transferMoney", "arguments": {"to": "Alice", "amount": 150}',
+        '```json\n{"name": "transferMoney", "arguments": {"to": "Alice", "amount": 150}\n```',
+        '<tool_call>\n{"name": "transferMoney", "arguments": {"to": "Alice", "amount": 150}\n</tool_call>',
+    ],
+)
+def test_parse_repairs_a_call_missing_its_last_brace(output: str) -> None:
+    # Seen from the real model: it stops one "}" short of a complete call.
+    parsed = parse_output(output, TOOLS)
+    assert [(c.name, c.arguments["to"], c.arguments["amount"]) for c in parsed.calls] == [("transferMoney", "Alice", 150)]
+    assert parsed.text == ""
+
+
+def test_parse_does_not_repair_text_that_merely_opens_a_brace() -> None:
+    parsed = parse_output('Sure {"name": "transferMoney", "arguments": {"to": "A", ', TOOLS)
+    assert parsed.calls == []

@@ -2,6 +2,7 @@
 
 from ._runtime import SessionRunner
 from .agents import Agent, AgentConnection, CustomAgent, PromptAgent
+from .client import RemoteAgent, RemoteConnection
 from .errors import (
     AbortedError,
     ClaimConflictError,
@@ -10,17 +11,20 @@ from .errors import (
     Interrupt,
     InvalidArgumentError,
     NotFoundError,
+    PermissionDeniedError,
     ResumeError,
     SnapshotNotFoundError,
     ToolError,
     ToolInputError,
     ToolOutputError,
+    UnauthenticatedError,
     UsageError,
 )
-from .generate import GenerateResult, generate
+from .generate import GenerateResult, check_resume, generate
 from .interrupts import Resume, interrupt_as, is_interrupt, pending_interrupts, validate_resume
 from .messages import Message
-from .models import Model, ModelChunk, ModelRequest, ModelResponse
+from .middleware import approve, deny, is_hold, tool_approval
+from .models import Model, ModelChunk, ModelRequest, ModelResponse, register_provider, resolve_model
 from .parts import (
     CustomPart,
     DataPart,
@@ -32,8 +36,10 @@ from .parts import (
     ToolRequestPart,
     ToolResponsePart,
 )
+from .server import AgentServer, ContextProvider, RequestInfo, create_app
 from .sessions import Artifact, CustomPatch, ErrorInfo, Session, SessionState, Snapshot
 from .stores import InMemoryStore, SessionStore
+from .stores.sqlite import SQLiteStore
 from .tools import InterruptedCall, Tool, ToolContext, interrupt_tool, tool
 from .turns import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnEnd, TurnResult
 
@@ -45,8 +51,10 @@ __all__ = [
     "AgentInput",
     "AgentOutput",
     "AgentResult",
+    "AgentServer",
     "Artifact",
     "ClaimConflictError",
+    "ContextProvider",
     "CustomAgent",
     "CustomPart",
     "CustomPatch",
@@ -67,11 +75,16 @@ __all__ = [
     "ModelResponse",
     "NotFoundError",
     "Part",
+    "PermissionDeniedError",
     "PromptAgent",
     "ReasoningPart",
+    "RemoteAgent",
+    "RemoteConnection",
+    "RequestInfo",
     "ResourcePart",
     "Resume",
     "ResumeError",
+    "SQLiteStore",
     "Session",
     "SessionRunner",
     "SessionState",
@@ -90,12 +103,21 @@ __all__ = [
     "TurnContext",
     "TurnEnd",
     "TurnResult",
+    "UnauthenticatedError",
     "UsageError",
+    "approve",
+    "check_resume",
+    "create_app",
+    "deny",
     "generate",
     "interrupt_as",
     "interrupt_tool",
+    "is_hold",
     "is_interrupt",
     "pending_interrupts",
+    "register_provider",
+    "resolve_model",
     "tool",
+    "tool_approval",
     "validate_resume",
 ]

@@ -22,7 +22,6 @@ from .errors import (
     SnapshotNotFoundError,
     UsageError,
 )
-from .models import ModelChunk
 from .sessions import ErrorInfo, Session, SessionState, Snapshot, new_id, utcnow
 from .turns import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnEnd, TurnResult
 
@@ -119,6 +118,7 @@ class Invocation:
         self._failed = False
         self._tasks: list[asyncio.Task[Any]] = []
         self.main = asyncio.ensure_future(self._main())
+        self.main.add_done_callback(self._settle)
 
     # streaming ---------------------------------------------------------------------------
 
@@ -201,6 +201,12 @@ class Invocation:
         if not self.output.done():
             self.output.set_result(output)
         self._close_stream()
+
+    def _settle(self, task: asyncio.Task[None]) -> None:
+        """Resolve the output if the invocation ended without doing so (e.g. cancelled before it started)."""
+        if not self.output.done():
+            error = ErrorInfo(status="CANCELLED", message="the invocation was cancelled before it finished")
+            self._resolve(AgentOutput(session_id=self.session.state.session_id, finish_reason="failed", error=error))
 
     def _fail_thrown(self, exc: BaseException) -> None:
         if not self.output.done():
@@ -534,8 +540,3 @@ def _audit(input: AgentInput, context: dict[str, Any]) -> dict[str, Any]:
             for p in resume.restart
         ],
     }
-
-
-def model_chunk_of_interrupts(parts: list[Any]) -> ModelChunk:
-    """The role-``tool`` chunk streamed when a turn ends interrupted (so streaming clients see the interrupts)."""
-    return ModelChunk(role="tool", content=list(parts))

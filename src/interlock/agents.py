@@ -12,8 +12,8 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Literal
 
-from ._runtime import END, Invocation, SessionRunner, model_chunk_of_interrupts
-from .errors import DeadlineExceededError, InvalidArgumentError, UsageError
+from ._runtime import END, Invocation, SessionRunner
+from .errors import DeadlineExceededError, InvalidArgumentError, SnapshotNotFoundError, UsageError
 from .generate import check_resume, generate
 from .interrupts import Resume, validate_resume
 from .messages import Message
@@ -281,7 +281,7 @@ class Agent:
         while True:
             snap = await self.get_snapshot(snapshot_id, context=context)
             if snap is None:
-                raise InvalidArgumentError(f"Snapshot {snapshot_id} not found")
+                raise SnapshotNotFoundError(f"Snapshot {snapshot_id} not found")
             if snap.status in ("completed", "failed", "aborted", "expired"):
                 return snap
             if deadline is not None and loop.time() >= deadline:
@@ -366,8 +366,8 @@ class PromptAgent(Agent):
                 tool_input_errors=self.tool_input_errors,
             )
             session.set_messages(result.messages[len(preamble) :])
-            if result.finish_reason == "interrupted":
-                runner.send_chunk(model_chunk_of_interrupts(result.interrupts))
+            # No extra role-"tool" chunk with the interrupts here: Genkit's Python client adds streamed
+            # chunks to its history and would corrupt it; the output message carries the interrupts.
             return TurnResult(finish_reason=result.finish_reason)
 
         await runner.run(turn)

@@ -227,10 +227,50 @@ def _decode_at(output: str, match: re.Match[str]) -> tuple[Any, int] | None:
     try:
         value, end = _DECODER.raw_decode(output, start)
     except json.JSONDecodeError:
-        return None
+        return _repair_at(output, start, match)
     closer = _CLOSER.get(match.group()[:1])
     if closer is not None and (m := closer.match(output, end)):
         end = m.end()
+    return value, end
+
+
+def _repair_at(output: str, start: int, match: re.Match[str]) -> tuple[Any, int] | None:
+    """Decode a call whose closing brackets are missing at the end of the output (or before its closer).
+
+    The 0.5B model sometimes stops one ``}`` short: ``{"name": "x", "arguments": {"a": 1}``.
+    """
+    closer = _CLOSER.get(match.group()[:1])
+    stop = len(output)
+    found = re.search(closer.pattern, output[start:]) if closer is not None else None
+    if found is not None:
+        stop = start + found.start()
+    segment = output[start:stop].rstrip()
+    missing: list[str] = []
+    in_string = escaped = False
+    for ch in segment:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            missing.append("}" if ch == "{" else "]")
+        elif ch in "}]":
+            if not missing or missing.pop() != ch:
+                return None
+    if in_string or not missing or len(missing) > 3:
+        return None
+    try:
+        value = json.loads(segment + "".join(reversed(missing)))
+    except json.JSONDecodeError:
+        return None
+    end = stop
+    if closer is not None and (m2 := closer.match(output, stop)):
+        end = m2.end()
     return value, end
 
 

@@ -1,0 +1,443 @@
+"""Drive an agent served over HTTP (by interlock or by Genkit) through the local agent interface.
+
+::
+
+    async with RemoteAgent("http://127.0.0.1:8000/approvals") as agent:
+        output = await agent.run("move 100 to savings")
+        if output.interrupts:
+            ...
+
+:class:`RemoteAgent` has the interface of :class:`~interlock.Agent`: ``connect`` (send,
+resume, detach, iterate chunks, output), ``run``, ``get_snapshot``, ``abort``, ``wait``,
+``pending_interrupts`` and ``load``. Over HTTP one request carries one input, so a
+connection sends its inputs one request at a time, each continuing from the previous
+output (its ``snapshotId`` for server-managed agents, its ``state`` for client-managed ones).
+Errors arrive as the typed interlock errors, whatever form the server wrote them in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Literal, cast
+
+import httpx
+
+from ._http import EventParser, encode, error_from_http, error_from_wire, read_event
+from .agents import InputLike, as_input
+from .errors import (
+    DeadlineExceededError,
+    InterlockError,
+    InternalError,
+    InvalidArgumentError,
+    SnapshotNotFoundError,
+    UnavailableError,
+    UsageError,
+)
+from .interrupts import Resume
+from .parts import ToolRequestPart
+from .sessions import ErrorInfo, SessionState, Snapshot
+from .turns import AgentInit, AgentInput, AgentOutput, StreamChunk
+from .wire import init_to_json, input_to_json, snapshot_from_json
+
+__all__ = ["HeadersProvider", "RemoteAgent", "RemoteConnection"]
+
+HeadersProvider = dict[str, str] | Callable[[], "dict[str, str] | Awaitable[dict[str, str]]"]
+"""Static headers, or a function (sync or async) called before every request (e.g. to refresh a token)."""
+
+_END = object()
+_SETTLED = ("completed", "failed", "aborted", "expired")
+
+
+def _http_error(exc: Exception, url: str) -> InterlockError:
+    if isinstance(exc, httpx.TimeoutException):
+        return DeadlineExceededError(f"HTTP request to {url} timed out: {exc}")
+    return UnavailableError(f"HTTP request to {url} failed: {exc}")
+
+
+def _pure_detach(input: AgentInput) -> bool:
+    return input.detach and input.message is None and input.resume is None
+
+
+class RemoteAgent:
+    """An agent served over HTTP, with the interface of a local :class:`~interlock.Agent`.
+
+    Args:
+        url: the agent's turn endpoint, e.g. ``http://host/api/myAgent``.
+        headers: static headers, or a function returning them (sync or async), sent with
+            every request (authentication rides here: the server builds the context).
+        state_management: ``"server"`` (the server keeps snapshots) or ``"client"`` (the
+            output carries the state and the connection sends it back).
+        get_snapshot_url: defaults to ``<url>/getSnapshot``.
+        abort_url: defaults to ``<url>/abort``.
+        http: an ``httpx.AsyncClient`` to use (you close it); by default one is created
+            and closed by :meth:`aclose` / ``async with``.
+        timeout: seconds for connecting and for snapshot/abort requests; a streamed turn
+            has no read timeout (the server ends every stream with a final frame).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: HeadersProvider | None = None,
+        state_management: Literal["server", "client"] = "server",
+        get_snapshot_url: str | None = None,
+        abort_url: str | None = None,
+        http: httpx.AsyncClient | None = None,
+        timeout: float | None = 30.0,
+    ) -> None:
+        if state_management not in ("server", "client"):
+            raise UsageError(f"state_management must be 'server' or 'client', not {state_management!r}")
+        self.url = url
+        self.name = httpx.URL(url).path.rstrip("/").rsplit("/", 1)[-1]
+        self.headers = headers
+        self.state_management: Literal["server", "client"] = state_management
+        self.get_snapshot_url = get_snapshot_url or f"{url.rstrip('/')}/getSnapshot"
+        self.abort_url = abort_url or f"{url.rstrip('/')}/abort"
+        self.timeout = timeout
+        self._http = http
+        self._own_http = http is None
+
+    def __repr__(self) -> str:
+        return f"RemoteAgent({self.url!r}, state_management={self.state_management!r})"
+
+    async def aclose(self) -> None:
+        """Close the HTTP client this agent created (a client passed in stays open)."""
+        if self._own_http and self._http is not None:
+            client, self._http = self._http, None
+            await client.aclose()
+
+    async def __aenter__(self) -> RemoteAgent:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # the agent interface -------------------------------------------------------------------
+
+    def connect(
+        self,
+        *,
+        snapshot_id: str | None = None,
+        session_id: str | None = None,
+        state: SessionState | None = None,
+        context: dict[str, Any] | None = None,
+    ) -> RemoteConnection:
+        """Open a connection; the session comes from a snapshot, a session id, state, or is new.
+
+        ``context`` is accepted for parity with local agents and ignored: over HTTP the
+        server derives the context from the request (send credentials in ``headers``).
+        """
+        return RemoteConnection(self, AgentInit(snapshot_id=snapshot_id, session_id=session_id, state=state))
+
+    async def run(
+        self,
+        input: InputLike = None,
+        *,
+        resume: Resume | None = None,
+        detach: bool = False,
+        snapshot_id: str | None = None,
+        session_id: str | None = None,
+        state: SessionState | None = None,
+        context: dict[str, Any] | None = None,
+        on_chunk: Callable[[StreamChunk], Awaitable[None] | None] | None = None,
+    ) -> AgentOutput:
+        """Run one input (a message, a resume, or both) and return the output."""
+        if input is None and resume is None and not detach:
+            raise InvalidArgumentError("agent input message or resume is required")
+        conn = self.connect(snapshot_id=snapshot_id, session_id=session_id, state=state)
+        await conn.send(input, resume=resume, detach=detach)
+        await conn.close()
+        if on_chunk is not None:
+            async for chunk in conn:
+                result = on_chunk(chunk)
+                if inspect.isawaitable(result):
+                    await result
+        return await conn.output()
+
+    def run_sync(self, input: InputLike = None, **kwargs: Any) -> AgentOutput:
+        """:meth:`run` for code without an event loop."""
+
+        async def once() -> AgentOutput:
+            try:
+                return await self.run(input, **kwargs)
+            finally:
+                await self.aclose()
+
+        return asyncio.run(once())
+
+    async def load(
+        self, snapshot_id: str | None = None, *, session_id: str | None = None, context: dict[str, Any] | None = None
+    ) -> RemoteConnection:
+        """A connection continuing a stored session; its ``snapshot`` is what was loaded.
+
+        Raises:
+            SnapshotNotFoundError: no such snapshot (or session).
+        """
+        if self.state_management == "client":
+            raise UsageError(f"agent {self.name!r} is client-managed; connect with state= instead of loading")
+        snap = await self.get_snapshot(snapshot_id, session_id=session_id)
+        if snap is None:
+            raise SnapshotNotFoundError(f"Snapshot '{snapshot_id or session_id}' not found")
+        conn = self.connect(snapshot_id=snap.snapshot_id) if snapshot_id else self.connect(session_id=session_id)
+        conn.snapshot = snap
+        return conn
+
+    async def get_snapshot(
+        self, snapshot_id: str | None = None, *, session_id: str | None = None, context: dict[str, Any] | None = None
+    ) -> Snapshot | None:
+        """A stored snapshot by id, or a session's latest; ``None`` when there is none (HTTP 404).
+
+        With both ids the server checks that the snapshot belongs to the session (an
+        interlock server does; Genkit servers refuse both ids).
+        """
+        if not snapshot_id and not session_id:
+            raise InvalidArgumentError("get_snapshot needs a snapshot_id or a session_id")
+        data = {"snapshotId": snapshot_id} if snapshot_id else {}
+        data |= {"sessionId": session_id} if session_id else {}
+        result = await self._post(self.get_snapshot_url, data)
+        return None if result is None else snapshot_from_json(result)
+
+    async def get_latest_snapshot(self, session_id: str, *, context: dict[str, Any] | None = None) -> Snapshot | None:
+        """The session's latest (leaf) snapshot."""
+        return await self.get_snapshot(session_id=session_id)
+
+    async def pending_interrupts(
+        self, snapshot_id: str | None = None, *, session_id: str | None = None, context: dict[str, Any] | None = None
+    ) -> list[ToolRequestPart]:
+        """The interrupts a stored snapshot waits on."""
+        snap = await self.get_snapshot(snapshot_id, session_id=session_id)
+        return [] if snap is None else list(snap.interrupts)
+
+    async def abort(self, snapshot_id: str, *, context: dict[str, Any] | None = None) -> str | None:
+        """Abort a detached turn; returns the snapshot's status before the abort, or ``None``."""
+        result = await self._post(self.abort_url, {"snapshotId": snapshot_id})
+        status = cast(dict[str, Any], result).get("status") if isinstance(result, dict) else None
+        return status if isinstance(status, str) else None
+
+    async def wait(
+        self,
+        snapshot_id: str,
+        *,
+        timeout: float | None = None,
+        interval: float = 0.25,
+        context: dict[str, Any] | None = None,
+    ) -> Snapshot:
+        """Poll a snapshot until it is completed, failed, aborted or expired."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            snap = await self.get_snapshot(snapshot_id)
+            if snap is None:
+                raise SnapshotNotFoundError(f"Snapshot {snapshot_id} not found")
+            if snap.status in _SETTLED:
+                return snap
+            if deadline is not None and loop.time() >= deadline:
+                raise DeadlineExceededError(f"snapshot {snapshot_id} is still {snap.status} after {timeout} s")
+            await asyncio.sleep(interval)
+
+    # HTTP ----------------------------------------------------------------------------------
+
+    def _client(self) -> httpx.AsyncClient:
+        if self._http is None:
+            self._http = httpx.AsyncClient(timeout=self.timeout)
+        return self._http
+
+    async def _headers(self, **fixed: str) -> dict[str, str]:
+        provided: Any = self.headers() if callable(self.headers) else dict(self.headers or {})
+        if inspect.isawaitable(provided):
+            provided = await provided
+        overridden = {name.lower() for name in fixed}
+        return {k: v for k, v in cast(dict[str, str], provided).items() if k.lower() not in overridden} | fixed
+
+    async def _post(self, url: str, data: dict[str, Any]) -> Any:
+        headers = await self._headers(**{"Content-Type": "application/json", "Accept": "application/json"})
+        try:
+            response = await self._client().post(url, content=encode({"data": data}), headers=headers)
+        except httpx.HTTPError as exc:
+            raise _http_error(exc, url) from exc
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise error_from_http(response.status_code, response.content)
+        if not response.content.strip():
+            return None
+        try:
+            body: Any = response.json()
+        except ValueError:
+            raise InternalError(f"{url} answered with a body that is not JSON: {response.text[:200]!r}") from None
+        if not isinstance(body, dict):
+            return body
+        d = cast(dict[str, Any], body)
+        if "error" in d:
+            raise error_from_wire(d["error"], response.status_code)
+        return d["result"] if "result" in d else d
+
+    async def request_turn(
+        self, input: AgentInput, init: AgentInit, on_chunk: Callable[[StreamChunk], None] | None = None
+    ) -> AgentOutput:
+        """One streamed turn request: ``on_chunk`` gets each chunk; returns the output or raises."""
+        payload = {"data": input_to_json(input), "init": init_to_json(init)}
+        headers = await self._headers(**{"Accept": "text/event-stream", "Content-Type": "application/json"})
+        timeout = httpx.Timeout(self.timeout, read=None)
+        try:
+            async with self._client().stream(
+                "POST", self.url, content=encode(payload), headers=headers, timeout=timeout
+            ) as response:
+                if response.status_code != 200:
+                    raise error_from_http(response.status_code, await response.aread())
+                events = EventParser()
+                async for raw in response.aiter_bytes():
+                    for event in events.feed(raw):
+                        if (output := read_event(event, on_chunk)) is not None:
+                            return output
+                for event in events.feed(b"", final=True):
+                    if (output := read_event(event, on_chunk)) is not None:
+                        return output
+        except httpx.HTTPError as exc:
+            raise _http_error(exc, self.url) from exc
+        raise UnavailableError(f"the HTTP stream from {self.url} ended before the turn's result")
+
+
+class RemoteConnection:
+    """A connection to a remote agent: send inputs, iterate stream chunks, take the output.
+
+    Inputs go out one HTTP request each, in order, once the next input is known (or the
+    connection is closed, or you start iterating): a detach-only input that follows a
+    message is merged into that message's request, so a long turn can be detached. The
+    chunks of all requests stream in order; :meth:`output` is the last request's output.
+    A failed or detached output ends the connection (later inputs are not sent).
+
+    Attributes:
+        snapshot: the snapshot :meth:`RemoteAgent.load` started from, if any.
+    """
+
+    def __init__(self, agent: RemoteAgent, init: AgentInit) -> None:
+        self._agent = agent
+        self._init = init
+        self._inputs: list[AgentInput] = []
+        self._closed = False
+        self._demand = False
+        self._wake = asyncio.Event()
+        self._chunks: asyncio.Queue[object] = asyncio.Queue()
+        self._output: asyncio.Future[AgentOutput] = asyncio.get_running_loop().create_future()
+        self._output.add_done_callback(_retrieve)
+        self._worker: asyncio.Task[None] | None = None
+        self._last: AgentOutput | None = None
+        self.snapshot: Snapshot | None = None
+
+    async def send(self, value: InputLike = None, *, resume: Resume | None = None, detach: bool = False) -> None:
+        """Queue one input: a message (text or :class:`~interlock.Message`), a resume, or both."""
+        if self._closed:
+            raise UsageError("this connection is closed; open a new one with agent.connect()")
+        self._inputs.append(as_input(value, resume=resume, detach=detach))
+        self._kick()
+
+    async def resume(self, resume: Resume) -> None:
+        """Queue a resume: answers to the paused turn's interrupts."""
+        await self.send(None, resume=resume)
+
+    async def detach(self) -> None:
+        """Detach: merged into the preceding message's request, which then returns a pending snapshot."""
+        await self.send(AgentInput(detach=True))
+
+    async def close(self) -> None:
+        """End the input side; the queued inputs are sent."""
+        if not self._closed:
+            self._closed = True
+            self._kick()
+
+    def __aiter__(self) -> AsyncIterator[StreamChunk]:
+        self._demand = True
+        self._kick()
+        return self._stream()
+
+    async def _stream(self) -> AsyncIterator[StreamChunk]:
+        while True:
+            item = await self._chunks.get()
+            if item is _END:
+                self._chunks.put_nowait(_END)
+                return
+            yield cast(StreamChunk, item)
+
+    async def output(self) -> AgentOutput:
+        """The last request's output (raises the typed error of a refused request)."""
+        await self.close()
+        return await asyncio.shield(self._output)
+
+    def cancel(self) -> None:
+        """Stop now: the request in flight is dropped (a server-managed turn still runs to its snapshot)."""
+        if self._worker is None:
+            self._finish(self._cancelled())
+        elif not self._worker.done():
+            self._worker.cancel()
+
+    async def __aenter__(self) -> RemoteConnection:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # the worker ----------------------------------------------------------------------------
+
+    def _kick(self) -> None:
+        if self._worker is None and not self._output.done():
+            self._worker = asyncio.ensure_future(self._run())
+        self._wake.set()
+
+    def _ready(self) -> bool:
+        return len(self._inputs) >= 2 or self._closed or (bool(self._inputs) and self._demand)
+
+    async def _run(self) -> None:
+        init = self._init
+        try:
+            while True:
+                while not self._ready():
+                    self._wake.clear()
+                    await self._wake.wait()
+                if not self._inputs:
+                    break
+                item = self._inputs.pop(0)
+                if self._inputs and _pure_detach(self._inputs[0]) and not _pure_detach(item):
+                    self._inputs.pop(0)
+                    item = dataclasses.replace(item, detach=True)
+                self._last = await self._agent.request_turn(item, init, self._chunks.put_nowait)
+                if self._last.error is not None or self._last.finish_reason == "detached":
+                    break
+                init = self._next_init(init, self._last)
+            self._finish(self._last or self._nothing())
+        except asyncio.CancelledError:
+            self._finish(self._cancelled())
+        except Exception as exc:
+            self._finish(exc)
+
+    def _next_init(self, init: AgentInit, last: AgentOutput) -> AgentInit:
+        if self._agent.state_management == "server":
+            return AgentInit(snapshot_id=last.snapshot_id) if last.snapshot_id else init
+        return AgentInit(state=last.state) if last.state is not None else init
+
+    def _nothing(self) -> AgentOutput:
+        init = self._init
+        session = init.session_id or (init.state.session_id if init.state else None)
+        return AgentOutput(session_id=session, snapshot_id=init.snapshot_id, state=init.state)
+
+    def _cancelled(self) -> AgentOutput:
+        last = self._last or self._nothing()
+        error = ErrorInfo(status="CANCELLED", message="the invocation was cancelled")
+        return dataclasses.replace(last, finish_reason="failed", error=error)
+
+    def _finish(self, outcome: AgentOutput | BaseException) -> None:
+        if not self._output.done():
+            if isinstance(outcome, AgentOutput):
+                self._output.set_result(outcome)
+            else:
+                self._output.set_exception(outcome)
+        self._chunks.put_nowait(_END)
+
+
+def _retrieve(future: asyncio.Future[AgentOutput]) -> None:
+    if not future.cancelled():
+        future.exception()  # an error nobody asked for is not worth a "never retrieved" log

@@ -1,0 +1,37 @@
+"""Every case of Genkit's agent conformance spec, over real HTTP: RemoteAgent → uvicorn → AgentServer."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import httpx
+import pytest
+from conformance import build_agents, load_cases, run_case
+from http_helpers import serve
+
+from interlock.client import RemoteAgent
+from interlock.server import AgentServer
+from interlock.testing import ScriptedModel
+
+CASES = load_cases(pathlib.Path(__file__).resolve().parents[2] / "shared")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+async def test_http_conformance(case: dict[str, Any]) -> None:
+    agents = build_agents()
+    app = AgentServer(agents, base_path="/api")
+
+    def set_model(remote: RemoteAgent, model: ScriptedModel) -> None:
+        agent = agents[remote.name]
+        if hasattr(agent, "model"):
+            agent.model = model
+
+    async with serve(app) as base, httpx.AsyncClient() as http:
+        remotes = {
+            name: RemoteAgent(f"{base}/api/{name}", state_management=agent.state_management, http=http)
+            for name, agent in agents.items()
+        }
+        await run_case(case, remotes, set_model=set_model)
+    await app.aclose()
