@@ -19,8 +19,8 @@ $(LOCAL_STAMP): scripts/setup_local_model.sh $(STAMP)
 	bash scripts/setup_local_model.sh
 	@touch $(LOCAL_STAMP)
 
-demo: $(STAMP)
-	$(BIN)/python examples/approve_transfer.py
+demo: $(STAMP) $(LOCAL_STAMP)
+	$(BIN)/interlock demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench examples

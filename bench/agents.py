@@ -49,14 +49,18 @@ async def transfer(req: Transfer, ctx: ToolContext[Any], approval: Approval | No
 
 
 @tool
-def lookup(input: dict[str, Any]) -> dict[str, Any]:  # noqa: A002
+def lookup(input: dict[str, Any]) -> dict[str, Any]:
     """Look something up."""
     return {"result": "a fact of moderate length " * 3, "query": input.get("q")}
 
 
 PAUSE = Message(role="model", content=[ToolRequestPart(name="transfer", ref="t1", input={"to": "bob", "amount": 5})])
 APPROVE = Resume(
-    restart=[ToolRequestPart(name="transfer", ref="t1", input={"to": "bob", "amount": 5}, metadata={"resumed": {"approved": True}})]
+    restart=[
+        ToolRequestPart(
+            name="transfer", ref="t1", input={"to": "bob", "amount": 5}, metadata={"resumed": {"approved": True}}
+        )
+    ]
 )
 
 
@@ -88,7 +92,11 @@ def session_model() -> Any:
         last = request.messages[-1]
         turn = sum(1 for m in request.messages if m.role == "user")
         if last.role == "user" and turn % 5 == 0:
-            return ModelResponse(message=Message(role="model", content=[ToolRequestPart(name="lookup", ref=f"c{turn}", input={"q": turn})]))
+            return ModelResponse(
+                message=Message(
+                    role="model", content=[ToolRequestPart(name="lookup", ref=f"c{turn}", input={"q": turn})]
+                )
+            )
         return ModelResponse(message=Message.model(f"Answer number {turn}: " + "some words of a reply " * 6))
 
     class Endless(ScriptedModel):
@@ -115,15 +123,23 @@ async def long_session(path: str) -> None:
                 assert snap is not None and snap.state is not None
                 history = snap.state.messages
                 sizes[turn] = _db_bytes(path)
+
         def around(t: int) -> float:
             return statistics.median(per_turn[i] for i in range(t - 4, t + 1) if i in per_turn)
+
         t10, t200 = around(10), around(200)
         print(f"  CPU per turn at turn 10: {t10:.3f} ms, at turn 200: {t200:.3f} ms (median of 5 turns around each)")
         report("turn 200 / turn 10", t200 / t10, "x", "<= 2x", t200 <= 2 * t10)
         json_size = len(json.dumps(messages_to_json(history), separators=(",", ":")))
         for t, size in sizes.items():
             print(f"  SQLite file after {t:>3} turns: {size:>9,} bytes")
-        report("file / JSON of final history (200 turns)", sizes[200] / json_size, "x", "<= 2x", sizes[200] <= 2 * json_size)
+        report(
+            "file / JSON of final history (200 turns)",
+            sizes[200] / json_size,
+            "x",
+            "<= 2x",
+            sizes[200] <= 2 * json_size,
+        )
         print(f"  (final history: {len(history)} messages, {json_size:,} bytes of JSON)")
 
 

@@ -55,7 +55,9 @@ async def main() -> None:
     path = pathlib.Path(tempfile.mkdtemp()) / "sessions.db"
     ask = Message(
         role="model",
-        content=[ToolRequestPart(name="transfer_money", ref="call-1", input={"to": "Bob", "amount": 25, "reason": "lunch"})],
+        content=[
+            ToolRequestPart(name="transfer_money", ref="call-1", input={"to": "Bob", "amount": 25, "reason": "lunch"})
+        ],
     )
     async with SQLiteStore(path) as store:
         paused = await teller(store, [ask]).run("Send Bob 25 for lunch")

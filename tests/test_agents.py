@@ -71,7 +71,7 @@ async def test_state_sent_to_store_agent_raises() -> None:
 
 
 @pytest.mark.parametrize("kw", [{"session_id": "s"}, {"snapshot_id": "x"}])
-async def test_ids_sent_to_client_agent_raise(kw: dict[str, str]) -> None:
+async def test_ids_sent_to_client_agent_raise(kw: dict[str, Any]) -> None:
     agent = PromptAgent("a", ScriptedModel(["hi"]))
     with pytest.raises(UsageError, match="has no store configured"):
         await agent.run("hello", **kw)
@@ -175,7 +175,8 @@ async def test_state_transform_redacts_output_and_snapshots() -> None:
     out = await server.run("go")
     snap = await server.get_snapshot(out.snapshot_id)
     assert snap is not None and snap.state is not None and snap.state.custom == {"public": 1}
-    raw = await server.store.load(out.snapshot_id)  # type: ignore[union-attr]
+    assert server.store is not None and out.snapshot_id is not None
+    raw = await server.store.load(out.snapshot_id)
     assert raw is not None and raw.state is not None and raw.state.custom["secret"] == "s3"
 
 
@@ -228,7 +229,7 @@ async def test_concurrent_resumes_exactly_one_wins() -> None:
     transfer = make_transfer(log)
     agent = PromptAgent("bank", ScriptedModel([call("transfer", to="bob", amount=5)]), tools=[transfer], store=store)
     out = await agent.run("pay bob")
-    restart = transfer.interrupted(out.interrupts[0]).restart(Approval(approved=True))  # type: ignore[union-attr]
+    restart = transfer.interrupted(out.interrupts[0]).restart(Approval(approved=True))
 
     async def resume() -> Any:
         a = PromptAgent("bank", ScriptedModel(["paid"]), tools=[transfer], store=store)
@@ -255,13 +256,13 @@ async def test_refused_resume_does_not_consume_the_interrupt() -> None:
     )
     bad = await agent.run(resume=Resume(restart=[forged]), snapshot_id=out.snapshot_id)
     assert bad.error is not None and "modified inputs" in bad.error.message
-    bad_payload = transfer.interrupted(out.interrupts[0]).restart()  # type: ignore[union-attr]
+    bad_payload = transfer.interrupted(out.interrupts[0]).restart()
     bad_payload = ToolRequestPart(
         name="transfer", ref="r1", input=bad_payload.input, metadata={"resumed": {"approved": "maybe"}}
     )
     bad = await agent.run(resume=Resume(restart=[bad_payload]), snapshot_id=out.snapshot_id)
     assert bad.error is not None and bad.error.status == "INVALID_ARGUMENT"
-    good = transfer.interrupted(out.interrupts[0]).restart(Approval(approved=True))  # type: ignore[union-attr]
+    good = transfer.interrupted(out.interrupts[0]).restart(Approval(approved=True))
     done = await agent.run(resume=Resume(restart=[good]), snapshot_id=out.snapshot_id)
     assert done.finish_reason == "stop" and log == ["bob:5.0:True"]
 
@@ -278,7 +279,7 @@ async def test_expired_claim_of_a_crashed_resumer_is_recovered() -> None:
     assert sid is not None
     stale = utcnow() - timedelta(seconds=120)
     await store.save(sid, lambda cur: cur.evolve(claimed_by="crashed-turn", claimed_at=stale) if cur else None)
-    restart = transfer.interrupted(out.interrupts[0]).restart(Approval(approved=True))  # type: ignore[union-attr]
+    restart = transfer.interrupted(out.interrupts[0]).restart(Approval(approved=True))
     done = await agent.run(resume=Resume(restart=[restart]), snapshot_id=sid)
     assert done.finish_reason == "stop"
     parent = await store.load(sid)
@@ -296,7 +297,7 @@ async def test_fresh_claim_blocks_a_second_resume() -> None:
     sid = out.snapshot_id
     assert sid is not None
     await store.save(sid, lambda cur: cur.evolve(claimed_by="running-turn", claimed_at=utcnow()) if cur else None)
-    restart = transfer.interrupted(out.interrupts[0]).restart(Approval(approved=True))  # type: ignore[union-attr]
+    restart = transfer.interrupted(out.interrupts[0]).restart(Approval(approved=True))
     lost = await agent.run(resume=Resume(restart=[restart]), snapshot_id=sid)
     assert lost.error is not None and lost.error.status == "ABORTED" and "running-turn" in lost.error.message
 

@@ -13,9 +13,9 @@ import sys
 import time
 
 import pytest
+from race_worker import APPROVE, bank
 
 from interlock.stores.sqlite import SQLiteStore
-from race_worker import APPROVE, bank
 
 WORKER = pathlib.Path(__file__).with_name("race_worker.py")
 pytestmark = pytest.mark.slow
