@@ -12,13 +12,13 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Literal
 
+from ._api import AgentAPI, InputLike, as_input
 from ._runtime import END, Invocation, SessionRunner
-from .errors import DeadlineExceededError, InvalidArgumentError, SnapshotNotFoundError, UsageError
+from .errors import InvalidArgumentError, UsageError
 from .generate import check_resume, generate
 from .interrupts import Resume, validate_resume
 from .messages import Message
 from .models import Model
-from .parts import ToolRequestPart
 from .sessions import SessionState, Snapshot
 from .stores import SessionStore
 from .tools import Tool, ToolMiddleware
@@ -30,17 +30,6 @@ StateTransform = Callable[[SessionState], SessionState]
 """Egress-only: rewrites state before it leaves the agent (outputs, snapshots read through the agent)."""
 ChunkTransform = Callable[[StreamChunk], StreamChunk | None]
 """Egress-only: rewrites (or drops, by returning ``None``) each stream chunk."""
-InputLike = str | Message | AgentInput | None
-
-
-def as_input(value: InputLike, *, resume: Resume | None = None, detach: bool = False) -> AgentInput:
-    """Normalise what callers pass to ``send``/``run`` into an :class:`AgentInput`."""
-    if isinstance(value, AgentInput):
-        if resume is not None or detach:
-            return AgentInput(message=value.message, resume=resume or value.resume, detach=detach or value.detach)
-        return value
-    message = Message.user(value) if isinstance(value, str) else value
-    return AgentInput(message=message, resume=resume, detach=detach)
 
 
 class AgentConnection:
@@ -108,7 +97,7 @@ class AgentConnection:
         await self.close()
 
 
-class Agent:
+class Agent(AgentAPI):
     """Base of prompt and custom agents: state management, snapshots, detach and abort.
 
     Args:
@@ -187,31 +176,6 @@ class Agent:
         init = AgentInit(snapshot_id=snapshot_id, session_id=session_id, state=state)
         return AgentConnection(Invocation(self, init, context))
 
-    async def run(
-        self,
-        input: InputLike = None,
-        *,
-        resume: Resume | None = None,
-        detach: bool = False,
-        snapshot_id: str | None = None,
-        session_id: str | None = None,
-        state: SessionState | None = None,
-        context: dict[str, Any] | None = None,
-        on_chunk: Callable[[StreamChunk], Awaitable[None] | None] | None = None,
-    ) -> AgentOutput:
-        """Run one input (a message, a resume, or both) and return the output."""
-        if input is None and resume is None and not detach:
-            raise InvalidArgumentError("agent input message or resume is required")
-        conn = self.connect(snapshot_id=snapshot_id, session_id=session_id, state=state, context=context)
-        await conn.send(input, resume=resume, detach=detach)
-        await conn.close()
-        if on_chunk is not None:
-            async for chunk in conn:
-                result = on_chunk(chunk)
-                if asyncio.iscoroutine(result):
-                    await result
-        return await conn.output()
-
     def run_sync(self, input: InputLike = None, **kwargs: Any) -> AgentOutput:
         """:meth:`run` for code without an event loop."""
         return asyncio.run(self.run(input, **kwargs))
@@ -244,17 +208,6 @@ class Agent:
         state = self.transform_state(snap.state) if snap.state is not None else None
         return snap.evolve(status=snap.read_status(), state=state)
 
-    async def get_latest_snapshot(self, session_id: str, *, context: dict[str, Any] | None = None) -> Snapshot | None:
-        """The session's latest (leaf) snapshot."""
-        return await self.get_snapshot(session_id=session_id, context=context)
-
-    async def pending_interrupts(
-        self, snapshot_id: str | None = None, *, session_id: str | None = None, context: dict[str, Any] | None = None
-    ) -> list[ToolRequestPart]:
-        """The interrupts a stored snapshot waits on (recover them in one call, from any process)."""
-        snap = await self.get_snapshot(snapshot_id, session_id=session_id, context=context)
-        return [] if snap is None or snap.claimed_by else snap.interrupts
-
     async def abort(self, snapshot_id: str, *, context: dict[str, Any] | None = None) -> str | None:
         """Abort a detached turn: flips ``pending`` to ``aborted``; returns the status before, or ``None``."""
         store = self._require_store()
@@ -266,27 +219,6 @@ class Agent:
 
         await store.save(snapshot_id, flip, tenant=(context or {}).get("tenant"))
         return previous[0] if previous else None
-
-    async def wait(
-        self,
-        snapshot_id: str,
-        *,
-        timeout: float | None = None,
-        interval: float = 0.1,
-        context: dict[str, Any] | None = None,
-    ) -> Snapshot:
-        """Poll a snapshot until it is completed, failed, aborted or expired."""
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        while True:
-            snap = await self.get_snapshot(snapshot_id, context=context)
-            if snap is None:
-                raise SnapshotNotFoundError(f"Snapshot {snapshot_id} not found")
-            if snap.status in ("completed", "failed", "aborted", "expired"):
-                return snap
-            if deadline is not None and loop.time() >= deadline:
-                raise DeadlineExceededError(f"snapshot {snapshot_id} is still {snap.status} after {timeout} s")
-            await asyncio.sleep(interval)
 
 
 CustomAgentFn = Callable[[SessionRunner], Awaitable[AgentResult | None]]

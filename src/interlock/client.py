@@ -25,8 +25,8 @@ from typing import Any, Literal, cast
 
 import httpx
 
+from ._api import AgentAPI, InputLike, as_input
 from ._http import EventParser, encode, error_from_http, error_from_wire, read_event
-from .agents import InputLike, as_input
 from .errors import (
     DeadlineExceededError,
     InterlockError,
@@ -37,7 +37,6 @@ from .errors import (
     UsageError,
 )
 from .interrupts import Resume
-from .parts import ToolRequestPart
 from .sessions import ErrorInfo, SessionState, Snapshot
 from .turns import AgentInit, AgentInput, AgentOutput, StreamChunk
 from .wire import init_to_json, input_to_json, snapshot_from_json
@@ -48,7 +47,6 @@ HeadersProvider = dict[str, str] | Callable[[], "dict[str, str] | Awaitable[dict
 """Static headers, or a function (sync or async) called before every request (e.g. to refresh a token)."""
 
 _END = object()
-_SETTLED = ("completed", "failed", "aborted", "expired")
 
 
 def _http_error(exc: Exception, url: str) -> InterlockError:
@@ -61,7 +59,7 @@ def _pure_detach(input: AgentInput) -> bool:
     return input.detach and input.message is None and input.resume is None
 
 
-class RemoteAgent:
+class RemoteAgent(AgentAPI):
     """An agent served over HTTP, with the interface of a local :class:`~interlock.Agent`.
 
     Args:
@@ -77,6 +75,8 @@ class RemoteAgent:
         timeout: seconds for connecting and for snapshot/abort requests; a streamed turn
             has no read timeout (the server ends every stream with a final frame).
     """
+
+    wait_interval = 0.25
 
     def __init__(
         self,
@@ -133,31 +133,6 @@ class RemoteAgent:
         """
         return RemoteConnection(self, AgentInit(snapshot_id=snapshot_id, session_id=session_id, state=state))
 
-    async def run(
-        self,
-        input: InputLike = None,
-        *,
-        resume: Resume | None = None,
-        detach: bool = False,
-        snapshot_id: str | None = None,
-        session_id: str | None = None,
-        state: SessionState | None = None,
-        context: dict[str, Any] | None = None,
-        on_chunk: Callable[[StreamChunk], Awaitable[None] | None] | None = None,
-    ) -> AgentOutput:
-        """Run one input (a message, a resume, or both) and return the output."""
-        if input is None and resume is None and not detach:
-            raise InvalidArgumentError("agent input message or resume is required")
-        conn = self.connect(snapshot_id=snapshot_id, session_id=session_id, state=state)
-        await conn.send(input, resume=resume, detach=detach)
-        await conn.close()
-        if on_chunk is not None:
-            async for chunk in conn:
-                result = on_chunk(chunk)
-                if inspect.isawaitable(result):
-                    await result
-        return await conn.output()
-
     def run_sync(self, input: InputLike = None, **kwargs: Any) -> AgentOutput:
         """:meth:`run` for code without an event loop."""
 
@@ -201,43 +176,11 @@ class RemoteAgent:
         result = await self._post(self.get_snapshot_url, data)
         return None if result is None else snapshot_from_json(result)
 
-    async def get_latest_snapshot(self, session_id: str, *, context: dict[str, Any] | None = None) -> Snapshot | None:
-        """The session's latest (leaf) snapshot."""
-        return await self.get_snapshot(session_id=session_id)
-
-    async def pending_interrupts(
-        self, snapshot_id: str | None = None, *, session_id: str | None = None, context: dict[str, Any] | None = None
-    ) -> list[ToolRequestPart]:
-        """The interrupts a stored snapshot waits on."""
-        snap = await self.get_snapshot(snapshot_id, session_id=session_id)
-        return [] if snap is None else list(snap.interrupts)
-
     async def abort(self, snapshot_id: str, *, context: dict[str, Any] | None = None) -> str | None:
         """Abort a detached turn; returns the snapshot's status before the abort, or ``None``."""
         result = await self._post(self.abort_url, {"snapshotId": snapshot_id})
         status = cast(dict[str, Any], result).get("status") if isinstance(result, dict) else None
         return status if isinstance(status, str) else None
-
-    async def wait(
-        self,
-        snapshot_id: str,
-        *,
-        timeout: float | None = None,
-        interval: float = 0.25,
-        context: dict[str, Any] | None = None,
-    ) -> Snapshot:
-        """Poll a snapshot until it is completed, failed, aborted or expired."""
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        while True:
-            snap = await self.get_snapshot(snapshot_id)
-            if snap is None:
-                raise SnapshotNotFoundError(f"Snapshot {snapshot_id} not found")
-            if snap.status in _SETTLED:
-                return snap
-            if deadline is not None and loop.time() >= deadline:
-                raise DeadlineExceededError(f"snapshot {snapshot_id} is still {snap.status} after {timeout} s")
-            await asyncio.sleep(interval)
 
     # HTTP ----------------------------------------------------------------------------------
 
