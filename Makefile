@@ -19,6 +19,12 @@ $(LOCAL_STAMP): scripts/setup_local_model.sh $(STAMP)
 	bash scripts/setup_local_model.sh
 	@touch $(LOCAL_STAMP)
 
+# The published Genkit clients the interop tests drive the server with (npm genkit; PyPI genkit in its own venv).
+INTEROP_STAMP := .interop/.installed
+$(INTEROP_STAMP): scripts/setup_interop.sh tests/interop/package.json tests/interop/package-lock.json tests/interop/requirements.txt
+	bash scripts/setup_interop.sh
+	@touch $(INTEROP_STAMP)
+
 demo: $(STAMP) $(LOCAL_STAMP)
 	$(BIN)/interlock demo
 
@@ -30,7 +36,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/pyright
 
-unit: $(STAMP) $(LOCAL_STAMP)
+unit: $(STAMP) $(LOCAL_STAMP) $(INTEROP_STAMP)
 	$(BIN)/pytest
 
 test: lint typecheck unit
@@ -40,4 +46,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/agents.py
 
 clean:
-	rm -rf $(VENV) build dist
+	rm -rf $(VENV) .interop build dist

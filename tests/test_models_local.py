@@ -386,7 +386,7 @@ async def test_text_answer_streams_chunks(model: LocalModel) -> None:
 
 
 async def test_tool_call_is_parsed_and_schema_valid(model: LocalModel) -> None:
-    await model.generate(_request("What is my balance?"), on_chunk=None)  # same system prompt and tools: warms the cache
+    await model.generate(_request("What is my balance?"), on_chunk=None)  # warm the cache
     chunks: list[ModelChunk] = []
     response = await model.generate(_request("Transfer $150 to Alice for dinner"), on_chunk=chunks.append)
     [call] = response.message.tool_requests
