@@ -496,7 +496,9 @@ def test_missing_runtime_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_parse_repairs_a_call_missing_its_last_brace(output: str) -> None:
     # Seen from the real model: it stops one "}" short of a complete call.
     parsed = parse_output(output, TOOLS)
-    assert [(c.name, c.arguments["to"], c.arguments["amount"]) for c in parsed.calls] == [("transferMoney", "Alice", 150)]
+    assert [(c.name, c.arguments["to"], c.arguments["amount"]) for c in parsed.calls] == [
+        ("transferMoney", "Alice", 150)
+    ]
     assert parsed.text == ""
 
 

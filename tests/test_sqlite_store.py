@@ -17,8 +17,9 @@ from typing import cast
 
 import pytest
 
-from interlock import InvalidArgumentError, Message, SessionState, Snapshot, UsageError
-from interlock.errors import DataLossError
+from interlock import InMemoryStore, InvalidArgumentError, Message, SessionState, Snapshot, UsageError
+from interlock.errors import DataLossError, FailedPreconditionError
+from interlock.sessions import new_id
 from interlock.stores.sqlite import SQLiteStore
 from interlock.wire import messages_to_json
 
@@ -82,6 +83,164 @@ async def test_storage_is_linear_in_conversation_length(tmp_path: pathlib.Path) 
         _, parent_id, base_id, keep, tail = by_id[f"t{i}"]
         assert (parent_id, base_id, keep) == (f"t{i - 1}", None, 2 * i)
         assert isinstance(tail, str) and len(json.loads(tail)) == 2
+
+
+def short_turn(i: int) -> list[Message]:
+    """Two messages of about 160 bytes of JSON each, like the agent benchmark's."""
+    return [Message.user(f"question {i:03d}: " + "q" * 110), Message.model(f"answer {i:03d}: " + "a" * 106)]
+
+
+async def test_per_row_overhead_stays_small_for_short_turns(tmp_path: pathlib.Path) -> None:
+    """A 200-turn session of ~160-byte messages, ids made as the runtime makes them: the file stays ≤ 2× its JSON."""
+    path = tmp_path / "short.db"
+    session_id = new_id()
+    ids = [new_id() for _ in range(200)]
+    messages: list[Message] = []
+    async with SQLiteStore(path) as store:
+        for i, sid in enumerate(ids):
+            messages = messages + short_turn(i)
+            snap = Snapshot(
+                snapshot_id=sid,
+                session_id=session_id,
+                parent_id=ids[i - 1] if i else None,
+                created_at=T0 + timedelta(seconds=i),
+                finish_reason="stop",
+                metadata={"agent": "chat"},
+                state=SessionState(session_id=session_id, messages=list(messages)),
+            )
+            await store.save(sid, lambda _, s=snap: s)
+        leaf = await store.latest(session_id)
+        assert leaf is not None and leaf.state is not None and leaf.state.messages == messages
+    assert len(json.dumps(messages_to_json(messages[:1]), separators=(",", ":"))) in range(150, 170)
+    history_bytes = json_size(messages)  # ≈ 64 KB
+    raw(path, "PRAGMA wal_checkpoint(TRUNCATE)")
+    size = path.stat().st_size
+    # Each row adds its tail (its turn's JSON) plus ~130 bytes: two 16-byte ids, a one-byte
+    # session key, two 6-byte message revisions, one timestamp, the metadata, the record header,
+    # and its entries in the primary-key and session indexes. 24 KiB covers the fixed part: the
+    # header and schema pages and the first page of each table and index. (With ids as text and
+    # the session id's text in every row and session-index entry, this was ~2.5×.)
+    assert size <= 2 * history_bytes + 24 * 1024, (size, history_bytes, size / history_bytes)
+    stored = raw(
+        path,
+        "SELECT typeof(snapshot_id), length(snapshot_id), typeof(parent_id), session, updated_us, status, "
+        "finish_reason FROM interlock_snapshots WHERE snapshot_id = ?",
+        (bytes.fromhex(ids[5].replace("-", "")),),
+    )
+    assert stored == [("blob", 16, "blob", 1, 0, 0, 1)]  # 0: "completed", 1: "stop"
+    assert raw(path, "SELECT id, tenant, length(session_id) FROM interlock_sessions") == [(1, "", 16)]
+
+
+ODD_IDS = [
+    "t1",
+    "123",
+    "0",
+    "é-ü ✓",
+    " padded ",
+    "8C4A0D4E-1B2C-4D5E-8F90-A1B2C3D4E5F6",  # a UUID, but not lowercase
+    "{8c4a0d4e-1b2c-4d5e-8f90-a1b2c3d4e5f6}",
+    "8c4a0d4e1b2c4d5e8f90a1b2c3d4e5f6",
+    "8c4a0d4e-1b2c-4d5e-8f90-a1b2c3d4e5f6\n",
+    "8c4a0d4e-1b2c-4d5e-8f90-a1b2c3d4e5fg",  # 36 characters, dashes in place, not hex
+    "urn:uuid:8c4a0d4e-1b2c-4d5e-8f90-a1b2c3d4e5f6",
+]
+UUID_IDS = ["8c4a0d4e-1b2c-4d5e-8f90-a1b2c3d4e5f6", "00000000-0000-0000-0000-000000000000", new_id()]
+
+
+async def test_ids_and_session_ids_round_trip_exactly(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "ids.db"
+    ids = ODD_IDS + UUID_IDS
+    sessions = {sid: ids[(n + 1) % len(ids)] for n, sid in enumerate(ids)}  # every id is also a session id
+    memory = InMemoryStore()
+    async with SQLiteStore(path) as store:
+        for n, sid in enumerate(ids):
+            snap = Snapshot(
+                snapshot_id=sid,
+                session_id=sessions[sid],
+                parent_id=ids[n - 1] if n else None,
+                created_at=T0,  # all at once: list breaks the tie by id
+                status="pending" if n % 2 else "odd status",
+                finish_reason=None if n % 3 else "an odd reason",
+                claimed_by=ids[-n - 1],
+                claimed_at=T0 - timedelta(seconds=n),
+                state=SessionState(session_id=ids[-n - 1], messages=turn(n)),
+            )
+            for target in (store, memory):
+                await target.save(sid, lambda _, s=snap: s, tenant=UUID_IDS[0])
+    async with SQLiteStore(path) as cold:
+        for sid in ids:
+            loaded = await cold.load(sid, tenant=UUID_IDS[0])
+            assert loaded is not None and loaded == await memory.load(sid, tenant=UUID_IDS[0]), sid
+            assert await cold.latest(sessions[sid], tenant=UUID_IDS[0]) == loaded
+            listed = await cold.list(tenant=UUID_IDS[0], session_id=sessions[sid])
+            assert [i.snapshot_id for i in listed] == [sid]
+        assert await cold.list(tenant=UUID_IDS[0]) == await memory.list(tenant=UUID_IDS[0])
+        assert await cold.list(tenant=UUID_IDS[0], finish_reason="an odd reason") == await memory.list(
+            tenant=UUID_IDS[0], finish_reason="an odd reason"
+        )
+        upper, lower = [await cold.load(sid, tenant=UUID_IDS[0]) for sid in (UUID_IDS[0].upper(), UUID_IDS[0])]
+        assert upper is not None and lower is not None and upper.session_id != lower.session_id  # two rows
+        assert await cold.load(UUID_IDS[0]) is None  # another tenant
+    kinds = dict(
+        cast(
+            list[tuple[object, str]],
+            raw(path, "SELECT snapshot_id, typeof(snapshot_id) || length(snapshot_id) FROM interlock_snapshots"),
+        )
+    )
+    assert sorted(k for k in kinds.values() if k == "blob16") == ["blob16"] * len(UUID_IDS)
+    assert {sid for sid, kind in kinds.items() if kind != "blob16"} == set(ODD_IDS)
+
+
+async def test_sessions_are_interned_and_dropped_with_their_last_snapshot(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "interned.db"
+    async with SQLiteStore(path) as store:
+        await write_chain(store, 3, session_id="a")
+        assert raw(path, "SELECT tenant, session_id FROM interlock_sessions ORDER BY id") == [("", "a")]
+        b = Snapshot(snapshot_id="b0", session_id="b", state=SessionState(session_id="b", messages=turn(0)))
+        await store.save("b0", lambda _: b, tenant="acme")
+        await store.save("b1", lambda _: b.evolve(snapshot_id="b1", parent_id="b0"), tenant="acme")
+        assert raw(path, "SELECT tenant, session_id FROM interlock_sessions ORDER BY id") == [("", "a"), ("acme", "b")]
+        assert await store.delete(["b0"], tenant="acme") == 1
+        assert len(raw(path, "SELECT * FROM interlock_sessions")) == 2  # b1 is left
+        assert await store.delete(["b1"], tenant="acme") == 1
+        assert raw(path, "SELECT tenant, session_id FROM interlock_sessions") == [("", "a")]
+        assert await store.latest("b", tenant="acme") is None
+        await store.save("b2", lambda _: b.evolve(snapshot_id="b2"), tenant="acme")  # interned again
+        assert (await store.latest("b", tenant="acme")) is not None
+        assert await store.prune(session_id="a", keep_last=1) == 2
+        assert [i.snapshot_id for i in await store.list()] == ["t2"]
+
+
+async def test_stores_opening_a_new_file_at_once_share_one_schema(tmp_path: pathlib.Path) -> None:
+    """Each store creates the schema in its own BEGIN IMMEDIATE transaction: concurrent first opens are safe."""
+    path = tmp_path / "race.db"
+    stores = [SQLiteStore(path) for _ in range(6)]
+    try:
+        session_id = new_id()
+
+        async def first_write(n: int, store: SQLiteStore) -> None:
+            snap = Snapshot(
+                snapshot_id=f"r{n}", session_id=session_id, state=SessionState(session_id=session_id, messages=turn(n))
+            )
+            await store.save(snap.snapshot_id, lambda _: snap)
+
+        await asyncio.gather(*(first_write(n, store) for n, store in enumerate(stores)))
+        assert {i.snapshot_id for i in await stores[0].list(session_id=session_id)} == {f"r{n}" for n in range(6)}
+    finally:
+        for store in stores:
+            await store.close()
+    assert len(raw(path, "SELECT * FROM interlock_sessions")) == 1
+
+
+async def test_a_file_in_the_earlier_layout_is_refused(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "old.db"
+    raw(path, "CREATE TABLE interlock_snapshots (tenant TEXT, snapshot_id TEXT, session_id TEXT)")
+    store = SQLiteStore(path)
+    try:
+        with pytest.raises(FailedPreconditionError, match="earlier interlock"):
+            await store.load("x")
+    finally:
+        await store.close()
 
 
 async def test_cold_store_loads_the_full_history(tmp_path: pathlib.Path) -> None:
