@@ -7,8 +7,8 @@ import pathlib
 from typing import Any
 
 import pytest
-
 from conformance import build_agents, load_cases, run_case
+
 from interlock import InMemoryStore
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel

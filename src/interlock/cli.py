@@ -48,7 +48,7 @@ class Command:
 
 COMMANDS: dict[str, Command] = {}
 """The registered sub-commands, by name."""
-COMMAND_MODULES: list[str] = ["interlock.demo"]
+COMMAND_MODULES: list[str] = ["interlock.demo", "interlock.cli_inbox"]
 """Modules that register sub-commands; :func:`main` imports them first."""
 
 

@@ -148,7 +148,9 @@ def _printer() -> Any:
 def _ask(prompt: str) -> bool:
     while True:
         try:
-            answer = input(prompt).strip().lower()
+            # The prompt goes to stdout (input() with a terminal would write it to stderr).
+            print(prompt, end="", flush=True)
+            answer = input().strip().lower()
         except EOFError:
             raise CommandError("no answer on standard input; use --yes or --no", code=1) from None
         if answer in ("y", "yes", "a", "approve"):

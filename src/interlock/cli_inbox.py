@@ -1,0 +1,461 @@
+"""``interlock inbox`` and ``interlock sessions``: pending approvals and stored sessions from a shell.
+
+::
+
+    interlock inbox list --store sessions.db [--agent A] [--tool T] [--tenant T] [--older-than 10m] [--json]
+    interlock inbox show SNAPSHOT_ID --store sessions.db [--json]
+    interlock inbox approve SNAPSHOT_ID --store sessions.db --agents app:agents [--ref R] [--as NAME] [--payload JSON]
+    interlock inbox reject SNAPSHOT_ID ... [--payload JSON | --output JSON]
+    interlock inbox respond SNAPSHOT_ID --output JSON ...
+    interlock sessions list | show SESSION_ID | prune [--keep-last N] [--older-than 30d] --store sessions.db
+
+``--store`` (default ``$INTERLOCK_STORE``) is a SQLite path or ``sqlite:///path``.
+``--agents module:attr`` names an agent, a list or dict of agents, or a function
+``(store) -> agents`` (so an app can build its agents over the command's store). ``--server
+URL`` answers through an agent served over HTTP (its URL, or the server's with ``--agent``);
+listing needs ``--store``: Genkit's protocol has no call that lists snapshots. Answers
+are recorded as ``--as NAME`` (default: ``$USER``). Exit codes: 0 done, 1 failed
+(e.g. no such pending interrupt, or another answer won the race), 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import inspect
+import json
+import os
+import re
+from collections.abc import AsyncGenerator, Callable, Coroutine, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import asdict
+from datetime import datetime, timedelta
+from typing import Any, Protocol, cast, runtime_checkable
+
+from .cli import Command, CommandError, load_target, register
+from .errors import InterlockError, InvalidArgumentError, UnimplementedError, UsageError
+from .inbox import Approve, Inbox, PendingInterrupt, Reject, Respond, ResumableAgent, open_store
+from .sessions import utcnow
+from .stores import SessionStore, SnapshotInfo
+from .stores._prune import prunable
+from .turns import AgentOutput
+
+__all__ = ["parse_duration"]
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> timedelta:
+    """``90s``, ``10m``, ``2h``, ``30d``, ``1w`` or a sum such as ``1h30m``."""
+    parts = re.findall(r"(\d+(?:\.\d+)?)([smhdw])", text.strip().lower())
+    if not parts or "".join(n + u for n, u in parts) != text.strip().lower():
+        raise argparse.ArgumentTypeError(f"expected a duration like 90s, 10m, 2h, 30d or 1h30m, got {text!r}")
+    return timedelta(seconds=sum(float(n) * _UNITS[u] for n, u in parts))
+
+
+def _json_arg(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON ({exc}): {text!r}") from None
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
+# arguments ------------------------------------------------------------------------------------
+
+
+def _where(p: argparse.ArgumentParser, *, server: bool = True) -> None:
+    p.add_argument(
+        "--store", metavar="URL", help="the session store: a SQLite path or sqlite:///path ($INTERLOCK_STORE)"
+    )
+    if server:
+        p.add_argument("--server", metavar="URL", help="answer through an agent served over HTTP at URL")
+        p.add_argument(
+            "--header", action="append", default=[], metavar="'NAME: VALUE'", help="HTTP header for --server"
+        )
+    p.add_argument("--tenant", help="the tenant whose sessions to use")
+    p.add_argument("--json", action="store_true", help="print JSON for scripts")
+
+
+def _configure_inbox(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = actions.add_parser("list", help="pending interrupts, the longest-waiting first")
+    _where(p)
+    p.add_argument("--agent", help="only this agent's interrupts")
+    p.add_argument("--tool", help="only calls to this tool")
+    p.add_argument("--older-than", type=parse_duration, metavar="AGE", help="only those waiting at least AGE (10m)")
+    p.add_argument("--newer-than", type=parse_duration, metavar="AGE", help="only those waiting less than AGE")
+    p = actions.add_parser("show", help="the interrupts one snapshot waits on, in full")
+    p.add_argument("snapshot_id", metavar="SNAPSHOT_ID")
+    _where(p)
+    p.add_argument("--agent", help="with --server: the agent's name, appended to the server URL")
+    for name, text in (
+        ("approve", "approve a call (a held call runs; a tool's own interrupt restarts with --payload)"),
+        ("reject", "reject a call (a held call never runs; a tool's own interrupt restarts with approved: false)"),
+        ("respond", "answer a call with --output; the tool does not run"),
+    ):
+        p = actions.add_parser(name, help=text, description=text)
+        p.add_argument("snapshot_id", metavar="SNAPSHOT_ID")
+        _where(p)
+        p.add_argument("--agent", help="with --server: the agent's name, appended to the server URL")
+        p.add_argument("--agents", metavar="MODULE:ATTR", help="the agents that resume: agent(s) or (store) -> agents")
+        p.add_argument("--as", dest="identity", metavar="NAME", help="who answers (default: $USER)")
+        p.add_argument("--ref", help="the call to answer, by ref (checked against the snapshot)")
+        p.add_argument("--tool", help="the call to answer, by tool name (checked against the snapshot)")
+        if name != "respond":
+            p.add_argument("--all", action="store_true", help="give this answer to every call the snapshot waits on")
+            p.add_argument("--payload", type=_json_arg, metavar="JSON", help="the resume payload of the restart")
+        if name != "approve":
+            out = "the call's output" if name == "respond" else "answer with this output, not a restart of the tool"
+            p.add_argument("--output", type=_json_arg, metavar="JSON", required=name == "respond", help=out)
+
+
+def _configure_sessions(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = actions.add_parser("list", help="sessions, the most recently active first")
+    _where(p, server=False)
+    p.add_argument("--agent", help="only sessions whose latest turn ran on this agent")
+    p = actions.add_parser("show", help="a session's snapshots and who answered its interrupts")
+    p.add_argument("session_id", metavar="SESSION_ID")
+    _where(p, server=False)
+    p = actions.add_parser("prune", help="delete old snapshots (every session's latest ones stay)")
+    _where(p, server=False)
+    p.add_argument("--keep-last", type=_positive, metavar="N", help="keep the last N snapshots of every branch")
+    p.add_argument("--older-than", type=parse_duration, metavar="AGE", help="delete only snapshots older than AGE")
+    p.add_argument("--session", metavar="SESSION_ID", help="prune this session only")
+    p.add_argument("--dry-run", action="store_true", help="say what would be deleted, delete nothing")
+
+
+# running -------------------------------------------------------------------------------------
+
+
+def _drive(action: Callable[[argparse.Namespace], Coroutine[Any, Any, int]], args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(action(args))
+    except UsageError as exc:
+        raise CommandError(exc.message, code=2) from None
+    except InterlockError as exc:
+        raise CommandError(f"{exc.message} ({exc.status})", code=1) from None
+
+
+@asynccontextmanager
+async def _store(args: argparse.Namespace) -> AsyncGenerator[SessionStore, None]:
+    url = cast(str | None, args.store) or os.environ.get("INTERLOCK_STORE")
+    if not url:
+        raise CommandError("say where the sessions are: --store URL (or $INTERLOCK_STORE)")
+    try:
+        opened = open_store(url, must_exist=True)
+    except (InvalidArgumentError, UnimplementedError) as exc:
+        raise CommandError(f"--store {url}: {exc.message}") from None
+    async with opened as store:
+        yield store
+
+
+@asynccontextmanager
+async def _inbox(args: argparse.Namespace, *, answering: bool = False) -> AsyncGenerator[Inbox, None]:
+    server = cast(str | None, getattr(args, "server", None))
+    if server is None:
+        async with _store(args) as store:
+            spec = cast(str | None, getattr(args, "agents", None))
+            yield Inbox(store, agents=await _load_agents(spec, store) if answering and spec else ())
+        return
+    if args.store:
+        raise CommandError("give --store or --server, not both")
+    if getattr(args, "identity", None) or args.tenant:
+        raise CommandError(
+            "with --server the server decides who answers, and for which tenant: send credentials with --header"
+        )
+    try:
+        from .client import RemoteAgent
+    except ImportError:
+        raise CommandError("--server needs httpx: pip install 'interlock[client]'", code=1) from None
+    url = server.rstrip("/") + (f"/{args.agent}" if getattr(args, "agent", None) else "")
+    async with RemoteAgent(url, headers=_headers(cast(list[str], args.header))) as remote:
+        yield Inbox(None, agents=[remote])
+
+
+def _headers(raw: list[str]) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for item in raw:
+        name, colon, value = item.partition(":")
+        if not colon or not name.strip():
+            raise CommandError(f"expected --header 'Name: value', got {item!r}")
+        headers[name.strip()] = value.strip()
+    return headers
+
+
+def _is_agent(value: object) -> bool:
+    return isinstance(getattr(value, "name", None), str) and callable(getattr(value, "run", None))
+
+
+async def _load_agents(spec: str, store: SessionStore) -> Mapping[str, ResumableAgent] | Sequence[ResumableAgent]:
+    target: Any = load_target(spec)
+    if callable(target) and not isinstance(target, type) and not _is_agent(target):
+        target = target(store)
+        if inspect.isawaitable(target):
+            target = await target
+    if _is_agent(target):
+        return [cast(ResumableAgent, target)]
+    if isinstance(target, Mapping) and all(_is_agent(v) for v in cast(Mapping[Any, Any], target).values()):
+        return {str(k): cast(ResumableAgent, v) for k, v in cast(Mapping[Any, Any], target).items()}
+    if isinstance(target, (list, tuple)) and all(_is_agent(v) for v in cast(Sequence[Any], target)):
+        return [cast(ResumableAgent, v) for v in cast(Sequence[Any], target)]
+    raise CommandError(
+        f"--agents {spec} gave a {type(cast(object, target)).__name__}: expected an agent, a list or dict of agents, "
+        "or a function (store) -> agents"
+    )
+
+
+# inbox ---------------------------------------------------------------------------------------
+
+
+async def _inbox_list(args: argparse.Namespace) -> int:
+    if args.server:
+        raise CommandError(
+            "listing needs --store: Genkit's HTTP protocol has no call that lists snapshots (a server only "
+            "reads them by id; `interlock inbox show SNAPSHOT_ID --server URL` works)"
+        )
+    async with _inbox(args) as inbox:
+        items = await inbox.pending(
+            agent=args.agent, tool=args.tool, tenant=args.tenant, older_than=args.older_than, newer_than=args.newer_than
+        )
+    if args.json:
+        _print_json([i.to_json() for i in items])
+    elif not items:
+        print("no pending interrupts")
+    else:
+        rows = [[i.snapshot_id, _age(i.age), i.agent or "-", i.label, _summary(i)] for i in items]
+        _table(["SNAPSHOT", "AGE", "AGENT", "TOOL", "DATA"], rows)
+    return 0
+
+
+async def _inbox_show(args: argparse.Namespace) -> int:
+    async with _inbox(args) as inbox:
+        items = await inbox.get(args.snapshot_id, tenant=args.tenant)
+    if args.json:
+        _print_json([i.to_json() for i in items])
+        return 0
+    first = items[0]
+    print(f"snapshot  {first.snapshot_id}\nsession   {first.session_id}\nagent     {first.agent or '-'}")
+    print(f"waiting   {_age(first.age)} (since {first.created_at.isoformat(timespec='seconds')})")
+    for item in items:
+        kind = "held for approval by tool_approval" if item.is_hold else "paused by the tool"
+        print(f"\n{item.label}: {kind}")
+        print(f"  input  {_indent(item.input)}")
+        if not item.is_hold:
+            print(f"  data   {_indent(item.data)}")
+    return 0
+
+
+_DONE = {"approve": "approved", "reject": "rejected", "respond": "answered"}
+
+
+async def _inbox_answer(args: argparse.Namespace) -> int:
+    action, sid, every = cast(str, args.action), cast(str, args.snapshot_id), bool(getattr(args, "all", False))
+    if every and (args.ref or args.tool):
+        raise CommandError("--all answers every call: drop --ref and --tool")
+    identity = None if getattr(args, "server", None) else args.identity or _login()
+    payload, output = getattr(args, "payload", None), getattr(args, "output", None)
+    answer = (
+        Respond(output) if action == "respond" else Approve(payload) if action == "approve" else Reject(payload, output)
+    )
+    async with _inbox(args, answering=True) as inbox:
+        items = await inbox.get(sid, tenant=args.tenant)
+        if every:
+            out = await inbox.answer_all(sid, answer, identity=identity, tenant=args.tenant)
+        else:
+            out = await inbox.answer(sid, answer, ref=args.ref, tool=args.tool, identity=identity, tenant=args.tenant)
+    answered = [i.label for i in items if every or (args.ref in (None, i.ref) and args.tool in (None, i.tool))]
+    _report(args, action, answered, identity, out)
+    return 0
+
+
+def _report(args: argparse.Namespace, action: str, answered: list[str], identity: Any, out: AgentOutput) -> None:
+    pending = [{"tool": p.name, "ref": p.ref, "data": p.meta("interrupt")} for p in out.interrupts]
+    if args.json:
+        _print_json(
+            {"decision": action, "answered": answered, "by": identity, "snapshot_id": out.snapshot_id}
+            | {"session_id": out.session_id, "finish_reason": out.finish_reason, "text": out.text}
+            | {"interrupts": pending}
+        )
+        return
+    by = f" as {identity}" if identity is not None else ""
+    print(f"{_DONE[action]} {', '.join(answered)} of snapshot {args.snapshot_id}{by}")
+    if pending:
+        print(f"the turn paused again in snapshot {out.snapshot_id}: interlock inbox show {out.snapshot_id}")
+    else:
+        print(
+            f"the turn finished ({out.finish_reason}) in snapshot {out.snapshot_id}"
+            + (f": {out.text}" * bool(out.text))
+        )
+
+
+def _login() -> str | None:
+    """``$USER``, else the login name the system knows, else ``None``."""
+    try:
+        return os.environ.get("USER") or getpass.getuser()
+    except (OSError, KeyError):
+        return None
+
+
+# sessions ------------------------------------------------------------------------------------
+
+
+def _info_json(info: SnapshotInfo) -> dict[str, Any]:
+    return asdict(info) | {
+        "created_at": info.created_at.isoformat(),
+        "updated_at": info.updated_at.isoformat() if info.updated_at else None,
+    }
+
+
+def _state(info: SnapshotInfo) -> str:
+    return (info.finish_reason or "completed") if info.status == "completed" else info.status
+
+
+async def _sessions_list(args: argparse.Namespace) -> int:
+    async with _store(args) as store:
+        infos = await store.list(tenant=args.tenant)
+    parents = {i.parent_id for i in infos if i.parent_id}
+    sessions: dict[str, list[SnapshotInfo]] = {}
+    for info in infos:  # newest first
+        sessions.setdefault(info.session_id, []).append(info)
+    rows: list[tuple[SnapshotInfo, int]] = []
+    for snaps in sessions.values():
+        latest = next((s for s in snaps if s.snapshot_id not in parents), snaps[0])
+        if args.agent is None or latest.agent == args.agent:
+            rows.append((latest, len(snaps)))
+    rows.sort(key=lambda r: (r[0].created_at, r[0].snapshot_id), reverse=True)
+    if args.json:
+        _print_json([{"session_id": s.session_id, "snapshots": n, "latest": _info_json(s)} for s, n in rows])
+    elif not rows:
+        print("no sessions")
+    else:
+        table = [
+            [s.session_id, s.agent or "-", str(n), s.snapshot_id, _state(s), _age(utcnow() - s.created_at)]
+            for s, n in rows
+        ]
+        _table(["SESSION", "AGENT", "SNAPSHOTS", "LATEST", "STATE", "AGE"], table)
+    return 0
+
+
+async def _sessions_show(args: argparse.Namespace) -> int:
+    async with _store(args) as store:
+        infos = sorted(await store.list(tenant=args.tenant, session_id=args.session_id), key=lambda i: i.created_at)
+        audit = await Inbox(store).audit(args.session_id, tenant=args.tenant) if infos else []
+    if not infos:
+        raise CommandError(f"no session with id {args.session_id}", code=1)
+    if args.json:
+        _print_json(
+            {"session_id": args.session_id, "snapshots": [_info_json(i) for i in infos]}
+            | {"audit": [e.to_json() for e in audit]}
+        )
+        return 0
+    answers = {
+        e.snapshot_id: f"{e.by if e.by is not None else '?'}: "
+        + ", ".join(
+            f"{'approved' if a.approved else 'rejected'} {a.label}" if a.kind == "restart" else f"answered {a.label}"
+            for a in e.restart + e.respond
+        )
+        for e in audit
+    }
+    rows = [
+        [
+            i.snapshot_id,
+            i.parent_id or "-",
+            _age(utcnow() - i.created_at),
+            _state(i),
+            i.agent or "-",
+            answers.get(i.snapshot_id, ""),
+        ]
+        for i in infos
+    ]
+    _table(["SNAPSHOT", "PARENT", "AGE", "STATE", "AGENT", "RESUMED BY"], rows)
+    return 0
+
+
+@runtime_checkable
+class _Prunable(Protocol):
+    async def prune(
+        self, *, session_id: str | None, keep_last: int | None, older_than: datetime | None, tenant: str | None
+    ) -> int: ...
+
+
+async def _sessions_prune(args: argparse.Namespace) -> int:
+    if args.keep_last is None and args.older_than is None:
+        raise CommandError("say what to prune: --keep-last N, --older-than AGE, or both")
+    scope: dict[str, Any] = {"session_id": args.session, "tenant": args.tenant}
+    rule: dict[str, Any] = {"keep_last": args.keep_last, "older_than": args.older_than and utcnow() - args.older_than}
+    async with _store(args) as store:
+        if args.dry_run:
+            rows = [(i.snapshot_id, i.parent_id, i.created_at, i.status) for i in await store.list(**scope)]
+            doomed = prunable(rows, **rule)
+            _print_json({"would_delete": doomed}) if args.json else print(f"would delete {len(doomed)} snapshots")
+            return 0
+        if not isinstance(store, _Prunable):
+            raise CommandError(f"a {type(store).__name__} cannot prune", code=1)
+        deleted = await store.prune(**scope, **rule)
+    _print_json({"deleted": deleted}) if args.json else print(f"deleted {deleted} snapshots")
+    return 0
+
+
+# output --------------------------------------------------------------------------------------
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, default=str))
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(h), *(len(r[c]) for r in rows)) for c, h in enumerate(headers)]
+    for row in [headers, *rows]:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+def _age(age: timedelta) -> str:
+    seconds = max(0, int(age.total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def _compact(value: Any, limit: int = 60) -> str:
+    text = json.dumps(value, separators=(",", ":"), default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _summary(item: PendingInterrupt) -> str:
+    if item.is_hold:
+        return "held: " + _compact(item.input)
+    return _compact(item.input if item.data is True else item.data)
+
+
+def _indent(value: Any) -> str:
+    return json.dumps(value, indent=2, default=str).replace("\n", "\n         ")
+
+
+_INBOX = {"list": _inbox_list, "show": _inbox_show} | dict.fromkeys(("approve", "reject", "respond"), _inbox_answer)
+_SESSIONS = {"list": _sessions_list, "show": _sessions_show, "prune": _sessions_prune}
+
+register(
+    Command(
+        name="inbox",
+        help="list, show and answer pending interrupts (approvals) across sessions",
+        configure=_configure_inbox,
+        run=lambda args: _drive(_INBOX[args.action], args),
+    )
+)
+register(
+    Command(
+        name="sessions",
+        help="list, show and prune stored sessions",
+        configure=_configure_sessions,
+        run=lambda args: _drive(_SESSIONS[args.action], args),
+    )
+)

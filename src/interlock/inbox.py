@@ -1,0 +1,610 @@
+"""The approval inbox: interrupts waiting for an answer across sessions, their answers, and the audit trail.
+
+::
+
+    async with open_store("sqlite:///sessions.db") as store:
+        inbox = Inbox(store, agents=[banker, ops])
+        for item in await inbox.pending(older_than=timedelta(minutes=10)):
+            print(item.agent, item.tool, item.data)
+        await inbox.approve(snapshot_id, identity="alice")
+        print(await inbox.audit(session_id))   # who answered what, and when
+
+A snapshot waits when its turn ended ``interrupted``, it is ``completed``, it is its
+session's latest leaf, and no resume holds it (a claim whose resumer crashed lapses after
+the agent's ``claim_ttl``; answering then takes it over). An answer runs through the agent named
+in the snapshot with ``context={"identity": ..., "tenant": ...}``: the resumed snapshot's
+``metadata["resume"]`` records who answered and when, and a second answer fails (``ABORTED``).
+
+* **approve**: a tool-approval hold gets :func:`~interlock.middleware.approve`; a tool's
+  own interrupt is restarted with ``payload`` (default ``{"approved": true}``) plus the
+  approval marker (tools never see it; the audit reads ``approved: true`` and a
+  ``tool_approval`` middleware around the tool lets the restart through).
+* **reject**: a hold gets :func:`~interlock.middleware.deny` (the tool never runs;
+  ``output`` is the note the model sees); a tool's own interrupt is restarted with
+  ``payload`` (default ``{"approved": false}``), or answered with ``output`` when given.
+* **respond**: ``output`` answers the call; the tool does not run.
+
+A resume answers every interrupt of the paused turn, so approve, reject, respond and
+:meth:`Inbox.answer` need a snapshot with one interrupt (``ref``/``tool`` confirm which);
+:meth:`Inbox.answer_all` answers several at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime, timedelta
+from typing import Any, Protocol, TypeAlias, TypeVar, cast
+
+from pydantic import TypeAdapter
+
+from .agents import PromptAgent
+from .errors import (
+    ClaimConflictError,
+    FailedPreconditionError,
+    InvalidArgumentError,
+    SnapshotNotFoundError,
+    UnimplementedError,
+    UsageError,
+)
+from .interrupts import Resume
+from .middleware import approve as approve_hold
+from .middleware import deny as deny_hold
+from .middleware import is_hold
+from .parts import ToolRequestPart, ToolResponsePart
+from .sessions import Snapshot, utcnow
+from .stores import SessionStore, SnapshotInfo
+from .tools import APPROVAL_KEY, to_json
+from .turns import AgentOutput
+
+__all__ = [
+    "Answer",
+    "Approve",
+    "AuditAnswer",
+    "AuditEntry",
+    "Inbox",
+    "PendingInterrupt",
+    "Reject",
+    "Respond",
+    "ResumableAgent",
+    "open_store",
+    "register_store_scheme",
+]
+
+T = TypeVar("T")
+
+
+class ResumableAgent(Protocol):
+    """What the inbox needs of an agent (an :class:`~interlock.Agent` or a :class:`~interlock.client.RemoteAgent`)."""
+
+    name: str
+
+    async def run(
+        self, *, resume: Resume | None = None, snapshot_id: str | None = None, context: dict[str, Any] | None = None
+    ) -> AgentOutput: ...
+
+    async def get_snapshot(
+        self, snapshot_id: str | None = None, *, session_id: str | None = None, context: dict[str, Any] | None = None
+    ) -> Snapshot | None: ...
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PendingInterrupt:
+    """One interrupt waiting for an answer.
+
+    Attributes:
+        data: the interrupt data (``metadata.interrupt``; ``True`` when the tool gave none).
+        is_hold: the call is held by tool-approval middleware (not paused by the tool itself).
+        created_at: when the paused turn ended; ``age`` is measured from it.
+        part: the paused tool request itself.
+    """
+
+    snapshot_id: str
+    session_id: str
+    agent: str | None
+    tool: str
+    ref: str | None
+    input: Any
+    data: Any
+    is_hold: bool
+    created_at: datetime
+    age: timedelta
+    tenant: str | None = None
+    part: ToolRequestPart = field(repr=False, compare=False)
+
+    @property
+    def label(self) -> str:
+        """``tool#ref`` (or just ``tool`` without a ref)."""
+        return f"{self.tool}#{self.ref}" if self.ref else self.tool
+
+    def data_as(self, tp: type[T]) -> T:
+        """The interrupt data validated as ``tp`` (a pydantic model, dataclass, TypedDict, ...)."""
+        return TypeAdapter(tp).validate_python(self.data)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (the time as ISO 8601, the age in seconds)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("part", "age")}
+        return out | {"created_at": self.created_at.isoformat(), "age_seconds": round(self.age.total_seconds(), 3)}
+
+
+@dataclass(frozen=True, slots=True)
+class Approve:
+    """Approve a call; ``payload`` (default ``{"approved": true}``) is the restart's resume payload."""
+
+    payload: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """Reject a call: restart with ``payload`` (default ``{"approved": false}``), or respond with ``output``."""
+
+    payload: Any = None
+    output: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Respond:
+    """Answer a call with ``output``; the tool does not run."""
+
+    output: Any
+
+
+Answer: TypeAlias = Approve | Reject | Respond
+"""One decision on one interrupt."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AuditAnswer:
+    """One answered call in an audit entry: ``approved`` is set for restarts, ``None`` for responds."""
+
+    kind: str
+    name: str
+    ref: str | None
+    approved: bool | None = None
+
+    @property
+    def label(self) -> str:
+        """``name#ref`` (or just ``name`` without a ref)."""
+        return f"{self.name}#{self.ref}" if self.ref else self.name
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AuditEntry:
+    """One resume of a session: the snapshot it wrote, the one it answered, who answered, when, and what."""
+
+    snapshot_id: str
+    parent_id: str | None
+    session_id: str
+    agent: str | None
+    by: Any
+    at: datetime | None
+    finish_reason: str | None
+    respond: list[AuditAnswer]
+    restart: list[AuditAnswer]
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (the time as ISO 8601)."""
+        return asdict(self) | {"at": self.at.isoformat() if self.at else None}
+
+
+class Inbox:
+    """Pending interrupts across the sessions of a store, their answers, and the audit trail.
+
+    Args:
+        store: where the snapshots are; ``None`` for an inbox that only answers, through
+            one agent (e.g. a :class:`~interlock.client.RemoteAgent`: Genkit's protocol
+            cannot list snapshots, so :meth:`pending` needs a store).
+        agents: the agents that resume answered snapshots, by name (a sequence uses each
+            agent's ``name``); give every agent whose snapshots you answer.
+    """
+
+    def __init__(
+        self, store: SessionStore | None, *, agents: Mapping[str, ResumableAgent] | Sequence[ResumableAgent] = ()
+    ) -> None:
+        self.store = store
+        self.agents: dict[str, ResumableAgent] = dict(agents) if isinstance(agents, Mapping) else {}
+        for agent in agents if not isinstance(agents, Mapping) else ():
+            if agent.name in self.agents:
+                raise UsageError(f"two agents are named {agent.name!r}; pass a dict to name them apart")
+            self.agents[agent.name] = agent
+
+    # reading ---------------------------------------------------------------------------------
+
+    async def pending(
+        self,
+        *,
+        agent: str | None = None,
+        tool: str | None = None,
+        tenant: str | None = None,
+        older_than: timedelta | None = None,
+        newer_than: timedelta | None = None,
+        now: datetime | None = None,
+    ) -> list[PendingInterrupt]:
+        """Interrupts waiting for an answer in ``tenant``'s sessions, the longest-waiting first.
+
+        Filters: the snapshot's ``agent``, the paused ``tool``, and the age of the paused
+        turn (``older_than``: at least that old; ``newer_than``: younger than that), measured
+        at ``now`` (default: the current time).
+        """
+        store = self._require_store("listing pending interrupts")
+        now = now or utcnow()
+        found: list[PendingInterrupt] = []
+        for info in _waiting(await store.list(tenant=tenant)):
+            age = now - info.created_at
+            if agent is not None and info.agent != agent:
+                continue
+            if (older_than is not None and age < older_than) or (newer_than is not None and age >= newer_than):
+                continue
+            snap = await store.load(info.snapshot_id, tenant=tenant)
+            if snap is None or snap.read_status() != "completed" or await self._claimed(snap, tenant):
+                continue
+            found += [i for i in _items(snap, now, tenant, info.agent) if tool is None or i.tool == tool]
+        return found
+
+    async def get(self, snapshot_id: str, *, tenant: str | None = None) -> list[PendingInterrupt]:
+        """The interrupts ``snapshot_id`` waits on; raises when it waits on none.
+
+        Raises:
+            SnapshotNotFoundError: no such snapshot (in ``tenant``).
+            ClaimConflictError: it was already answered (``ABORTED``).
+            FailedPreconditionError: its turn did not pause, or the session went on from it.
+        """
+        missing = f"no pending interrupt with snapshot id {snapshot_id}"
+        if self.store is None:
+            only = self._sole_agent()
+            snap = await only.get_snapshot(snapshot_id, context=_context(None, tenant))
+        else:
+            snap = await self.store.load(snapshot_id, tenant=tenant)
+        if snap is None:
+            raise SnapshotNotFoundError(
+                f"{missing}: there is no such snapshot" + (f" in tenant {tenant!r}" if tenant else "")
+            )
+        if self.store is not None and await self._claimed(snap, tenant):
+            holder = await self.store.load(snap.claimed_by or "", tenant=tenant)
+            how = "was already answered (resumed" if holder is not None else "is being answered (claimed"
+            raise ClaimConflictError(f"{missing}: it {how} by turn {snap.claimed_by})", winner=snap.claimed_by)
+        status = snap.read_status()
+        if status != "completed" or not snap.interrupts:
+            how = f"is {status}" if status != "completed" else f"finished with {snap.finish_reason or 'no reason'!r}"
+            raise FailedPreconditionError(f"{missing}: its turn {how}")
+        if self.store is not None:
+            infos = await self.store.list(tenant=tenant, session_id=snap.session_id)
+            child = next((i.snapshot_id for i in infos if i.parent_id == snap.snapshot_id), None)
+            if child is not None:
+                raise FailedPreconditionError(f"{missing}: the session went on from it (snapshot {child})")
+        agent = _agent_of(snap) or (None if self.store is not None else self._sole_agent().name)
+        return _items(snap, utcnow(), tenant, agent)
+
+    async def audit(self, session_id: str, *, tenant: str | None = None) -> list[AuditEntry]:
+        """Every resume of a session, in time order: who answered which calls, and when."""
+        store = self._require_store("reading the audit trail")
+        entries: list[AuditEntry] = []
+        for info in await store.list(tenant=tenant, session_id=session_id):
+            if info.parent_id is None:
+                continue
+            snap = await store.load(info.snapshot_id, tenant=tenant)
+            record: Any = (snap.metadata or {}).get("resume") if snap is not None else None
+            if snap is not None and isinstance(record, dict):
+                entries.append(_entry_of(snap, cast(dict[str, Any], record)))
+        return sorted(entries, key=lambda e: (e.at is None, e.at or datetime.min, e.snapshot_id))
+
+    # answering -------------------------------------------------------------------------------
+
+    async def approve(
+        self,
+        snapshot_id: str,
+        *,
+        ref: str | None = None,
+        tool: str | None = None,
+        payload: Any = None,
+        identity: Any = None,
+        tenant: str | None = None,
+    ) -> AgentOutput:
+        """Approve the snapshot's interrupt (see the module docs for how) and return the resumed turn's output."""
+        return await self.answer(snapshot_id, Approve(payload), ref=ref, tool=tool, identity=identity, tenant=tenant)
+
+    async def reject(
+        self,
+        snapshot_id: str,
+        *,
+        ref: str | None = None,
+        tool: str | None = None,
+        payload: Any = None,
+        output: Any = None,
+        identity: Any = None,
+        tenant: str | None = None,
+    ) -> AgentOutput:
+        """Reject the snapshot's interrupt (see the module docs for how) and return the resumed turn's output."""
+        return await self.answer(
+            snapshot_id, Reject(payload, output), ref=ref, tool=tool, identity=identity, tenant=tenant
+        )
+
+    async def respond(
+        self,
+        snapshot_id: str,
+        output: Any,
+        *,
+        ref: str | None = None,
+        tool: str | None = None,
+        identity: Any = None,
+        tenant: str | None = None,
+    ) -> AgentOutput:
+        """Answer the snapshot's interrupt with ``output`` (the tool does not run)."""
+        return await self.answer(snapshot_id, Respond(output), ref=ref, tool=tool, identity=identity, tenant=tenant)
+
+    async def answer_all(
+        self,
+        snapshot_id: str,
+        answers: Answer | Mapping[str, Answer],
+        *,
+        identity: Any = None,
+        tenant: str | None = None,
+    ) -> AgentOutput:
+        """Answer every interrupt of a snapshot in one resume.
+
+        ``answers`` is one answer for all, or a mapping from a ref (or a tool name: every
+        call to that tool) to an answer, which must cover every interrupt.
+        """
+        items = await self.get(snapshot_id, tenant=tenant)
+        return await self._resume(snapshot_id, _match_all(snapshot_id, items, answers), identity, tenant)
+
+    async def answer(
+        self,
+        snapshot_id: str,
+        answer: Answer,
+        *,
+        ref: str | None = None,
+        tool: str | None = None,
+        identity: Any = None,
+        tenant: str | None = None,
+    ) -> AgentOutput:
+        """Give ``answer`` to the snapshot's interrupt (``ref``/``tool`` pick it when it waits on several)."""
+        items = await self.get(snapshot_id, tenant=tenant)
+        picked = [i for i in items if ref in (None, i.ref) and tool in (None, i.tool)]
+        waits = f"snapshot {snapshot_id} waits on {', '.join(i.label for i in items)}"
+        if not picked:
+            raise InvalidArgumentError(
+                f"{waits}; none matches" + f" ref {ref!r}" * bool(ref) + f" tool {tool!r}" * bool(tool)
+            )
+        if len(items) > 1:
+            raise UsageError(f"{waits}; a resume answers all of them at once: use answer_all (command line: --all)")
+        return await self._resume(snapshot_id, [(picked[0], answer)], identity, tenant)
+
+    async def _resume(
+        self, snapshot_id: str, pairs: list[tuple[PendingInterrupt, Answer]], identity: Any, tenant: str | None
+    ) -> AgentOutput:
+        agent = self._agent_named(snapshot_id, pairs[0][0].agent)
+        entries = [_entry(item, answer, agent) for item, answer in pairs]
+        resume = Resume(
+            respond=[e for e in entries if isinstance(e, ToolResponsePart)],
+            restart=[e for e in entries if isinstance(e, ToolRequestPart)],
+        )
+        output = await agent.run(resume=resume, snapshot_id=snapshot_id, context=_context(identity, tenant))
+        return output.raise_for_error()
+
+    # agents ------------------------------------------------------------------------------------
+
+    async def _claimed(self, snap: Snapshot, tenant: str | None) -> bool:
+        """True when a resume holds the snapshot: a claim that is fresh, or whose turn got written.
+
+        A claim older than the agent's ``claim_ttl`` whose turn never got written (its
+        resumer crashed) is abandoned: the snapshot waits again, and answering it takes the claim over.
+        """
+        if not snap.claimed_by or self.store is None:
+            return bool(snap.claimed_by)
+        ttl = float(getattr(self.agents.get(_agent_of(snap) or ""), "claim_ttl", 60.0))
+        if snap.claimed_at is None or (utcnow() - snap.claimed_at).total_seconds() < ttl:
+            return True
+        holder = await self.store.load(snap.claimed_by, tenant=tenant)
+        return holder is not None and holder.status != "failed"
+
+    def _require_store(self, what: str) -> SessionStore:
+        if self.store is None:
+            raise UnimplementedError(
+                f"{what} needs a session store: Genkit's HTTP protocol has no call that lists snapshots"
+            )
+        return self.store
+
+    def _sole_agent(self) -> ResumableAgent:
+        if len(self.agents) != 1:
+            raise UsageError(f"an inbox without a store works through exactly one agent, not {len(self.agents)}")
+        return next(iter(self.agents.values()))
+
+    def _agent_named(self, snapshot_id: str, name: str | None) -> ResumableAgent:
+        if name is None:
+            if len(self.agents) == 1:
+                return next(iter(self.agents.values()))
+            raise UsageError(f"snapshot {snapshot_id} does not name its agent; build the Inbox with exactly one agent")
+        found = self.agents.get(name)
+        if found is None:
+            known = ", ".join(repr(n) for n in self.agents) or "none"
+            raise UsageError(
+                f"snapshot {snapshot_id} belongs to agent {name!r}, which this inbox cannot run (it has: {known}); "
+                f"pass it as Inbox(store, agents=[...]), or on the command line as --agents module:attr naming "
+                "an agent, a list or dict of agents, or a function (store) -> agents"
+            )
+        return found
+
+
+# helpers ----------------------------------------------------------------------------------------
+
+
+def _context(identity: Any, tenant: str | None) -> dict[str, Any]:
+    return {"identity": identity, "tenant": tenant}
+
+
+def _agent_of(snap: Snapshot) -> str | None:
+    name = (snap.metadata or {}).get("agent")
+    return name if isinstance(name, str) else None
+
+
+def _waiting(infos: list[SnapshotInfo]) -> list[SnapshotInfo]:
+    """Each session's latest leaf, when it is a completed interrupted turn; the oldest first."""
+    parents = {i.parent_id for i in infos if i.parent_id}
+    latest: dict[str, SnapshotInfo] = {}
+    for info in infos:
+        current = latest.get(info.session_id)
+        if info.snapshot_id not in parents and (
+            current is None or (info.created_at, info.snapshot_id) > (current.created_at, current.snapshot_id)
+        ):
+            latest[info.session_id] = info
+    waiting = [i for i in latest.values() if i.finish_reason == "interrupted" and i.status == "completed"]
+    return sorted(waiting, key=lambda i: (i.created_at, i.snapshot_id))
+
+
+def _items(snap: Snapshot, now: datetime, tenant: str | None, agent: str | None) -> list[PendingInterrupt]:
+    return [
+        PendingInterrupt(
+            snapshot_id=snap.snapshot_id,
+            session_id=snap.session_id,
+            agent=agent,
+            tool=part.name,
+            ref=part.ref,
+            input=part.input,
+            data=part.meta("interrupt"),
+            is_hold=is_hold(part),
+            created_at=snap.created_at,
+            age=now - snap.created_at,
+            tenant=tenant,
+            part=part,
+        )
+        for part in cast(list[ToolRequestPart], snap.interrupts)
+    ]
+
+
+def _match_all(
+    snapshot_id: str, items: list[PendingInterrupt], answers: Answer | Mapping[str, Answer]
+) -> list[tuple[PendingInterrupt, Answer]]:
+    if isinstance(answers, (Approve, Reject, Respond)):
+        return [(item, answers) for item in items]
+    keys = {i.ref for i in items if i.ref} | {i.tool for i in items}
+    unknown = [k for k in answers if k not in keys]
+    if unknown:
+        raise InvalidArgumentError(f"snapshot {snapshot_id} has no interrupt with ref or tool {', '.join(unknown)}")
+    pairs: list[tuple[PendingInterrupt, Answer]] = []
+    for item in items:
+        answer = answers.get(item.ref) if item.ref and item.ref in answers else answers.get(item.tool)
+        if answer is None:
+            raise UsageError(
+                f"no answer for {item.label}: a resume must answer every interrupt of snapshot {snapshot_id}"
+            )
+        pairs.append((item, answer))
+    return pairs
+
+
+def _entry(item: PendingInterrupt, answer: Answer, agent: ResumableAgent) -> ToolRequestPart | ToolResponsePart:
+    """The resume entry that carries ``answer`` to ``item`` (the rules are in the module docs)."""
+    part = item.part
+    if isinstance(answer, Respond) or (isinstance(answer, Reject) and answer.output is not None and not item.is_hold):
+        return ToolResponsePart(
+            name=part.name, ref=part.ref, output=to_json(answer.output), metadata={"interruptResponse": True}
+        )
+    if item.is_hold:
+        if isinstance(answer, Approve):
+            return approve_hold(part, **_payload_dict(answer.payload, item))
+        if answer.payload is not None:
+            raise UsageError(f"{item.label} is held for approval: a rejection never runs it, so it takes no payload")
+        return deny_hold(part, None if answer.output is None else to_json(answer.output))
+    if isinstance(agent, PromptAgent) and any(t.name == item.tool and t.is_interrupt_only for t in agent.tools):
+        raise UsageError(f"tool {item.tool!r} never runs (it only asks); answer {item.label} with respond")
+    if isinstance(answer, Approve):
+        resumed: Any = {"approved": True} if answer.payload is None else to_json(answer.payload)
+        if isinstance(resumed, dict):
+            resumed = {**cast(dict[str, Any], resumed), APPROVAL_KEY: True}
+    else:
+        resumed = {"approved": False} if answer.payload is None else to_json(answer.payload)
+    return ToolRequestPart(name=part.name, ref=part.ref, input=part.input, metadata={"resumed": resumed})
+
+
+def _payload_dict(payload: Any, item: PendingInterrupt) -> dict[str, Any]:
+    value: Any = {} if payload is None else to_json(payload)
+    if not isinstance(value, dict):
+        raise InvalidArgumentError(f"the approval of hold {item.label} takes a JSON object as payload, not {value!r}")
+    return cast(dict[str, Any], value)
+
+
+def _entry_of(snap: Snapshot, record: dict[str, Any]) -> AuditEntry:
+    def answers(kind: str) -> list[AuditAnswer]:
+        rows: Any = record.get(kind)
+        found = (
+            [cast(dict[str, Any], r) for r in cast(list[Any], rows) if isinstance(r, dict)]
+            if isinstance(rows, list)
+            else []
+        )
+        return [
+            AuditAnswer(kind=kind, name=str(r.get("name")), ref=r.get("ref"), approved=r.get("approved") is True)
+            if kind == "restart"
+            else AuditAnswer(kind=kind, name=str(r.get("name")), ref=r.get("ref"))
+            for r in found
+        ]
+
+    at: Any = record.get("at")
+    with contextlib.suppress(TypeError, ValueError):
+        at = datetime.fromisoformat(at)
+    return AuditEntry(
+        snapshot_id=snap.snapshot_id,
+        parent_id=snap.parent_id,
+        session_id=snap.session_id,
+        agent=_agent_of(snap),
+        by=record.get("by"),
+        at=at if isinstance(at, datetime) else None,
+        finish_reason=snap.finish_reason,
+        respond=answers("respond"),
+        restart=answers("restart"),
+    )
+
+
+# opening stores by URL ----------------------------------------------------------------------------
+
+StoreOpener = Callable[[str], AbstractAsyncContextManager[SessionStore]]
+"""Opens the store a URL names, as an async context manager that closes it."""
+
+_OPENERS: dict[str, StoreOpener] = {}
+_PLUGINS = {"postgres": "interlock.stores.postgres", "postgresql": "interlock.stores.postgres"}
+
+
+def register_store_scheme(scheme: str, opener: StoreOpener) -> None:
+    """Make :func:`open_store` open ``scheme://...`` URLs with ``opener`` (a store module calls this)."""
+    _OPENERS[scheme.lower()] = opener
+
+
+def open_store(url: str, *, must_exist: bool = False) -> AbstractAsyncContextManager[SessionStore]:
+    """Open the store a URL names, as an async context manager that closes it.
+
+    A plain path or ``sqlite:///path`` opens a :class:`~interlock.stores.sqlite.SQLiteStore`
+    (``must_exist`` refuses a file that is not there instead of creating it); other
+    schemes must have been registered with :func:`register_store_scheme`.
+
+    Raises:
+        InvalidArgumentError: an unknown scheme, or a missing SQLite file with ``must_exist``.
+        UnimplementedError: a known scheme whose store is not installed.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() == "sqlite":
+        from .stores.sqlite import SQLiteStore
+
+        if sep and not rest.startswith("/"):
+            raise InvalidArgumentError(
+                f"expected sqlite:///<path> (sqlite:////<path> for an absolute one), got {url!r}"
+            )
+        path = rest[1:].split("?", 1)[0] if sep else url
+        if must_exist and path != ":memory:" and not os.path.exists(path):
+            raise InvalidArgumentError(f"there is no SQLite store at {path!r}")
+        return SQLiteStore.from_url(url)
+    key = scheme.lower()
+    if key not in _OPENERS and key in _PLUGINS:
+        try:
+            importlib.import_module(_PLUGINS[key])
+        except ModuleNotFoundError as exc:
+            if exc.name == _PLUGINS[key]:
+                raise UnimplementedError(f"{scheme}:// stores are not available in this version of interlock") from None
+            raise UnimplementedError(f"{scheme}:// stores need {exc.name}: pip install 'interlock[postgres]'") from None
+    opener = _OPENERS.get(key)
+    if opener is None:
+        known = ", ".join(["sqlite", *sorted(_OPENERS)])
+        raise InvalidArgumentError(f"unknown store URL scheme {scheme!r} in {url!r} (known: {known}, or a plain path)")
+    return opener(url)

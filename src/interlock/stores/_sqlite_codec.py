@@ -1,0 +1,332 @@
+"""The SQLite store's codec: column values ↔ Python values, and rows ↔ snapshots.
+
+See :mod:`interlock.stores._sqlite_schema` for what each column holds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, NamedTuple, cast
+
+from ..errors import DataLossError, InvalidArgumentError
+from ..messages import Message
+from ..sessions import Artifact, SessionState, Snapshot
+from ..wire import artifact_from_json, artifact_to_json, error_from_json, error_to_json, messages_from_json
+from ._sqlite_schema import SESSIONS
+
+Messages = tuple[Message, ...]
+
+
+# ids ------------------------------------------------------------------------------------------
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+DbId = str | bytes
+"""An id as stored: TEXT, or the 16 bytes of a canonical UUID string."""
+
+
+def id_in(value: str) -> DbId:
+    """The stored form of an id: a canonical lowercase UUID string's 16 bytes, else the string itself."""
+    if len(value) == 36 and _UUID.fullmatch(value):
+        return bytes.fromhex(value.replace("-", ""))
+    return value
+
+
+def id_or_none(value: str | None) -> DbId | None:
+    return None if value is None else id_in(value)
+
+
+def id_out(value: DbId) -> str:
+    """The id a stored value stands for (the inverse of :func:`id_in`)."""
+    if isinstance(value, bytes):
+        if len(value) != 16:
+            raise DataLossError(f"an id in the SQLite store is a {len(value)}-byte blob, not a UUID's 16 bytes")
+        h = value.hex()
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    return value
+
+
+def id_out_or_none(value: DbId | None) -> str | None:
+    return None if value is None else id_out(value)
+
+
+# statuses and finish reasons -----------------------------------------------------------------
+
+WORDS = (
+    "completed",
+    "stop",
+    "pending",
+    "interrupted",
+    "failed",
+    "aborted",
+    "detached",
+    "length",
+    "blocked",
+    "other",
+    "unknown",
+)
+"""Common statuses and finish reasons, stored as their index here. Part of the file format: append only."""
+_CODES = {word: code for code, word in enumerate(WORDS)}
+
+
+def word_in(value: str) -> int | str:
+    """The stored form of a status or finish reason: its code in :data:`WORDS`, else the string itself."""
+    return _CODES.get(value, value)
+
+
+def word_or_none(value: str | None) -> int | str | None:
+    return None if value is None else _CODES.get(value, value)
+
+
+def word_out(value: object) -> str:
+    """The status or finish reason a stored value stands for (the inverse of :func:`word_in`)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and 0 <= value < len(WORDS):
+        return WORDS[value]
+    raise DataLossError(f"a status or finish reason in the SQLite store has the unknown code {value!r}")
+
+
+def word_out_or_none(value: object) -> str | None:
+    return None if value is None else word_out(value)
+
+
+# timestamps -----------------------------------------------------------------------------------
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def to_us(value: datetime) -> int:
+    """Integer microseconds since the Unix epoch (a naive datetime is taken as UTC)."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return (value - EPOCH) // _MICROSECOND
+
+
+def after(value: datetime | None, created_us: int) -> int | None:
+    """A timestamp as stored next to ``created_us``: microseconds after it."""
+    return None if value is None else to_us(value) - created_us
+
+
+def from_us(value: int) -> datetime:
+    return EPOCH + timedelta(microseconds=value)
+
+
+def from_after(value: int | None, created_us: int) -> datetime | None:
+    return None if value is None else EPOCH + timedelta(microseconds=created_us + value)
+
+
+# rows -----------------------------------------------------------------------------------------
+
+
+class Row(NamedTuple):
+    """A snapshot row, decoded: ids as strings, timestamps as absolute microseconds."""
+
+    snapshot_id: str
+    session_id: str
+    session: int
+    parent_id: str | None
+    base_id: str | None
+    keep: int
+    tail: str | None
+    mrev: int
+    base_mrev: int | None
+    state_session: str | None
+    custom: str | None
+    artifacts: str | None
+    created_us: int
+    updated_us: int | None
+    heartbeat_us: int | None
+    status: str
+    finish_reason: str | None
+    error: str | None
+    version: int
+    claimed_by: str | None
+    claimed_us: int | None
+    metadata: str | None
+
+    @property
+    def base(self) -> str | None:
+        """The row whose messages form this row's prefix, or ``None`` for a full checkpoint."""
+        return None if self.keep == 0 else (self.base_id or self.parent_id)
+
+
+def row_of(found: tuple[Any, ...]) -> Row:
+    """Decode a :data:`~._sqlite_schema.SELECT_ROW` result."""
+    (sid, session_id, session, parent, base, keep, tail, mrev, base_mrev, state_session, custom, artifacts) = found[:12]
+    (created, updated, heartbeat, status, finish, error, version, claimed_by, claimed, metadata) = found[12:]
+    snapshot_id = id_out(sid)
+    if session_id is None:
+        raise corrupt(snapshot_id, f"its session {session!r} is missing from {SESSIONS!r}")
+    return Row(
+        snapshot_id,
+        id_out(session_id),
+        session,
+        id_out_or_none(parent),
+        id_out_or_none(base),
+        keep,
+        tail,
+        mrev,
+        base_mrev,
+        state_session,
+        custom,
+        artifacts,
+        created,
+        None if updated is None else created + updated,
+        None if heartbeat is None else created + heartbeat,
+        word_out(status),
+        word_out_or_none(finish),
+        error,
+        version,
+        id_out_or_none(claimed_by),
+        None if claimed is None else created + claimed,
+        metadata,
+    )
+
+
+class Link(NamedTuple):
+    """One row of a base chain."""
+
+    snapshot_id: str
+    base: str | None
+    keep: int
+    tail: str | None
+    mrev: int
+    base_mrev: int | None
+
+
+def link_of(found: tuple[Any, ...]) -> Link:
+    """Decode a :data:`~._sqlite_schema.SELECT_CHAIN` result."""
+    return Link(id_out(found[0]), id_out_or_none(found[1]), *found[2:])
+
+
+# JSON and errors ------------------------------------------------------------------------------
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def corrupt(snapshot_id: str, what: str, exc: BaseException | None = None) -> DataLossError:
+    detail = f": {exc}" if exc is not None else ""
+    return DataLossError(f"snapshot {snapshot_id!r} is corrupt in the SQLite store ({what}{detail})")
+
+
+def loads(snapshot_id: str, column: str, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, TypeError) as exc:
+        raise corrupt(snapshot_id, f"column {column!r} is not valid JSON", exc) from exc
+
+
+def parse_tail(snapshot_id: str, text: str) -> list[Message]:
+    data = loads(snapshot_id, "tail", text)
+    try:
+        return messages_from_json(data)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise corrupt(snapshot_id, "column 'tail' does not hold messages", exc) from exc
+
+
+def same(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    """Element-wise equal, cheaply.
+
+    Tuple comparison (in C) checks identity before ``==``, and the runtime shares
+    (immutable) messages between snapshots, so this is mostly a pointer scan.
+    """
+    return len(a) == len(b) and tuple(a) == tuple(b)
+
+
+# rows ↔ snapshots -----------------------------------------------------------------------------
+
+
+def decode(row: Row, messages: Messages | None) -> tuple[Snapshot, list[Artifact]]:
+    """The snapshot a row holds, and its artifacts as parsed (to notice unchanged artifacts on save)."""
+    sid = row.snapshot_id
+    artifacts: list[Artifact] = []
+    state: SessionState | None = None
+    try:
+        if messages is not None:
+            if row.artifacts is not None:
+                data = loads(sid, "artifacts", row.artifacts)
+                if not isinstance(data, list):
+                    raise corrupt(sid, "column 'artifacts' is not a JSON list")
+                artifacts = [artifact_from_json(a) for a in cast(list[Any], data)]
+            state_session: Any = row.session_id
+            if row.state_session is not None:
+                state_session = loads(sid, "state_session", row.state_session)
+                if state_session is not None and not isinstance(state_session, str):
+                    raise corrupt(sid, "column 'state_session' is not a JSON string or null")
+            state = SessionState(
+                session_id=state_session,
+                messages=list(messages),
+                custom=None if row.custom is None else loads(sid, "custom", row.custom),
+                artifacts=list(artifacts),
+            )
+        error = None if row.error is None else error_from_json(loads(sid, "error", row.error))
+        metadata: Any = None if row.metadata is None else loads(sid, "metadata", row.metadata)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise corrupt(sid, "a JSON column has the wrong shape", exc) from exc
+    if metadata is not None and not isinstance(metadata, dict):
+        raise corrupt(sid, "column 'metadata' is not a JSON object")
+    snapshot = Snapshot(
+        snapshot_id=sid,
+        session_id=row.session_id,
+        parent_id=row.parent_id,
+        created_at=from_us(row.created_us),
+        updated_at=None if row.updated_us is None else from_us(row.updated_us),
+        heartbeat_at=None if row.heartbeat_us is None else from_us(row.heartbeat_us),
+        status=row.status,
+        finish_reason=row.finish_reason,
+        error=error,
+        state=state,
+        version=row.version,
+        claimed_by=row.claimed_by,
+        claimed_at=None if row.claimed_us is None else from_us(row.claimed_us),
+        metadata=cast(dict[str, Any] | None, metadata),
+    )
+    return snapshot, artifacts
+
+
+def bookkeeping(new: Snapshot, row: Row | None, old_artifacts: list[Artifact]) -> tuple[Any, ...]:
+    """The stored values of everything but a snapshot's messages, from ``parent_id`` to ``metadata``.
+
+    In the order of :data:`~._sqlite_schema.UPDATE_BOOKKEEPING` (after ``base_id``);
+    ``row`` and ``old_artifacts`` (what the row held) let unchanged artifacts keep their JSON.
+    """
+    sid = new.snapshot_id
+    state = new.state
+    custom: str | None = None
+    artifacts: str | None = None
+    if state is not None:
+        if state.custom is not None:
+            try:
+                custom = dumps(state.custom)
+            except (TypeError, ValueError) as exc:
+                what = f"snapshot {sid!r}: custom state is not JSON-serialisable"
+                raise InvalidArgumentError(f"{what}: {exc}") from exc
+        if state.artifacts:
+            if row is not None and row.artifacts is not None and same(state.artifacts, old_artifacts):
+                artifacts = row.artifacts
+            else:
+                artifacts = dumps([artifact_to_json(a) for a in state.artifacts])
+    created = to_us(new.created_at)
+    return (
+        id_or_none(new.parent_id),
+        None if state is None or state.session_id == new.session_id else dumps(state.session_id),
+        custom,
+        artifacts,
+        created,
+        after(new.updated_at, created),
+        after(new.heartbeat_at, created),
+        word_in(new.status),
+        word_or_none(new.finish_reason),
+        None if new.error is None else dumps(error_to_json(new.error)),
+        new.version,
+        id_or_none(new.claimed_by),
+        after(new.claimed_at, created),
+        None if new.metadata is None else dumps(new.metadata),
+    )

@@ -1,0 +1,183 @@
+"""The SQLite store's file layout: its tables and its SQL (values are encoded by :mod:`._sqlite_codec`).
+
+Tables
+------
+``interlock_snapshots`` holds one row per ``(tenant, snapshot_id)`` (``''`` stands for the
+``None`` tenant). Storage is linear in conversation length: a row does not hold the whole
+history, only what it adds to another row's:
+
+* ``keep``: how many of the base's messages are kept as this row's prefix; ``0`` means a
+  full checkpoint (no base);
+* the base: the row named by ``base_id``, or, when ``base_id`` is ``NULL`` (the usual
+  case, which saves an id and an index entry per row), the parent ``parent_id``, which
+  is then in the same session;
+* ``tail``: JSON (Genkit camelCase, via :mod:`interlock.wire`) of the messages after the
+  prefix; ``NULL`` when the snapshot has no state at all;
+* ``mrev``: a random id of this row's message content, changed whenever its messages
+  change; ``base_mrev`` is the base's ``mrev`` when this row was written.
+
+So a row's messages are ``messages(base)[:keep] + tail``. A row's messages only change
+after every row based on it has been rewritten as a full checkpoint (the same happens
+before a delete), so a row's prefix never changes under it. Custom state, artifacts,
+error and metadata are JSON columns (``state_session`` is ``NULL`` when the state's
+session id is the row's, else JSON).
+
+``interlock_sessions`` interns session ids: each ``(tenant, session_id)`` gets a small
+integer ``id``, and a snapshot row names its session by that integer (column
+``session``), so neither the row nor the session index repeats the session's id. A
+session's entry is deleted with its last snapshot.
+
+Compact values
+--------------
+Per-row bookkeeping is kept small, since a turn's own messages are often only a few
+hundred bytes:
+
+* ids (``snapshot_id``, ``parent_id``, ``base_id``, ``claimed_by`` and the interned
+  ``session_id``) that are canonical lowercase UUID strings, as :func:`~interlock.sessions.new_id`
+  makes them, are stored as their 16 bytes (a BLOB) instead of 36 characters of text;
+  any other id is stored as TEXT, unchanged. So every id reads back as exactly the string
+  written, and the two kinds never collide (a BLOB never equals a TEXT);
+* ``created_us`` is integer microseconds since the Unix epoch (exact, and read back as a
+  timezone-aware UTC datetime); ``updated_us``, ``heartbeat_us`` and ``claimed_us`` are
+  microseconds *after* ``created_us`` (usually 0 or small, so one to four bytes);
+* ``status`` and ``finish_reason`` hold the small integer code of a common value (see
+  :data:`~._sqlite_codec.WORDS`: 0 is ``completed``, 1 is ``stop``, ...), else the TEXT itself;
+* ``NULL`` stands for every absent value, and costs one header byte (so do the integers
+  0 and 1).
+
+The snapshot table keeps its rowid (and so a separate primary-key index): as a ``WITHOUT
+ROWID`` table, any row over about 1 KB (most turns with a tool result) would spill into
+overflow pages, which costs far more than the index saves.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from typing import TypeVar
+
+from ..errors import FailedPreconditionError, InvalidArgumentError
+
+_T = TypeVar("_T")
+
+TABLE = "interlock_snapshots"
+SESSIONS = "interlock_sessions"
+MAX_CHAIN = 1_000_000
+"""A base chain longer than this is taken as corrupt (a cycle)."""
+
+# Id columns are declared BLOB (BLOB affinity: values are stored as given, never
+# converted), since they hold TEXT or a UUID's 16 bytes; so are status and finish_reason,
+# which hold TEXT or an integer code.
+SCHEMA = (
+    f"""CREATE TABLE IF NOT EXISTS {SESSIONS} (
+        id          INTEGER PRIMARY KEY,
+        tenant      TEXT    NOT NULL,
+        session_id  BLOB    NOT NULL,
+        UNIQUE (tenant, session_id)
+    )""",
+    f"""CREATE TABLE IF NOT EXISTS {TABLE} (
+        tenant        TEXT    NOT NULL,
+        snapshot_id   BLOB    NOT NULL,
+        session       INTEGER NOT NULL,  -- interlock_sessions.id
+        parent_id     BLOB,
+        base_id       BLOB,
+        keep          INTEGER NOT NULL DEFAULT 0,
+        tail          TEXT,
+        mrev          INTEGER NOT NULL DEFAULT 0,
+        base_mrev     INTEGER,
+        state_session TEXT,
+        custom        TEXT,
+        artifacts     TEXT,
+        created_us    INTEGER NOT NULL,
+        updated_us    INTEGER,  -- µs after created_us
+        heartbeat_us  INTEGER,  -- µs after created_us
+        status        BLOB    NOT NULL,
+        finish_reason BLOB,
+        error         TEXT,
+        version       INTEGER NOT NULL,
+        claimed_by    BLOB,
+        claimed_us    INTEGER,  -- µs after created_us
+        metadata      TEXT,
+        PRIMARY KEY (tenant, snapshot_id)
+    )""",
+    f"CREATE INDEX IF NOT EXISTS {TABLE}_session ON {TABLE} (session)",
+    f"CREATE INDEX IF NOT EXISTS {TABLE}_base ON {TABLE} (tenant, base_id) WHERE base_id IS NOT NULL",
+)
+
+COLUMNS = (
+    "snapshot_id, session, parent_id, base_id, keep, tail, mrev, base_mrev, state_session, custom, artifacts, "
+    "created_us, updated_us, heartbeat_us, status, finish_reason, error, version, claimed_by, claimed_us, metadata"
+)
+SELECT_ROW = f"""SELECT s.snapshot_id, n.session_id, s.session, s.parent_id, s.base_id, s.keep, s.tail, s.mrev,
+        s.base_mrev, s.state_session, s.custom, s.artifacts, s.created_us, s.updated_us, s.heartbeat_us, s.status,
+        s.finish_reason, s.error, s.version, s.claimed_by, s.claimed_us, s.metadata
+    FROM {TABLE} AS s LEFT JOIN {SESSIONS} AS n ON n.id = s.session
+    WHERE s.tenant = ? AND s.snapshot_id = ?"""
+UPSERT = f"""INSERT INTO {TABLE} (tenant, {COLUMNS})
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (tenant, snapshot_id) DO UPDATE SET
+        parent_id = excluded.parent_id, base_id = excluded.base_id, keep = excluded.keep, tail = excluded.tail,
+        mrev = excluded.mrev, base_mrev = excluded.base_mrev, state_session = excluded.state_session,
+        custom = excluded.custom, artifacts = excluded.artifacts, created_us = excluded.created_us,
+        updated_us = excluded.updated_us, heartbeat_us = excluded.heartbeat_us, status = excluded.status,
+        finish_reason = excluded.finish_reason, error = excluded.error, version = excluded.version,
+        claimed_by = excluded.claimed_by, claimed_us = excluded.claimed_us, metadata = excluded.metadata"""
+UPDATE_BOOKKEEPING = f"""UPDATE {TABLE} SET
+        base_id = ?, parent_id = ?, state_session = ?, custom = ?, artifacts = ?, created_us = ?, updated_us = ?,
+        heartbeat_us = ?, status = ?, finish_reason = ?, error = ?, version = ?, claimed_by = ?, claimed_us = ?,
+        metadata = ?
+    WHERE tenant = ? AND snapshot_id = ?"""
+_BASE = "CASE WHEN {0}keep > 0 THEN coalesce({0}base_id, {0}parent_id) END"
+SELECT_CHAIN = f"""WITH RECURSIVE chain (depth, snapshot_id, base, keep, tail, mrev, base_mrev) AS (
+        SELECT 0, snapshot_id, {_BASE.format("")}, keep, tail, mrev, base_mrev FROM {TABLE}
+        WHERE tenant = ?1 AND snapshot_id = ?2
+        UNION ALL
+        SELECT chain.depth + 1, s.snapshot_id, {_BASE.format("s.")}, s.keep, s.tail, s.mrev, s.base_mrev
+        FROM chain JOIN {TABLE} AS s ON s.tenant = ?1 AND s.snapshot_id = chain.base
+        WHERE chain.depth < ?3
+    )
+    SELECT snapshot_id, base, keep, tail, mrev, base_mrev FROM chain ORDER BY depth"""
+SELECT_SESSION = f"SELECT id FROM {SESSIONS} WHERE tenant = ? AND session_id = ?"
+INSERT_SESSION = f"INSERT INTO {SESSIONS} (tenant, session_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
+SELECT_PARENT = f"""SELECT s.mrev, s.tail IS NULL, s.session, n.session_id
+    FROM {TABLE} AS s LEFT JOIN {SESSIONS} AS n ON n.id = s.session
+    WHERE s.tenant = ? AND s.snapshot_id = ?"""
+DROP_SESSION = f"DELETE FROM {SESSIONS} WHERE id = ?1 AND NOT EXISTS (SELECT 1 FROM {TABLE} WHERE session = ?1)"
+
+BATCH = 500
+"""Ids per ``IN (?, ...)`` list (well below SQLite's limit on bound parameters)."""
+
+
+def create_schema(con: sqlite3.Connection, path: str) -> None:
+    """Create the tables and indexes (idempotent), inside the caller's write transaction."""
+    tables, indexes = SCHEMA[:2], SCHEMA[2:]
+    for statement in tables:
+        con.execute(statement)
+    columns = {row[1] for row in con.execute(f"PRAGMA table_info({TABLE})")}
+    if "session" not in columns:
+        raise FailedPreconditionError(
+            f"the SQLite store at {path!r} was written by an earlier interlock whose layout of {TABLE!r} "
+            "(a text session_id column) this version does not read"
+        )
+    for statement in indexes:
+        con.execute(statement)
+
+
+def batches(values: Sequence[_T]) -> Iterator[tuple[str, Sequence[_T]]]:
+    """``(placeholders, values)`` for ``IN (...)`` lists of at most :data:`BATCH` values."""
+    for start in range(0, len(values), BATCH):
+        chunk = values[start : start + BATCH]
+        yield ", ".join("?" * len(chunk)), chunk
+
+
+def path_of(url: str | os.PathLike[str]) -> str:
+    """``sqlite:///relative.db``, ``sqlite:////abs/path.db`` (SQLAlchemy's convention) or a plain path."""
+    text = os.fspath(url)
+    if text.startswith("sqlite:///"):
+        text = text[len("sqlite:///") :].split("?", 1)[0]
+    elif text.startswith("sqlite:"):
+        raise InvalidArgumentError(f"expected sqlite:///<path> or a plain path, got {text!r}")
+    if not text:
+        raise InvalidArgumentError("the SQLite store needs a database path")
+    return text
