@@ -33,7 +33,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/python scripts/check_module_size.py
 
-typecheck: $(STAMP)
+typecheck: $(STAMP) $(LOCAL_STAMP)
 	$(BIN)/pyright
 
 unit: $(STAMP) $(LOCAL_STAMP) $(INTEROP_STAMP)
