@@ -21,6 +21,7 @@ from .errors import (
     UsageError,
 )
 from .generate import GenerateResult, check_resume, generate
+from .inbox import Inbox, PendingInterrupt
 from .interrupts import Resume, interrupt_as, is_interrupt, pending_interrupts, validate_resume
 from .messages import Message
 from .middleware import approve, deny, is_hold, tool_approval
@@ -63,6 +64,7 @@ __all__ = [
     "FailedPreconditionError",
     "GenerateResult",
     "InMemoryStore",
+    "Inbox",
     "InterlockError",
     "Interrupt",
     "InterruptedCall",
@@ -75,6 +77,7 @@ __all__ = [
     "ModelResponse",
     "NotFoundError",
     "Part",
+    "PendingInterrupt",
     "PermissionDeniedError",
     "PromptAgent",
     "ReasoningPart",
