@@ -190,7 +190,7 @@ async def test_chunk_transform_rewrites_and_drops() -> None:
     agent = PromptAgent("a", model, chunk_transform=only_text)
     seen: list[Any] = []
     await agent.run("x", on_chunk=seen.append)
-    assert seen == [ModelChunk(content=[TextPart(text="HEL")])]
+    assert seen == [ModelChunk(content=[TextPart(text="HEL")], index=0)]
 
 
 async def test_failing_chunk_transform_fails_closed() -> None:

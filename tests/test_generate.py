@@ -713,3 +713,21 @@ async def test_an_empty_resume_is_refused_while_requests_are_paused() -> None:
     with pytest.raises(ResumeError, match="Unresolved tool request 'ask#1'"):
         await generate(model, [Message.user("hi"), paused], tools=[ask], resume=Resume())
     assert model.requests == []
+
+
+async def test_chunks_carry_the_index_of_their_message_within_the_turn() -> None:
+    from interlock import Message, TextPart, ToolRequestPart, generate, tool
+    from interlock.models import ModelChunk
+
+    @tool
+    def ping(input: dict[str, Any]) -> str:  # noqa: A002
+        return "pong"
+
+    call = Message(role="model", content=[ToolRequestPart(name="ping", ref="p", input={})])
+    model = ScriptedModel(
+        [call, "done"],
+        chunks=[[ModelChunk(content=[TextPart(text="calling")], index=7)], [ModelChunk(content=[TextPart(text="do")])]],
+    )
+    seen: list[ModelChunk] = []
+    await generate(model, [Message.user("go")], tools=[ping], on_chunk=seen.append)
+    assert [(c.role, c.index) for c in seen] == [("model", 0), ("tool", 1), ("model", 2)]

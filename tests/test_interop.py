@@ -305,7 +305,7 @@ async def test_interrupt_respond(runs: Runs, server: Server, client: str) -> Non
     assert resumed["sessionId"] == paused["sessionId"]
     # The resumed turn streams the tool message (role "tool"), then ends.
     response_part = {"toolResponse": {"name": "approveTransfer", "ref": "t1", "output": output}}
-    tool_chunk = {"role": "tool", "content": [response_part]}
+    tool_chunk = {"role": "tool", "index": 0, "content": [response_part]}  # the turn's first message
     assert [c["modelChunk"] for c in report["chunks"] if "modelChunk" in c] == [tool_chunk]
     assert report["chunks"][-1] == {"turnEnd": {"snapshotId": resumed["snapshotId"], "finishReason": "stop"}}
 

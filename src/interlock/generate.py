@@ -70,9 +70,17 @@ class _Loop:
     tool_input_errors: Literal["raise", "model"]
     tool_choice: Any
     history: list[Message] = field(default_factory=list[Message])
+    message_index: int = 0
 
     async def emit(self, chunk: ModelChunk) -> None:
+        """Forward a chunk, numbered with the index of the message it belongs to within this turn.
+
+        Genkit numbers a turn's messages from 0 (model reply, tool message, next reply, ...);
+        its Python client starts a new message whenever the role or the index changes.
+        """
         if self.on_chunk is not None:
+            if chunk.index != self.message_index:
+                chunk = replace(chunk, index=self.message_index)
             result = self.on_chunk(chunk)
             if inspect.isawaitable(result):
                 await result
@@ -245,6 +253,7 @@ async def _resume(loop: _Loop, resume: Resume, allow_replaced_input: bool) -> bo
     )
     history.append(tool_msg)
     await loop.emit(ModelChunk(role="tool", content=list(tool_msg.content)))
+    loop.message_index += 1
     return False
 
 
@@ -311,6 +320,7 @@ async def generate(
     while True:
         request = ModelRequest(messages=list(loop.history), tools=definitions, config=config, tool_choice=tool_choice)
         response = await model.generate(request, on_chunk=loop.emit if on_chunk is not None else None)
+        loop.message_index += 1
         calls += 1
         message = response.message
         if message.role != "model":
@@ -337,3 +347,4 @@ async def generate(
             )
         loop.history.append(tool_msg)
         await loop.emit(ModelChunk(role="tool", content=list(tool_msg.content)))
+        loop.message_index += 1

@@ -384,7 +384,9 @@ class _Stream:
                 slot = self.calls.setdefault(index, {"id": None, "name": "", "arguments": []})
                 slot["id"] = call.id or slot["id"]
                 if call.function is not None:
-                    slot["name"] += call.function.name or ""
+                    name = call.function.name
+                    if name and name != slot["name"]:  # llama-cpp-python repeats the whole name in every delta
+                        slot["name"] += name
                     slot["arguments"].append(call.function.arguments or "")
             reasoning = _reasoning(delta.model_extra)
             if reasoning:
