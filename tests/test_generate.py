@@ -720,7 +720,7 @@ async def test_chunks_carry_the_index_of_their_message_within_the_turn() -> None
     from interlock.models import ModelChunk
 
     @tool
-    def ping(input: dict[str, Any]) -> str:  # noqa: A002
+    def ping(input: dict[str, Any]) -> str:
         return "pong"
 
     call = Message(role="model", content=[ToolRequestPart(name="ping", ref="p", input={})])
