@@ -201,11 +201,13 @@ async def _run(args: argparse.Namespace) -> int:
         transfer = next(t for t in agent.tools if t.name == "transferMoney")
         claimed = transfer.interrupted(call)
         assert claimed is not None
-        restart = claimed.restart(Confirmation(approved=approved, note="via interlock demo"))
+        who = os.environ.get("USER") or "demo-user"
+        note = f"{'approved' if approved else 'rejected'} by {who} in the terminal"
+        restart = claimed.restart(Confirmation(approved=approved, note=note))
         done = await agent.run(
             resume=Resume(restart=[restart]),
             snapshot_id=out.snapshot_id,
-            context={"identity": os.environ.get("USER") or "demo-user"},
+            context={"identity": who},
             on_chunk=_printer(),
         )
         print()
