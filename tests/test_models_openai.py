@@ -136,7 +136,6 @@ async def test_tool_call_round_trip(server: ReplayServer, model: OpenAIModel) ->
     messages = server.received[1].json()["messages"]
     assert messages[1] == {
         "role": "assistant",
-        "content": None,
         "tool_calls": [
             {
                 "id": "call_62136354",

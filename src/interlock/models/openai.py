@@ -281,6 +281,8 @@ def _assistant(message: Message) -> dict[str, Any]:
     ]
     if calls:
         out["tool_calls"] = calls
+        if not text:
+            del out["content"]  # optional beside tool_calls; llama-cpp-python's server rejects a null content
     return out
 
 
