@@ -16,7 +16,7 @@ import random
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any, Self, TypeVar, cast
 
 from ..errors import (
     DeadlineExceededError,
@@ -190,3 +190,26 @@ def data_url(url: str) -> tuple[str, bytes] | None:
     if match is None:
         return None
     return match.group(1) or "application/octet-stream", base64.b64decode(match.group(2))
+
+
+class OwnsClient:
+    """Mixin for adapters that may own their SDK client: ``aclose()`` and ``async with``.
+
+    Subclasses set ``_owns_client`` and implement :meth:`_close_client`.
+    """
+
+    _owns_client: bool
+
+    async def _close_client(self) -> None:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Close the HTTP client, unless it was passed in."""
+        if self._owns_client:
+            await self._close_client()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

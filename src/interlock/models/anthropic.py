@@ -10,13 +10,14 @@ a redacted block's ``data``) is kept in ``custom`` so the block can be sent back
 from __future__ import annotations
 
 import inspect
-from typing import Any, Self, cast
+from typing import Any, cast
 
 from ..errors import InterlockError, InvalidArgumentError, ModelError
 from ..messages import Message
 from ..parts import CustomPart, DataPart, MediaPart, Part, ReasoningPart, TextPart, ToolRequestPart, ToolResponsePart
 from . import ChunkCallback, FinishReason, ModelChunk, ModelRequest, ModelResponse, ToolDefinition, Usage
 from ._retry import (
+    OwnsClient,
     RetryPolicy,
     call_with_retries,
     connection_error,
@@ -60,7 +61,7 @@ _ERROR_TYPES = {
 _TOOL_CHOICE = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}
 
 
-class AnthropicModel:
+class AnthropicModel(OwnsClient):
     """A Claude model behind the Anthropic Messages API.
 
     Args:
@@ -101,16 +102,8 @@ class AnthropicModel:
     def name(self) -> str:
         return f"anthropic/{self.model}"
 
-    async def aclose(self) -> None:
-        """Close the HTTP client, unless it was passed in."""
-        if self._owns_client:
-            await self.client.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+    async def _close_client(self) -> None:
+        await self.client.close()
 
     async def generate(self, request: ModelRequest, *, on_chunk: ChunkCallback | None = None) -> ModelResponse:
         params = self._params(request)

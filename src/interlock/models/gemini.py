@@ -17,7 +17,7 @@ import base64
 import json
 import os
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, Protocol, Self, cast
+from typing import Any, Protocol, cast
 
 import pydantic
 
@@ -25,7 +25,16 @@ from ..errors import InterlockError, InvalidArgumentError, UnauthenticatedError
 from ..messages import Message
 from ..parts import CustomPart, DataPart, MediaPart, Part, ReasoningPart, TextPart, ToolRequestPart, ToolResponsePart
 from . import ChunkCallback, FinishReason, ModelChunk, ModelRequest, ModelResponse, ToolDefinition, Usage
-from ._retry import RetryPolicy, call_with_retries, data_url, http_error, json_text, missing_extra, transport_error
+from ._retry import (
+    OwnsClient,
+    RetryPolicy,
+    call_with_retries,
+    data_url,
+    http_error,
+    json_text,
+    missing_extra,
+    transport_error,
+)
 
 try:
     from google import genai
@@ -66,7 +75,7 @@ class _Models(Protocol):
     ) -> AsyncIterator[types.GenerateContentResponse]: ...
 
 
-class GeminiModel:
+class GeminiModel(OwnsClient):
     """A Gemini model behind the Gemini Developer API.
 
     Args:
@@ -116,17 +125,9 @@ class GeminiModel:
     def name(self) -> str:
         return f"{self.provider}/{self.model}"
 
-    async def aclose(self) -> None:
-        """Close the HTTP clients, unless the client was passed in."""
-        if self._owns_client:
-            await self.client.aio.aclose()
-            self.client.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+    async def _close_client(self) -> None:
+        await self.client.aio.aclose()
+        self.client.close()
 
     async def generate(self, request: ModelRequest, *, on_chunk: ChunkCallback | None = None) -> ModelResponse:
         config = dict(request.config or {})

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Literal, Self, cast
+from typing import Any, Literal, cast
 
 from ..errors import InterlockError, InvalidArgumentError, ModelError, UnauthenticatedError
 from ..messages import Message
 from ..parts import DataPart, MediaPart, Part, ReasoningPart, TextPart, ToolRequestPart, ToolResponsePart
 from . import ChunkCallback, FinishReason, ModelChunk, ModelRequest, ModelResponse, ToolDefinition, Usage
 from ._retry import (
+    OwnsClient,
     RetryPolicy,
     call_with_retries,
     connection_error,
@@ -53,7 +54,7 @@ _FINISH: dict[str, FinishReason] = {
 _RENAMED = {"temperature": "temperature", "topP": "top_p", "stopSequences": "stop"}
 
 
-class OpenAIModel:
+class OpenAIModel(OwnsClient):
     """A chat model behind an OpenAI-compatible ``/chat/completions`` endpoint.
 
     Args:
@@ -103,16 +104,8 @@ class OpenAIModel:
     def name(self) -> str:
         return f"{self.provider}/{self.model}"
 
-    async def aclose(self) -> None:
-        """Close the HTTP client, unless it was passed in."""
-        if self._owns_client:
-            await self.client.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+    async def _close_client(self) -> None:
+        await self.client.close()
 
     async def generate(self, request: ModelRequest, *, on_chunk: ChunkCallback | None = None) -> ModelResponse:
         params = self._params(request)
