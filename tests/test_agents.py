@@ -484,3 +484,39 @@ async def test_tools_see_the_live_session_and_stream_custom_patches() -> None:
 def test_run_sync() -> None:
     out = PromptAgent("a", ScriptedModel(["hi there"])).run_sync("hello")
     assert out.text == "hi there" and out.finish_reason == "stop"
+
+
+async def test_aborting_a_detached_resume_gives_the_interrupt_back() -> None:
+    store = InMemoryStore()
+    started = asyncio.Event()
+    log: list[str] = []
+
+    class Slow(BaseModel):
+        approved: bool
+
+    @tool
+    async def slow_transfer(req: Transfer, ctx: ToolContext[Any], ok: Slow | None) -> str:
+        """Pauses, then (once approved) takes a long time."""
+        if ok is None:
+            ctx.interrupt({"to": req.to})
+        started.set()
+        await asyncio.sleep(60)
+        log.append("sent")
+        return "sent"
+
+    agent = PromptAgent(
+        "bank", ScriptedModel([call("slow_transfer", to="bob", amount=5)]), tools=[slow_transfer], store=store
+    )
+    out = await agent.run("pay bob")
+    restart = slow_transfer.interrupted(out.interrupts[0]).restart(Slow(approved=True))  # pyright: ignore[reportOptionalMemberAccess]
+    bg = await agent.run(resume=Resume(restart=[restart]), snapshot_id=out.snapshot_id, detach=True)
+    await asyncio.wait_for(started.wait(), timeout=2)
+    assert bg.snapshot_id is not None and await agent.abort(bg.snapshot_id) == "pending"
+    parent = None
+    for _ in range(100):
+        parent = await store.load(out.snapshot_id or "")
+        if parent is not None and parent.claimed_by is None:
+            break
+        await asyncio.sleep(0.01)
+    assert parent is not None and parent.claimed_by is None and log == []
+    assert len(await agent.pending_interrupts(out.snapshot_id)) == 1

@@ -417,6 +417,11 @@ class Invocation:
                 await self._release(claimed, turn_id)
             self._emit_failed_turn_end()
             return
+        except asyncio.CancelledError:
+            # Aborted or cancelled mid-turn: give the interrupt back so it can be answered again.
+            if claimed is not None:
+                await self._release(claimed, turn_id)
+            raise
         finish = result.finish_reason if result else None
         self.last_finish_reason = finish
         if store is not None and turn_id is not None and self.detached_id is None:
@@ -456,7 +461,7 @@ class Invocation:
                 return parent_id
             holder = take.expired
             done = None if holder is None else await self.store.load(holder, tenant=self.tenant)
-            if done is not None and done.status != "failed":
+            if done is not None and done.status not in ("failed", "aborted"):
                 raise _conflict(parent_id, holder)
             steal = holder
         raise _conflict(parent_id, steal)
