@@ -42,7 +42,8 @@ def bank(
         if approval is None:
             ctx.interrupt({"to": req.to, "amount": req.amount})
         with log.open("a") as f:
-            f.write(f"transfer {req.to} {req.amount}\n")
+            note = f" (reclaimed from {ctx.reclaimed_from})" if ctx.reclaimed_from else ""
+            f.write(f"transfer {req.to} {req.amount}{note}\n")
         if hang:
             await asyncio.sleep(3600)
         return "sent"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -23,6 +24,7 @@ from .errors import (
     UsageError,
 )
 from .sessions import ErrorInfo, Session, SessionState, Snapshot, new_id, utcnow
+from .tools import RECLAIMED_KEY
 from .turns import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnEnd, TurnResult
 
 if TYPE_CHECKING:
@@ -407,7 +409,9 @@ class Invocation:
             if turn.input.resume is not None:
                 self.agent.check_resume(turn.input.resume, session.messages)
                 if parent is not None and parent.finish_reason == "interrupted" and turn_id is not None:
-                    claimed = await self._claim(parent.snapshot_id, turn_id)
+                    claimed, stolen = await self._claim(parent.snapshot_id, turn_id)
+                    if stolen is not None:  # tools learn that a dead resumer may have run them partly
+                        ctx = dataclasses.replace(ctx, context={**ctx.context, RECLAIMED_KEY: stolen})
             result = await handler(turn.input, ctx)
         except Exception as exc:
             session.state = good
@@ -450,15 +454,19 @@ class Invocation:
         assert written is not None
         return written
 
-    async def _claim(self, parent_id: str, turn_id: str) -> str:
-        """Claim the interrupted parent for this turn, or raise :class:`ClaimConflictError`."""
+    async def _claim(self, parent_id: str, turn_id: str) -> tuple[str, str | None]:
+        """Claim the interrupted parent for this turn, or raise :class:`ClaimConflictError`.
+
+        Returns the parent id and, when the claim was taken over from a resumer whose claim
+        expired (it crashed), that resumer's turn id.
+        """
         assert self.store is not None
         steal: str | None = None
         for _ in range(2):
             take = _Claim(parent_id=parent_id, turn_id=turn_id, ttl=self.agent.claim_ttl, steal=steal)
             if await self.store.save(parent_id, take, tenant=self.tenant) is not None:
                 self._tasks.append(asyncio.ensure_future(self._refresh_claim(parent_id, turn_id)))
-                return parent_id
+                return parent_id, steal
             holder = take.expired
             done = None if holder is None else await self.store.load(holder, tenant=self.tenant)
             if done is not None and done.status not in ("failed", "aborted"):

@@ -49,6 +49,8 @@ T = TypeVar("T")
 
 APPROVAL_KEY = "toolApproved"
 """Key in ``metadata.resumed`` that approves a call held by tool-approval middleware."""
+RECLAIMED_KEY = "reclaimedFrom"
+"""Context key set when a resume took over the claim of a resumer that died mid-turn."""
 HOLD_KEY = "toolApproval"
 """Key in a hold's interrupt data that marks it as a middleware hold, not the tool's own interrupt."""
 
@@ -95,6 +97,16 @@ class ToolContext(Generic[R]):
     original_input: Any = None
     session: Any = None
     context: dict[str, Any] = field(default_factory=dict[str, Any])
+
+    @property
+    def reclaimed_from(self) -> str | None:
+        """Set when this run resumes an interrupt whose previous resumer died mid-turn.
+
+        That resumer may have run this tool partly; a tool with side effects should check
+        its own idempotency key (e.g. the request's ``ref``) before acting again.
+        """
+        value = self.context.get(RECLAIMED_KEY)
+        return value if isinstance(value, str) else None
 
     @property
     def is_resumed(self) -> bool:
