@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from .claims import Claims
 from .errors import (
-    ClaimConflictError,
     FailedPreconditionError,
     InterlockError,
     InvalidArgumentError,
@@ -105,6 +105,7 @@ class Invocation:
         self.init = init
         self.context: dict[str, Any] = dict(context or {})
         self.tenant: str | None = self.context.get("tenant")
+        self.claims = None if agent.store is None else Claims(agent.store, self.tenant, ttl=agent.claim_ttl)
         self.inputs: asyncio.Queue[AgentInput | object] = asyncio.Queue()
         self.chunks: asyncio.Queue[StreamChunk | object] = asyncio.Queue()
         self.output: asyncio.Future[AgentOutput] = asyncio.get_running_loop().create_future()
@@ -409,7 +410,10 @@ class Invocation:
             if turn.input.resume is not None:
                 self.agent.check_resume(turn.input.resume, session.messages)
                 if parent is not None and parent.finish_reason == "interrupted" and turn_id is not None:
-                    claimed, stolen = await self._claim(parent.snapshot_id, turn_id)
+                    assert self.claims is not None
+                    stolen = await self.claims.take(parent.snapshot_id, turn_id)
+                    claimed = parent.snapshot_id
+                    self._tasks.append(asyncio.ensure_future(self.claims.keep_fresh(claimed, turn_id)))
                     if stolen is not None:  # tools learn that a dead resumer may have run them partly
                         ctx = dataclasses.replace(ctx, context={**ctx.context, RECLAIMED_KEY: stolen})
             result = await handler(turn.input, ctx)
@@ -417,14 +421,14 @@ class Invocation:
             session.state = good
             self._failed = True
             self.error = _error_info(exc)
-            if claimed is not None:
-                await self._release(claimed, turn_id)
+            if claimed is not None and self.claims is not None:
+                await self.claims.release(claimed, turn_id)
             self._emit_failed_turn_end()
             return
         except asyncio.CancelledError:
             # Aborted or cancelled mid-turn: give the interrupt back so it can be answered again.
-            if claimed is not None:
-                await self._release(claimed, turn_id)
+            if claimed is not None and self.claims is not None:
+                await self.claims.release(claimed, turn_id)
             raise
         finish = result.finish_reason if result else None
         self.last_finish_reason = finish
@@ -453,82 +457,6 @@ class Invocation:
         written = await self.store.save(turn_id, lambda _: snap, tenant=self.tenant)
         assert written is not None
         return written
-
-    async def _claim(self, parent_id: str, turn_id: str) -> tuple[str, str | None]:
-        """Claim the interrupted parent for this turn, or raise :class:`ClaimConflictError`.
-
-        Returns the parent id and, when the claim was taken over from a resumer whose claim
-        expired (it crashed), that resumer's turn id.
-        """
-        assert self.store is not None
-        steal: str | None = None
-        for _ in range(2):
-            take = _Claim(parent_id=parent_id, turn_id=turn_id, ttl=self.agent.claim_ttl, steal=steal)
-            if await self.store.save(parent_id, take, tenant=self.tenant) is not None:
-                self._tasks.append(asyncio.ensure_future(self._refresh_claim(parent_id, turn_id)))
-                return parent_id, steal
-            holder = take.expired
-            done = None if holder is None else await self.store.load(holder, tenant=self.tenant)
-            if done is not None and done.status not in ("failed", "aborted"):
-                raise _conflict(parent_id, holder)
-            steal = holder
-        raise _conflict(parent_id, steal)
-
-    async def _refresh_claim(self, parent_id: str, turn_id: str) -> None:
-        assert self.store is not None
-        while True:
-            await asyncio.sleep(self.agent.claim_ttl / 3)
-
-            def refresh(cur: Snapshot | None) -> Snapshot | None:
-                return cur.evolve(claimed_at=utcnow()) if cur is not None and cur.claimed_by == turn_id else None
-
-            with contextlib.suppress(Exception):
-                await self.store.save(parent_id, refresh, tenant=self.tenant)
-
-    async def _release(self, parent_id: str, turn_id: str | None) -> None:
-        assert self.store is not None
-
-        def release(cur: Snapshot | None) -> Snapshot | None:
-            if cur is None or cur.claimed_by != turn_id:
-                return None
-            return cur.evolve(claimed_by=None, claimed_at=None)
-
-        with contextlib.suppress(Exception):
-            await self.store.save(parent_id, release, tenant=self.tenant)
-
-
-@dataclass(kw_only=True)
-class _Claim:
-    """The claim updater: take an unclaimed (or expired, or ``steal``-able) interrupted snapshot."""
-
-    parent_id: str
-    turn_id: str
-    ttl: float
-    steal: str | None
-    expired: str | None = None
-
-    def __call__(self, cur: Snapshot | None) -> Snapshot | None:
-        if cur is None:
-            raise SnapshotNotFoundError(f"Snapshot {self.parent_id} not found")
-        now = utcnow()
-        holder = cur.claimed_by
-        if holder and holder not in (self.turn_id, self.steal):
-            if cur.claimed_at is not None and (now - cur.claimed_at).total_seconds() < self.ttl:
-                raise _conflict(self.parent_id, holder)
-            self.expired = holder
-            return None
-        meta = dict(cur.metadata or {})
-        if self.steal:
-            meta["reclaimedFrom"] = self.steal
-        return cur.evolve(claimed_by=self.turn_id, claimed_at=now, metadata=meta)
-
-
-def _conflict(parent_id: str, holder: str | None) -> ClaimConflictError:
-    return ClaimConflictError(
-        f"Snapshot {parent_id} was already resumed by turn {holder}; each interrupt is answered once. "
-        f"Load snapshot {holder} to continue from there.",
-        winner=holder,
-    )
 
 
 def _approved(resumed: Any) -> bool:
