@@ -16,7 +16,7 @@ from ._api import AgentAPI, InputLike, as_input
 from ._runtime import END, Invocation, SessionRunner
 from .errors import InvalidArgumentError, UsageError
 from .generate import check_resume, generate
-from .interrupts import Resume, validate_resume
+from .interrupts import Resume, ResumePlan, validate_resume
 from .messages import Message
 from .models import Model
 from .sessions import SessionState, Snapshot
@@ -145,9 +145,10 @@ class Agent(AgentAPI):
         """Drive the invocation (custom agents run their function here)."""
         raise NotImplementedError
 
-    def check_resume(self, resume: Resume, history: list[Message]) -> None:
+    def check_resume(self, resume: Resume, history: list[Message]) -> ResumePlan:
         """Refuse a resume that does not fit the history, before anything runs or is claimed."""
         validate_resume(resume, history)
+        return ResumePlan(resume=resume)
 
     # egress transforms ---------------------------------------------------------------------
 
@@ -276,8 +277,9 @@ class PromptAgent(Agent):
         self.tool_input_errors: Literal["raise", "model"] = tool_input_errors
         self._by_name = {t.name: t for t in self.tools}
 
-    def check_resume(self, resume: Resume, history: list[Message]) -> None:
+    def check_resume(self, resume: Resume, history: list[Message]) -> ResumePlan:
         check_resume(resume, history, self.tools, allow_replaced_input=self.allow_replaced_input)
+        return ResumePlan(resume=resume)
 
     async def invoke(self, runner: SessionRunner) -> AgentResult | None:
         async def turn(input: AgentInput, ctx: TurnContext) -> TurnResult:

@@ -19,6 +19,7 @@ from .parts import Part, ToolRequestPart, ToolResponsePart
 
 __all__ = [
     "Resume",
+    "ResumePlan",
     "interrupt_as",
     "is_interrupt",
     "json_equal",
@@ -46,6 +47,17 @@ class Resume:
 
     def __bool__(self) -> bool:
         return bool(self.respond or self.restart)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ResumePlan:
+    """A resume validated against the history it continues: what the tool loop carries out.
+
+    Built once, before anything runs or is claimed, by the agent's ``check_resume``; the
+    tool loop consumes it without validating again.
+    """
+
+    resume: Resume
 
 
 def is_interrupt(part: Part) -> bool:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from .errors import error_from_status
-from .interrupts import Resume
+from .interrupts import Resume, ResumePlan
 from .messages import Message
 from .models import ModelChunk
 from .parts import ToolRequestPart
@@ -108,6 +108,10 @@ class TurnContext:
     parent_snapshot_id: str | None
     turn_index: int
     context: dict[str, Any] = field(default_factory=dict[str, Any])
+    plan: ResumePlan | None = None
+    """The turn's resume, validated (``None`` when the input carries no resume)."""
+    reclaimed_from: str | None = None
+    """The turn whose lapsed claim on the resumed snapshot this turn took over (its tools may have run)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
