@@ -89,7 +89,7 @@ async def main(argv: list[str]) -> None:
                     flush=True,
                 )
         elif mode == "hang":
-            await bank(store, log, hang=True).run(resume=APPROVE, snapshot_id=argv[3])
+            await bank(store, log, hang=True, claim_ttl=2.0).run(resume=APPROVE, snapshot_id=argv[3])
 
 
 if __name__ == "__main__":

@@ -278,7 +278,7 @@ async def test_expired_claim_of_a_crashed_resumer_is_recovered() -> None:
     sid = out.snapshot_id
     assert sid is not None
     stale = utcnow() - timedelta(seconds=120)
-    await store.save(sid, lambda cur: cur.evolve(claimed_by="crashed-turn", claimed_at=stale) if cur else None)
+    await store.save(sid, lambda cur: cur.evolve(claimed_by="crashed-turn", claim_expires_at=stale) if cur else None)
     restart = transfer.interrupted(out.interrupts[0]).restart(Approval(approved=True))
     done = await agent.run(resume=Resume(restart=[restart]), snapshot_id=sid)
     assert done.finish_reason == "stop"
@@ -296,7 +296,12 @@ async def test_fresh_claim_blocks_a_second_resume() -> None:
     out = await agent.run("pay bob")
     sid = out.snapshot_id
     assert sid is not None
-    await store.save(sid, lambda cur: cur.evolve(claimed_by="running-turn", claimed_at=utcnow()) if cur else None)
+    await store.save(
+        sid,
+        lambda cur: (
+            cur.evolve(claimed_by="running-turn", claim_expires_at=utcnow() + timedelta(seconds=60)) if cur else None
+        ),
+    )
     restart = transfer.interrupted(out.interrupts[0]).restart(Approval(approved=True))
     lost = await agent.run(resume=Resume(restart=[restart]), snapshot_id=sid)
     assert lost.error is not None and lost.error.status == "ABORTED" and "running-turn" in lost.error.message

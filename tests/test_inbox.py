@@ -353,11 +353,11 @@ async def test_an_audit_lists_every_resume_of_a_session_in_time_order(desk: Desk
 
 
 async def claim(store: SessionStore, snapshot_id: str, holder: str, age: timedelta) -> None:
-    """Mark ``snapshot_id`` as claimed by turn ``holder`` ``age`` ago (as a resumer does, then crashes)."""
+    """Mark ``snapshot_id`` as claimed by turn ``holder`` ``age`` ago with a 60 s lease (as a resumer does, then crashes)."""
 
     def take(cur: Snapshot | None) -> Snapshot | None:
         assert cur is not None
-        return cur.evolve(claimed_by=holder, claimed_at=utcnow() - age)
+        return cur.evolve(claimed_by=holder, claim_expires_at=utcnow() - age + timedelta(seconds=60))
 
     await store.save(snapshot_id, take)
 

@@ -162,7 +162,7 @@ async def test_ids_and_session_ids_round_trip_exactly(tmp_path: pathlib.Path) ->
                 status="pending" if n % 2 else "odd status",
                 finish_reason=None if n % 3 else "an odd reason",
                 claimed_by=ids[-n - 1],
-                claimed_at=T0 - timedelta(seconds=n),
+                claim_expires_at=T0 - timedelta(seconds=n),
                 state=SessionState(session_id=ids[-n - 1], messages=turn(n)),
             )
             for target in (store, memory):
@@ -370,7 +370,11 @@ async def test_named_bases_survive_deletes(tmp_path: pathlib.Path) -> None:
 
 async def test_custom_state_must_be_json(tmp_path: pathlib.Path) -> None:
     async with SQLiteStore(tmp_path / "custom.db") as store:
-        bad = Snapshot(snapshot_id="x", session_id="s", state=SessionState(session_id="s", custom={"when": T0}))
+        with pytest.raises(InvalidArgumentError, match=r"state\.custom\.when is not a JSON value"):
+            SessionState(session_id="s", custom={"when": T0})  # refused at the edge
+        state = SessionState(session_id="s")
+        state.custom = {"when": T0}  # the store still refuses what slipped past it
+        bad = Snapshot(snapshot_id="x", session_id="s", state=state)
         with pytest.raises(InvalidArgumentError, match="'x'.*not JSON-serialisable"):
             await store.save("x", lambda _: bad)
         assert await store.load("x") is None

@@ -10,11 +10,13 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from ._json import check_message, check_resume, type_name
+from .claims import is_answerable
 from .errors import DeadlineExceededError, InvalidArgumentError, SnapshotNotFoundError
 from .interrupts import Resume
 from .messages import Message
 from .parts import ToolRequestPart
-from .sessions import SessionState, Snapshot
+from .sessions import SessionState, Snapshot, check_state
 from .turns import AgentInput, AgentOutput, StreamChunk
 
 __all__ = ["SETTLED", "AgentAPI", "InputLike", "as_input"]
@@ -24,14 +26,29 @@ SETTLED = frozenset({"completed", "failed", "aborted", "expired"})
 """Statuses after which a snapshot no longer changes by itself."""
 
 
-def as_input(value: InputLike, *, resume: Resume | None = None, detach: bool = False) -> AgentInput:
-    """Normalise what callers pass to ``send``/``run`` into an :class:`AgentInput`."""
+def as_input(value: InputLike | object, *, resume: Resume | None = None, detach: bool = False) -> AgentInput:
+    """Normalise what callers pass to ``send``/``run`` into a checked :class:`AgentInput`.
+
+    This is the input edge: a value of the wrong type (``run(12345)``, a dict instead of a
+    :class:`Resume`, a part of the wrong kind) or one holding something that is not JSON
+    raises :class:`~interlock.errors.InvalidArgumentError` here, before anything runs.
+    """
     if isinstance(value, AgentInput):
         if resume is not None or detach:
-            return AgentInput(message=value.message, resume=resume or value.resume, detach=detach or value.detach)
-        return value
-    message = Message.user(value) if isinstance(value, str) else value
-    return AgentInput(message=message, resume=resume, detach=detach)
+            value = AgentInput(message=value.message, resume=resume or value.resume, detach=detach or value.detach)
+    elif value is None or isinstance(value, (str, Message)):
+        message = Message.user(value) if isinstance(value, str) else value
+        value = AgentInput(message=message, resume=resume, detach=detach)
+    else:
+        raise InvalidArgumentError(f"an agent input is a string, a Message or an AgentInput, not {type_name(value)}")
+    if value.message is not None:
+        check_message(value.message, "message")
+    if value.resume is not None:
+        check_resume(value.resume)
+    flag: Any = value.detach
+    if not isinstance(flag, bool):
+        raise InvalidArgumentError("'detach' must be a boolean")
+    return value
 
 
 class _Connection(Protocol):
@@ -76,6 +93,9 @@ class AgentAPI:
         """Run one input (a message, a resume, or both) and return the output."""
         if input is None and resume is None and not detach:
             raise InvalidArgumentError("agent input message or resume is required")
+        as_input(input, resume=resume, detach=detach)  # refuse bad input before connecting
+        if state is not None:
+            check_state(state)
         conn: _Connection = self.connect(snapshot_id=snapshot_id, session_id=session_id, state=state, context=context)
         await conn.send(input, resume=resume, detach=detach)
         await conn.close()
@@ -95,7 +115,7 @@ class AgentAPI:
     ) -> list[ToolRequestPart]:
         """The interrupts a stored snapshot waits on (recover them in one call, from any process)."""
         snap = await self.get_snapshot(snapshot_id, session_id=session_id, context=context)
-        return [] if snap is None or snap.claimed_by else list(snap.interrupts)
+        return [] if snap is None or not is_answerable(snap) else list(snap.interrupts)
 
     async def wait(
         self,

@@ -7,13 +7,23 @@ reading them back accepts every variant Genkit servers write.
 
 from __future__ import annotations
 
+import asyncio
 import codecs
+import contextlib
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from .errors import InterlockError, InternalError, InvalidArgumentError, ResourceExhaustedError, error_from_status
+from ._json import MAX_DEPTH, check_json
+from .errors import (
+    DeadlineExceededError,
+    InterlockError,
+    InternalError,
+    InvalidArgumentError,
+    ResourceExhaustedError,
+    error_from_status,
+)
 from .sessions import ErrorInfo
 from .turns import AgentOutput, StreamChunk
 from .wire import chunk_from_json, error_to_json, output_from_json
@@ -42,6 +52,7 @@ HTTP_TO_STATUS = {
     401: "UNAUTHENTICATED",
     403: "PERMISSION_DENIED",
     404: "NOT_FOUND",
+    408: "DEADLINE_EXCEEDED",
     409: "ABORTED",
     413: "RESOURCE_EXHAUSTED",
     429: "RESOURCE_EXHAUSTED",
@@ -223,7 +234,7 @@ def parse(fn: Callable[[Any], Any], value: Any, what: str) -> Any:
         return fn(value)
     except InterlockError as exc:
         raise Reject(exc) from None
-    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+    except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
         raise bad(f"invalid {what}: {exc}") from None
 
 
@@ -236,43 +247,91 @@ def read_headers(scope: Scope) -> dict[str, str]:
     return found
 
 
-async def read_body(headers: Mapping[str, str], receive: Receive, limit: int) -> bytes:
-    """The whole request body, refusing (413) one over ``limit`` bytes before reading it all."""
+async def read_body(headers: Mapping[str, str], receive: Receive, limit: int, timeout: float) -> bytes:
+    """The whole request body, within ``timeout`` seconds and at most ``limit`` bytes.
+
+    A body over ``limit`` is refused (413 RESOURCE_EXHAUSTED); what arrives of it within
+    the timeout is read and dropped first, so the client, still sending, gets the answer
+    instead of a reset connection. A body that does not arrive in time (a
+    ``Content-Length`` larger than what is sent) is refused with 408 DEADLINE_EXCEEDED.
+    Both close the connection.
+    """
     declared = headers.get("content-length")
-    if declared is not None:
-        if not declared.strip().isdigit():
-            raise bad("invalid Content-Length")
-        if int(declared) > limit:
-            raise _too_large(limit)
+    if declared is not None and not declared.strip().isdigit():
+        raise bad("invalid Content-Length")
+    until = asyncio.get_running_loop().time() + timeout
+    if declared is not None and int(declared) > limit:
+        await _drain(receive, until, 0)
+        raise _too_large(limit)
     parts: list[bytes] = []
     size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientGone
-        chunk = bytes(message.get("body") or b"")
-        size += len(chunk)
-        if size > limit:
-            raise _too_large(limit)
-        parts.append(chunk)
-        if not message.get("more_body"):
-            return b"".join(parts)
+    try:
+        async with asyncio.timeout_at(until):
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise ClientGone
+                chunk = bytes(message.get("body") or b"")
+                size += len(chunk)
+                if size > limit:
+                    break
+                parts.append(chunk)
+                if not message.get("more_body"):
+                    return b"".join(parts)
+    except TimeoutError:
+        expected = f" of the {declared} its Content-Length announced" if declared is not None else ""
+        error = DeadlineExceededError(
+            f"the request body did not arrive within {timeout:g} s (got {size} bytes{expected}); "
+            "send the whole body, with a Content-Length that matches it"
+        )
+        raise Reject(error, code=408, headers=[(b"connection", b"close")]) from None
+    if message.get("more_body"):
+        await _drain(receive, until, size)
+    raise _too_large(limit)
+
+
+_DRAIN = 256_000_000
+"""Most bytes of a refused body read and dropped before the connection is closed."""
+
+
+async def _drain(receive: Receive, until: float, size: int) -> None:
+    """Read and drop the rest of a refused body: until it ends, the body timeout, or :data:`_DRAIN` bytes."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout_at(until):
+            while size <= _DRAIN:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise ClientGone
+                size += len(message.get("body") or b"")
+                if not message.get("more_body"):
+                    return
 
 
 def _too_large(limit: int) -> Reject:
-    error = ResourceExhaustedError(f"request body is larger than {limit} bytes")
+    error = ResourceExhaustedError(
+        f"the request body is larger than this server's limit of {limit} bytes; send less (e.g. fewer messages)"
+    )
     return Reject(error, code=413, headers=[(b"connection", b"close")])
 
 
 def json_body(body: bytes) -> dict[str, Any]:
-    """The request body as a JSON object (an empty body reads as ``{}``)."""
+    """The request body as a JSON object (an empty body reads as ``{}``), checked by :func:`check_json`."""
     try:
         payload: Any = json.loads(body.decode("utf-8")) if body.strip() else {}
-    except (UnicodeDecodeError, ValueError):
-        raise bad("the request body is not valid JSON") from None
+    except UnicodeDecodeError:
+        raise bad("the request body is not valid UTF-8; send JSON encoded as UTF-8") from None
+    except RecursionError:
+        raise bad(f"the request body is nested too deeply (at most {MAX_DEPTH} levels)") from None
+    except ValueError as exc:
+        raise bad(f"the request body is not valid JSON ({exc})") from None
     if not isinstance(payload, dict):
         raise bad('the request body must be a JSON object: {"data": ..., "init": ...}')
-    return cast(dict[str, Any], payload)
+    body_object = cast(dict[str, Any], payload)
+    try:
+        check_json(body_object, "the request body")
+    except InterlockError as exc:
+        raise Reject(exc) from None
+    return body_object
 
 
 def string_field(data: dict[str, Any], key: str) -> str | None:

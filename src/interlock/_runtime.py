@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from .claims import Claims
+from .claims import ClaimHold, Claims, claim_state
 from .errors import (
     FailedPreconditionError,
     InterlockError,
@@ -23,8 +23,9 @@ from .errors import (
     SnapshotNotFoundError,
     UsageError,
 )
+from .interrupts import ResumePlan
+from .stores import check_tenant
 from .sessions import ErrorInfo, Session, SessionState, Snapshot, new_id, utcnow
-from .tools import RECLAIMED_KEY
 from .turns import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnEnd, TurnResult
 
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ class Invocation:
         self.store = agent.store
         self.init = init
         self.context: dict[str, Any] = dict(context or {})
-        self.tenant: str | None = self.context.get("tenant")
+        self.tenant = check_tenant(self.context.get("tenant"))
         self.claims = None if agent.store is None else Claims(agent.store, self.tenant, ttl=agent.claim_ttl)
         self.inputs: asyncio.Queue[AgentInput | object] = asyncio.Queue()
         self.chunks: asyncio.Queue[StreamChunk | object] = asyncio.Queue()
@@ -117,6 +118,9 @@ class Invocation:
         self.detached_id: str | None = None
         self._turns: asyncio.Queue[_Turn | object] = asyncio.Queue()
         self._running: _Turn | None = None
+        self._detached_hold: ClaimHold | None = None
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.get_ident()
         self._turn_index = 0
         self._failed = False
         self._tasks: list[asyncio.Task[Any]] = []
@@ -129,7 +133,13 @@ class Invocation:
         self.emit(chunk)
 
     def emit(self, chunk: StreamChunk) -> None:
-        """Stream a chunk through the chunk transform; a failing transform raises (fail closed)."""
+        """Stream a chunk through the chunk transform; a failing transform raises (fail closed).
+
+        Synchronous tools run on a worker thread; what they stream is handed to the event loop.
+        """
+        if threading.get_ident() != self._thread:
+            self._loop.call_soon_threadsafe(self.emit, chunk)
+            return
         if self.detached_id is not None:
             return
         transformed = self.agent.transform_chunk(chunk)
@@ -243,6 +253,10 @@ class Invocation:
                 f"Cannot send 'state' to agent '{name}': this agent uses a server-managed store. "
                 "Send 'snapshotId' or 'sessionId' instead."
             )
+        try:
+            await self.store.ready()  # before any model or tool runs: an unusable store fails the turn now
+        except InterlockError as exc:
+            raise _PreTurnFailure(exc, init.session_id) from None
         if init.snapshot_id:
             return await self._load_snapshot(init.snapshot_id, init.session_id)
         if init.session_id:
@@ -252,7 +266,7 @@ class Invocation:
     async def _load_snapshot(self, snapshot_id: str, session_id: str | None) -> tuple[SessionState, Snapshot]:
         assert self.store is not None
         snap = await self.store.load(snapshot_id, tenant=self.tenant)
-        if snap is None:
+        if snap is None or not snap.belongs_to(self.agent.name):
             raise _PreTurnFailure(SnapshotNotFoundError(f"Snapshot {snapshot_id} not found"), session_id)
         if session_id and snap.session_id != session_id:
             raise InvalidArgumentError(
@@ -274,9 +288,13 @@ class Invocation:
     async def _load_session(self, session_id: str) -> tuple[SessionState, Snapshot | None]:
         assert self.store is not None
         snap = await self.store.latest(session_id, tenant=self.tenant)
+        if snap is not None and not snap.belongs_to(self.agent.name):
+            raise _PreTurnFailure(SnapshotNotFoundError(f"Session {session_id} not found"), session_id)
         seen: set[str] = set()
         while snap is not None and (snap.status != "completed" or snap.state is None):
-            if snap.read_status() == "pending":
+            seen.add(snap.snapshot_id)
+            parent = None if snap.parent_id is None else await self.store.load(snap.parent_id, tenant=self.tenant)
+            if snap.read_status() == "pending" and not _abandoned(snap, parent):
                 raise _PreTurnFailure(
                     FailedPreconditionError(
                         f"Session {session_id} has a turn still running (snapshot {snap.snapshot_id}); wait for it, "
@@ -284,11 +302,7 @@ class Invocation:
                     ),
                     session_id,
                 )
-            seen.add(snap.snapshot_id)
-            if snap.parent_id is None or snap.parent_id in seen:
-                snap = None
-                break
-            snap = await self.store.load(snap.parent_id, tenant=self.tenant)
+            snap = None if parent is None or parent.snapshot_id in seen else parent
         if snap is None or snap.state is None:
             return SessionState(session_id=session_id), None
         snap.state.session_id = session_id
@@ -357,13 +371,15 @@ class Invocation:
                 return
 
     async def _finalize_detached(self) -> None:
+        """Write the detached run's outcome into its pending row, fenced by the claim of a resumed turn."""
         assert self.store is not None and self.detached_id is not None
+        hold, self._detached_hold = self._detached_hold, None
         state = self.session.state.copy()
         error, finish = self.error, ("failed" if self.error else (self.last_finish_reason or "stop"))
 
         def finalize(cur: Snapshot | None) -> Snapshot | None:
-            if cur is None or cur.status != "pending":
-                return None
+            if cur is None or cur.status != "pending":  # aborted meanwhile: nothing may commit
+                raise _NotPending(self.detached_id or "")
             return cur.evolve(
                 status="failed" if error else "completed",
                 finish_reason=finish,
@@ -372,9 +388,22 @@ class Invocation:
                 heartbeat_at=None,
             )
 
-        if not self.abort_event.is_set():
-            with contextlib.suppress(Exception):
+        try:
+            if self.abort_event.is_set():
+                return
+            if hold is None:
                 await self.store.save(self.detached_id, finalize, tenant=self.tenant)
+            else:
+                await hold.commit([(self.detached_id, finalize)])
+        except _NotPending:
+            pass
+        except Exception as exc:  # e.g. the claim lapsed: the row must not stay pending
+            lost = _error_info(exc)
+            with contextlib.suppress(Exception):
+                await self.store.save(self.detached_id, _fail_pending(lost), tenant=self.tenant)
+        finally:
+            if hold is not None:
+                await hold.release()
 
     # turns -------------------------------------------------------------------------------
 
@@ -391,56 +420,71 @@ class Invocation:
                 self._running = None
 
     async def _run_turn(self, handler: TurnHandler, turn: _Turn) -> None:
+        """One turn: validate, claim, run the handler, commit (fenced by the claim); on failure undo all."""
         session, store = self.session, self.store
         turn_id = turn.snapshot_id or (new_id() if store is not None else None)
         parent = self.tip
         good = session.state.copy()
         session.start_turn()
-        claimed: str | None = None
-        ctx = TurnContext(
-            snapshot_id=turn_id,
-            parent_snapshot_id=parent.snapshot_id if parent else None,
-            turn_index=self._turn_index,
-            context=self.context,
-        )
-        self._turn_index += 1
+        turn_index, self._turn_index = self._turn_index, self._turn_index + 1
+        hold: ClaimHold | None = None
         try:
+            plan = self._plan(turn.input)  # before anything runs or is claimed: a refusal changes nothing
+            if plan is not None and parent is not None and parent.finish_reason == "interrupted" and turn_id:
+                assert self.claims is not None
+                hold = await self.claims.take(parent.snapshot_id, turn_id)
             if turn.input.message is not None:
                 session.add_messages(turn.input.message)
-            if turn.input.resume is not None:
-                self.agent.check_resume(turn.input.resume, session.messages)
-                if parent is not None and parent.finish_reason == "interrupted" and turn_id is not None:
-                    assert self.claims is not None
-                    stolen = await self.claims.take(parent.snapshot_id, turn_id)
-                    claimed = parent.snapshot_id
-                    self._tasks.append(asyncio.ensure_future(self.claims.keep_fresh(claimed, turn_id)))
-                    if stolen is not None:  # tools learn that a dead resumer may have run them partly
-                        ctx = dataclasses.replace(ctx, context={**ctx.context, RECLAIMED_KEY: stolen})
+            ctx = TurnContext(
+                snapshot_id=turn_id,
+                parent_snapshot_id=parent.snapshot_id if parent else None,
+                turn_index=turn_index,
+                context=self.context,
+                plan=plan,
+                reclaimed_from=hold.reclaimed_from if hold else None,
+            )
             result = await handler(turn.input, ctx)
+            finish = result.finish_reason if result else None
+            if self.detached_id is not None:
+                self._detached_hold, hold = hold, None  # the detached run's final write commits it
+            elif store is not None and turn_id is not None:
+                self.tip = await self._commit(turn_id, parent, finish, turn.input, hold)
         except Exception as exc:
             session.state = good
             self._failed = True
             self.error = _error_info(exc)
-            if claimed is not None and self.claims is not None:
-                await self.claims.release(claimed, turn_id)
+            if hold is not None:
+                await hold.release()
             self._emit_failed_turn_end()
             return
-        except asyncio.CancelledError:
-            # Aborted or cancelled mid-turn: give the interrupt back so it can be answered again.
-            if claimed is not None and self.claims is not None:
-                await self.claims.release(claimed, turn_id)
+        except asyncio.CancelledError:  # aborted or cancelled mid-turn: give the interrupt back
+            if hold is not None:
+                await hold.release()
             raise
-        finish = result.finish_reason if result else None
         self.last_finish_reason = finish
-        if store is not None and turn_id is not None and self.detached_id is None:
-            self.tip = await self._commit(turn_id, parent, finish, turn.input)
-        self.emit(
-            TurnEnd(
-                snapshot_id=turn_id if store is not None and self.detached_id is None else None, finish_reason=finish
-            )
-        )
+        committed = store is not None and self.detached_id is None
+        self.emit(TurnEnd(snapshot_id=turn_id if committed else None, finish_reason=finish))
 
-    async def _commit(self, turn_id: str, parent: Snapshot | None, finish: str | None, input: AgentInput) -> Snapshot:
+    def _plan(self, input: AgentInput) -> ResumePlan | None:
+        """The input's resume, validated against the history (``None`` without one)."""
+        if input.resume is None:
+            return None
+        if input.message is not None:
+            raise InvalidArgumentError(
+                "an agent input carries a message or a resume, not both: send the resume first, "
+                "then the message in a new input"
+            )
+        if self.store is not None and self.tip is None:
+            raise SnapshotNotFoundError(
+                f"there is no snapshot to resume in session {self.session.session_id}: "
+                "resume by the snapshotId or sessionId of the interrupted turn"
+            )
+        return self.agent.check_resume(input.resume, self.session.messages)
+
+    async def _commit(
+        self, turn_id: str, parent: Snapshot | None, finish: str | None, input: AgentInput, hold: ClaimHold | None
+    ) -> Snapshot:
+        """Write the turn's snapshot; a resumed turn's write is fenced by its claim (ABORTED if it lapsed)."""
         assert self.store is not None
         meta: dict[str, Any] = {"agent": self.agent.name}
         if input.resume is not None:
@@ -454,9 +498,30 @@ class Invocation:
             state=self.session.state.copy(),
             metadata=meta,
         )
-        written = await self.store.save(turn_id, lambda _: snap, tenant=self.tenant)
+        if hold is None:
+            written = await self.store.save(turn_id, lambda _: snap, tenant=self.tenant)
+        else:
+            (written,) = await hold.commit([(turn_id, lambda _: snap)])
         assert written is not None
         return written
+
+
+def _abandoned(pending: Snapshot, parent: Snapshot | None) -> bool:
+    """A pending resume whose claim on its parent lapsed: its runner died or stalled, so it no longer runs."""
+    return parent is not None and parent.claimed_by == pending.snapshot_id and claim_state(parent) == "lapsed"
+
+
+class _NotPending(Exception):
+    """A detached run's row is no longer pending (it was aborted): its outcome is dropped."""
+
+
+def _fail_pending(error: ErrorInfo) -> Callable[[Snapshot | None], Snapshot | None]:
+    def fail(cur: Snapshot | None) -> Snapshot | None:
+        if cur is None or cur.status != "pending":
+            return None
+        return cur.evolve(status="failed", finish_reason="failed", error=error, heartbeat_at=None)
+
+    return fail
 
 
 def _approved(resumed: Any) -> bool:

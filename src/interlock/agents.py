@@ -14,13 +14,14 @@ from typing import Any, Literal
 
 from ._api import AgentAPI, InputLike, as_input
 from ._runtime import END, Invocation, SessionRunner
+from .claims import release_by
 from .errors import InvalidArgumentError, UsageError
 from .generate import check_resume, generate
 from .interrupts import Resume, ResumePlan, validate_resume
 from .messages import Message
 from .models import Model
 from .sessions import SessionState, Snapshot
-from .stores import SessionStore
+from .stores import SessionStore, Updater
 from .tools import Tool, ToolMiddleware
 from .turns import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnResult
 
@@ -204,22 +205,36 @@ class Agent(AgentAPI):
             snap = await store.latest(session_id, tenant=tenant)
         else:
             raise InvalidArgumentError("get_snapshot needs a snapshot_id or a session_id")
-        if snap is None:
+        if snap is None or not snap.belongs_to(self.name):
             return None
         state = self.transform_state(snap.state) if snap.state is not None else None
         return snap.evolve(status=snap.read_status(), state=state)
 
     async def abort(self, snapshot_id: str, *, context: dict[str, Any] | None = None) -> str | None:
-        """Abort a detached turn: flips ``pending`` to ``aborted``; returns the status before, or ``None``."""
+        """Abort a detached turn: flips ``pending`` to ``aborted``; returns the status before, or ``None``.
+
+        In the same write, a resumed turn's claim on the interrupt it answers is given back,
+        so the interrupt can be answered again whatever the aborted run does next.
+        """
         store = self._require_store()
-        previous: list[str] = []
+        tenant = (context or {}).get("tenant")
+        snap = await store.load(snapshot_id, tenant=tenant)
+        if snap is None or not snap.belongs_to(self.name):
+            return None
+        if snap.status != "pending":
+            return snap.status
+        writes: list[tuple[str, Updater]] = [(snapshot_id, _flip_pending)]
+        if snap.parent_id:
+            writes.append((snap.parent_id, release_by(snapshot_id)))
+        flipped = (await store.save_all(writes, tenant=tenant))[0]
+        if flipped is not None:
+            return "pending"
+        now = await store.load(snapshot_id, tenant=tenant)
+        return None if now is None else now.status
 
-        def flip(cur: Snapshot | None) -> Snapshot | None:
-            previous[:] = [cur.status] if cur is not None else []
-            return cur.evolve(status="aborted") if cur is not None and cur.status == "pending" else None
 
-        await store.save(snapshot_id, flip, tenant=(context or {}).get("tenant"))
-        return previous[0] if previous else None
+def _flip_pending(cur: Snapshot | None) -> Snapshot | None:
+    return cur.evolve(status="aborted") if cur is not None and cur.status == "pending" else None
 
 
 CustomAgentFn = Callable[[SessionRunner], Awaitable[AgentResult | None]]

@@ -1,24 +1,55 @@
-"""Claims: how exactly one resume of an interrupted snapshot runs its tools.
+"""Claims: how exactly one resume of an interrupted snapshot runs its tools and commits.
 
 A resume first *claims* the interrupted snapshot in one atomic store write. Of several
 racing resumes (in any process) one wins; the others get :class:`ClaimConflictError`
-(ABORTED) naming the winner. The winner keeps its claim fresh while its turn runs. A turn
-that fails or is aborted releases its claim, so the interrupt can be answered again; the
-claim of a resumer that died expires after ``ttl`` seconds and may be taken over (the
-takeover is recorded as ``metadata.reclaimedFrom``).
+(ABORTED) naming the winner. A claim is a lease: it carries its holder (the resuming
+turn's snapshot id, which is unique per attempt and so serves as the fencing token) and
+an expiry, which the holder extends every ``ttl / 3`` seconds while its turn runs.
+
+The holder's commit is *fenced*: the turn's snapshot is written in the same transaction
+that checks the claim is still held by that holder and unexpired, and marks it answered.
+A holder whose lease lapsed (a blocked event loop, a stopped process) or was taken over
+cannot commit. Every exit path that does not commit gives the claim back. A lease that
+lapsed may be taken over whatever the holder's own row says; the takeover is recorded as
+``metadata.reclaimedFrom`` and a dead detached holder's pending row is marked failed.
+
+:func:`claim_state` is the one rule for "is this interrupt taken": the runtime, the
+inbox and ``pending_interrupts`` all use it, locally and over HTTP.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Literal, TypeAlias
 
 from .errors import ClaimConflictError, SnapshotNotFoundError
-from .sessions import Snapshot, utcnow
-from .stores import SessionStore
+from .metadata import RECLAIMED_FROM
+from .sessions import ErrorInfo, Snapshot, utcnow
+from .stores import SessionStore, Updater
 
-__all__ = ["Claims"]
+__all__ = ["ClaimHold", "ClaimState", "Claims", "claim_state", "is_answerable"]
+
+ClaimState: TypeAlias = Literal["free", "held", "answered", "lapsed"]
+"""``free``: nobody claimed it; ``held``: a resume is running; ``answered``: a resume committed;
+``lapsed``: a resume claimed it and stopped refreshing (it may be taken over)."""
+
+
+def claim_state(snap: Snapshot, now: datetime | None = None) -> ClaimState:
+    """The state of the claim on ``snap`` (see :data:`ClaimState`)."""
+    if not snap.claimed_by:
+        return "free"
+    if snap.claim_expires_at is None:
+        return "answered"
+    return "held" if (now or utcnow()) < snap.claim_expires_at else "lapsed"
+
+
+def is_answerable(snap: Snapshot, now: datetime | None = None) -> bool:
+    """True when a resume of ``snap`` may claim it now (nobody holds it, or the holder's lease lapsed)."""
+    return claim_state(snap, now) in ("free", "lapsed")
 
 
 class Claims:
@@ -29,76 +60,176 @@ class Claims:
         self.tenant = tenant
         self.ttl = ttl
 
-    async def take(self, parent_id: str, turn_id: str) -> str | None:
-        """Claim ``parent_id`` for ``turn_id``; returns the dead resumer it was taken over from, if any.
+    async def take(self, parent_id: str, turn_id: str) -> ClaimHold:
+        """Claim ``parent_id`` for ``turn_id`` and keep the lease fresh until the hold ends.
 
         Raises:
-            ClaimConflictError: another resume holds a fresh claim, or already finished.
+            ClaimConflictError: another resume holds the claim, or already answered.
+            SnapshotNotFoundError: there is no such snapshot.
         """
         steal: str | None = None
-        for _ in range(2):
-            take = _Take(parent_id=parent_id, turn_id=turn_id, ttl=self.ttl, steal=steal)
-            if await self.store.save(parent_id, take, tenant=self.tenant) is not None:
-                return steal
-            holder = take.expired
-            done = None if holder is None else await self.store.load(holder, tenant=self.tenant)
-            if done is not None and done.status not in ("failed", "aborted"):
-                raise _conflict(parent_id, holder)
-            steal = holder
-        raise _conflict(parent_id, steal)
+        for _ in range(3):
+            take = _Take(turn_id=turn_id, ttl=self.ttl, steal=steal)
+            writes: list[tuple[str, Updater]] = [(parent_id, take)]
+            if steal is not None:
+                writes.append((steal, _fail_taken_over(turn_id)))
+            written = await self.store.save_all(writes, tenant=self.tenant)
+            if written[0] is not None:
+                hold = ClaimHold(claims=self, parent_id=parent_id, turn_id=turn_id, reclaimed_from=steal)
+                hold.start()
+                return hold
+            assert take.lapsed is not None
+            holder = await self.store.load(take.lapsed, tenant=self.tenant)
+            if holder is not None and holder.status == "completed":  # it did commit (a row from an older layout)
+                raise conflict(parent_id, take.lapsed, answered=True)
+            steal = take.lapsed
+        raise conflict(parent_id, steal, answered=False)
 
-    async def keep_fresh(self, parent_id: str, turn_id: str) -> None:
-        """Refresh the claim every ``ttl / 3`` seconds until cancelled."""
+
+@dataclass(kw_only=True, eq=False)
+class ClaimHold:
+    """A claim held by one turn: refreshed until it is committed or released (idempotent, every exit path)."""
+
+    claims: Claims
+    parent_id: str
+    turn_id: str
+    reclaimed_from: str | None = None
+    lost: str | None = None
+    """Why the lease was lost while the turn ran (then :meth:`commit_updater` refuses)."""
+    done: bool = False
+    _refresher: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    def start(self) -> None:
+        self._refresher = asyncio.ensure_future(self._keep_fresh())
+
+    async def _keep_fresh(self) -> None:
+        claims = self.claims
         while True:
-            await asyncio.sleep(self.ttl / 3)
+            await asyncio.sleep(claims.ttl / 3)
+            try:
+                written = await claims.store.save(self.parent_id, self._refresh, tenant=claims.tenant)
+            except ClaimConflictError as exc:
+                self.lost = exc.message
+                return
+            except Exception:  # the store is unreachable: the lease runs out, and the commit will refuse
+                continue
+            if written is None:
+                return
 
-            def refresh(cur: Snapshot | None) -> Snapshot | None:
-                return cur.evolve(claimed_at=utcnow()) if cur is not None and cur.claimed_by == turn_id else None
+    def _refresh(self, cur: Snapshot | None) -> Snapshot | None:
+        if cur is None or cur.claimed_by != self.turn_id or claim_state(cur) != "held":
+            raise conflict(self.parent_id, None if cur is None else cur.claimed_by, answered=False, lapsed=True)
+        return cur.evolve(claim_expires_at=utcnow() + timedelta(seconds=self.claims.ttl))
 
-            with contextlib.suppress(Exception):
-                await self.store.save(parent_id, refresh, tenant=self.tenant)
+    def commit_updater(self) -> Updater:
+        """The updater that fences a commit: the claim must still be held by this turn; it becomes answered.
 
-    async def release(self, parent_id: str, turn_id: str | None) -> None:
-        """Give the interrupt back (the claiming turn failed or was aborted)."""
+        Write it with the turn's snapshot in one :meth:`~interlock.stores.SessionStore.save_all`.
+        """
 
-        def release(cur: Snapshot | None) -> Snapshot | None:
-            if cur is None or cur.claimed_by != turn_id:
-                return None
-            return cur.evolve(claimed_by=None, claimed_at=None)
+        def confirm(cur: Snapshot | None) -> Snapshot | None:
+            if cur is None:
+                raise SnapshotNotFoundError(f"Snapshot {self.parent_id} was deleted while turn {self.turn_id} ran")
+            if cur.claimed_by != self.turn_id or claim_state(cur) != "held":
+                raise conflict(self.parent_id, cur.claimed_by, answered=False, lapsed=True)
+            return cur.evolve(claim_expires_at=None)
 
+        return confirm
+
+    async def commit(self, writes: Sequence[tuple[str, Updater]]) -> list[Snapshot | None]:
+        """Write ``writes`` fenced by this claim, in one transaction; the claim is answered after it.
+
+        Raises:
+            ClaimConflictError: the lease lapsed or was taken over; nothing was written.
+        """
+        self._stop()
+        if self.lost is not None:
+            raise ClaimConflictError(self.lost)
+        claims = self.claims
+        written = await claims.store.save_all([(self.parent_id, self.commit_updater()), *writes], tenant=claims.tenant)
+        self.done = True
+        return written[1:]
+
+    async def release(self) -> None:
+        """Give the interrupt back, unless this hold committed (idempotent; errors are swallowed)."""
+        self._stop()
+        if self.done:
+            return
+        self.done = True
         with contextlib.suppress(Exception):
-            await self.store.save(parent_id, release, tenant=self.tenant)
+            await self.claims.store.save(self.parent_id, release_by(self.turn_id), tenant=self.claims.tenant)
+
+    def _stop(self) -> None:
+        if self._refresher is not None:
+            self._refresher.cancel()
+            self._refresher = None
+
+
+def release_by(holder: str) -> Updater:
+    """The updater that drops ``holder``'s unanswered claim (and leaves any other row alone)."""
+
+    def release(cur: Snapshot | None) -> Snapshot | None:
+        if cur is None or cur.claimed_by != holder or cur.claim_expires_at is None:
+            return None
+        return cur.evolve(claimed_by=None, claim_expires_at=None)
+
+    return release
 
 
 @dataclass(kw_only=True)
 class _Take:
-    """The claim updater: take an unclaimed (or expired, or ``steal``-able) interrupted snapshot."""
+    """The claim updater: take a free (or lapsed, when ``steal`` names its holder) interrupted snapshot."""
 
-    parent_id: str
     turn_id: str
     ttl: float
     steal: str | None
-    expired: str | None = None
+    lapsed: str | None = None
 
     def __call__(self, cur: Snapshot | None) -> Snapshot | None:
         if cur is None:
-            raise SnapshotNotFoundError(f"Snapshot {self.parent_id} not found")
+            raise SnapshotNotFoundError("Snapshot not found")
         now = utcnow()
-        holder = cur.claimed_by
-        if holder and holder not in (self.turn_id, self.steal):
-            if cur.claimed_at is not None and (now - cur.claimed_at).total_seconds() < self.ttl:
-                raise _conflict(self.parent_id, holder)
-            self.expired = holder
+        state = claim_state(cur, now)
+        if state in ("held", "answered") and cur.claimed_by != self.turn_id:
+            raise conflict(cur.snapshot_id, cur.claimed_by, answered=state == "answered")
+        if state == "lapsed" and cur.claimed_by != self.steal:
+            self.lapsed = cur.claimed_by
             return None
         meta = dict(cur.metadata or {})
         if self.steal:
-            meta["reclaimedFrom"] = self.steal
-        return cur.evolve(claimed_by=self.turn_id, claimed_at=now, metadata=meta)
+            meta[RECLAIMED_FROM] = self.steal
+        return cur.evolve(claimed_by=self.turn_id, claim_expires_at=now + timedelta(seconds=self.ttl), metadata=meta)
 
 
-def _conflict(parent_id: str, holder: str | None) -> ClaimConflictError:
+def _fail_taken_over(turn_id: str) -> Updater:
+    """Marks a dead detached holder's pending row failed, so it no longer reads as running."""
+
+    def fail(cur: Snapshot | None) -> Snapshot | None:
+        if cur is None or cur.status != "pending":
+            return None
+        error = ErrorInfo(status="ABORTED", message=f"its claim lapsed and turn {turn_id} took the interrupt over")
+        return cur.evolve(status="failed", finish_reason="failed", error=error, heartbeat_at=None)
+
+    return fail
+
+
+def conflict(parent_id: str, holder: str | None, *, answered: bool, lapsed: bool = False) -> ClaimConflictError:
+    """The refusal a losing resume gets, naming the winner."""
+    if lapsed:
+        return ClaimConflictError(
+            f"This turn's claim on snapshot {parent_id} lapsed"
+            + (f" and turn {holder} took it over" if holder else "")
+            + "; its result was not saved. Load the session's latest snapshot to continue.",
+            winner=holder,
+        )
+    if answered:
+        return ClaimConflictError(
+            f"Snapshot {parent_id} was already resumed by turn {holder}; each interrupt is answered once. "
+            f"Load snapshot {holder} to continue from there.",
+            winner=holder,
+        )
     return ClaimConflictError(
-        f"Snapshot {parent_id} was already resumed by turn {holder}; each interrupt is answered once. "
-        f"Load snapshot {holder} to continue from there.",
+        f"Snapshot {parent_id} is being resumed by turn {holder}; each interrupt is answered once. "
+        f"Wait for snapshot {holder} and continue from there.",
         winner=holder,
     )

@@ -10,8 +10,9 @@
         print(await inbox.audit(session_id))   # who answered what, and when
 
 A snapshot waits when its turn ended ``interrupted``, it is ``completed``, it is its
-session's latest leaf, and no resume holds it (a claim whose resumer crashed lapses after
-the agent's ``claim_ttl``; answering then takes it over). An answer runs through the agent named
+session's latest leaf, and no resume holds it (:func:`interlock.claims.claim_state`: a
+claim whose resumer crashed or stalled lapses after the agent's ``claim_ttl``; answering
+then takes it over). An answer runs through the agent named
 in the snapshot with ``context={"identity": ..., "tenant": ...}``: the resumed snapshot's
 ``metadata["resume"]`` records who answered and when, and a second answer fails (``ABORTED``).
 
@@ -43,6 +44,7 @@ from typing import Any, Protocol, TypeAlias, TypeVar, cast
 from pydantic import TypeAdapter
 
 from .agents import PromptAgent
+from .claims import claim_state, is_answerable
 from .errors import (
     ClaimConflictError,
     FailedPreconditionError,
@@ -240,7 +242,7 @@ class Inbox:
             if (older_than is not None and age < older_than) or (newer_than is not None and age >= newer_than):
                 continue
             snap = await store.load(info.snapshot_id, tenant=tenant)
-            if snap is None or snap.read_status() != "completed" or await self._claimed(snap, tenant):
+            if snap is None or snap.read_status() != "completed" or not is_answerable(snap, now):
                 continue
             found += [i for i in _items(snap, now, tenant, info.agent) if tool is None or i.tool == tool]
         return found
@@ -263,9 +265,9 @@ class Inbox:
             raise SnapshotNotFoundError(
                 f"{missing}: there is no such snapshot" + (f" in tenant {tenant!r}" if tenant else "")
             )
-        if self.store is not None and await self._claimed(snap, tenant):
-            holder = await self.store.load(snap.claimed_by or "", tenant=tenant)
-            how = "was already answered (resumed" if holder is not None else "is being answered (claimed"
+        state = claim_state(snap)
+        if state in ("held", "answered"):
+            how = "was already answered (resumed" if state == "answered" else "is being answered (claimed"
             raise ClaimConflictError(f"{missing}: it {how} by turn {snap.claimed_by})", winner=snap.claimed_by)
         status = snap.read_status()
         if status != "completed" or not snap.interrupts:
@@ -273,7 +275,9 @@ class Inbox:
             raise FailedPreconditionError(f"{missing}: its turn {how}")
         if self.store is not None:
             infos = await self.store.list(tenant=tenant, session_id=snap.session_id)
-            child = next((i.snapshot_id for i in infos if i.parent_id == snap.snapshot_id), None)
+            child = next(
+                (i.snapshot_id for i in infos if i.parent_id == snap.snapshot_id and i.status == "completed"), None
+            )
             if child is not None:
                 raise FailedPreconditionError(f"{missing}: the session went on from it (snapshot {child})")
         agent = _agent_of(snap) or (None if self.store is not None else self._sole_agent().name)
@@ -388,20 +392,6 @@ class Inbox:
 
     # agents ------------------------------------------------------------------------------------
 
-    async def _claimed(self, snap: Snapshot, tenant: str | None) -> bool:
-        """True when a resume holds the snapshot: a claim that is fresh, or whose turn got written.
-
-        A claim older than the agent's ``claim_ttl`` whose turn never got written (its
-        resumer crashed) is abandoned: the snapshot waits again, and answering it takes the claim over.
-        """
-        if not snap.claimed_by or self.store is None:
-            return bool(snap.claimed_by)
-        ttl = float(getattr(self.agents.get(_agent_of(snap) or ""), "claim_ttl", 60.0))
-        if snap.claimed_at is None or (utcnow() - snap.claimed_at).total_seconds() < ttl:
-            return True
-        holder = await self.store.load(snap.claimed_by, tenant=tenant)
-        return holder is not None and holder.status != "failed"
-
     def _require_store(self, what: str) -> SessionStore:
         if self.store is None:
             raise UnimplementedError(
@@ -443,7 +433,12 @@ def _agent_of(snap: Snapshot) -> str | None:
 
 
 def _waiting(infos: list[SnapshotInfo]) -> list[SnapshotInfo]:
-    """Each session's latest leaf, when it is a completed interrupted turn; the oldest first."""
+    """Each session's latest completed leaf, when it is an interrupted turn; the oldest first.
+
+    Only completed rows count: a resume that failed, was aborted or is still running (its
+    claim then says whether the interrupt is taken) does not move the session on.
+    """
+    infos = [i for i in infos if i.status == "completed"]
     parents = {i.parent_id for i in infos if i.parent_id}
     latest: dict[str, SnapshotInfo] = {}
     for info in infos:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import parse_qsl
 
+from ._api import as_input
 from ._http import (
     Action,
     ASGIMessage,
@@ -68,7 +69,7 @@ from .errors import (
     PermissionDeniedError,
     UnimplementedError,
 )
-from .sessions import Snapshot
+from .sessions import Snapshot, check_state
 from .turns import AgentInput, AgentOutput
 from .wire import chunk_to_json, init_from_json, input_from_json, output_to_json, snapshot_to_json
 
@@ -112,7 +113,10 @@ class AgentServer:
         cors_origins: origins allowed to call from a browser (``"*"`` for any).
         cors_headers: request headers allowed besides Content-Type, Accept, Authorization.
         max_body: largest accepted request body in bytes (larger: 413 RESOURCE_EXHAUSTED).
-        wait_timeout: longest a ``waitForSnapshot`` request blocks, in seconds.
+        wait_timeout: longest a ``waitForSnapshot`` request blocks, in seconds (it stops
+            early when the client disconnects).
+        body_timeout: seconds a request body may take to arrive (e.g. a ``Content-Length``
+            larger than the body sent); later: 408 DEADLINE_EXCEEDED and the connection closed.
     """
 
     def __init__(
@@ -125,6 +129,7 @@ class AgentServer:
         cors_headers: Iterable[str] = (),
         max_body: int = 10_000_000,
         wait_timeout: float = 30.0,
+        body_timeout: float = 30.0,
     ) -> None:
         if isinstance(agents, Agent):
             agents = [agents]
@@ -137,6 +142,7 @@ class AgentServer:
         self.cors_headers = ", ".join([_ALLOWED_HEADERS, *cors_headers])
         self.max_body = max_body
         self.wait_timeout = wait_timeout
+        self.body_timeout = body_timeout
         self._followers: set[asyncio.Task[Any]] = set()
 
     def __repr__(self) -> str:
@@ -184,7 +190,7 @@ class AgentServer:
             if method != "POST":
                 allow = [(b"allow", b"POST, OPTIONS")]
                 raise Reject(UnimplementedError(f"{method} is not supported; use POST"), code=405, headers=allow)
-            body = await read_body(headers, receive, self.max_body)
+            body = await read_body(headers, receive, self.max_body, self.body_timeout)
             query = dict(parse_qsl(bytes(scope.get("query_string") or b"").decode("latin-1")))
             client = cast("tuple[str, int] | None", scope.get("client"))
             info = RequestInfo(
@@ -197,12 +203,15 @@ class AgentServer:
                 stream = "text/event-stream" in accept or flag in ("true", "1")
                 await self._turn(agent, payload, context, stream=stream, cors=cors, receive=receive, send=send)
             else:
-                result, code = await self._companion(agent, action, payload, context)
+                result, code = await self._companion(agent, action, payload, context, receive)
                 await respond(send, code, result, cors)
         except ClientGone:
             return
         except Reject as reject:
             await respond(send, reject.code, error_body(reject.error), cors + reject.headers)
+        except InterlockError as exc:  # a refusal that was not wrapped: still the caller's answer, not a 500
+            if not started:
+                await respond(send, exc.http_status, error_body(exc), cors)
         except Exception:
             logger.exception("unexpected error serving %s", path)
             if not started:
@@ -257,7 +266,7 @@ class AgentServer:
     # companions --------------------------------------------------------------------------
 
     async def _companion(
-        self, agent: Agent, action: Action, payload: dict[str, Any], context: dict[str, Any]
+        self, agent: Agent, action: Action, payload: dict[str, Any], context: dict[str, Any], receive: Receive
     ) -> tuple[dict[str, Any], int]:
         data: Any = payload.get("data")
         if not isinstance(data, dict):
@@ -273,7 +282,7 @@ class AgentServer:
             if snapshot_id is None and session_id is None:
                 raise bad(f"{action} needs a 'snapshotId' or a 'sessionId'")
             if action == "waitForSnapshot":
-                snap = await self._wait(agent, snapshot_id, session_id, context)
+                snap = await self._wait(agent, snapshot_id, session_id, context, receive)
             else:
                 snap = await agent.get_snapshot(snapshot_id, session_id=session_id, context=context)
         except InterlockError as exc:
@@ -284,15 +293,23 @@ class AgentServer:
         return {"result": snapshot_to_json(snap)}, 200
 
     async def _wait(
-        self, agent: Agent, snapshot_id: str | None, session_id: str | None, context: dict[str, Any]
+        self, agent: Agent, snapshot_id: str | None, session_id: str | None, context: dict[str, Any], receive: Receive
     ) -> Snapshot | None:
+        """Poll until the snapshot settles, ``wait_timeout`` passes, or the client goes away (ClientGone)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.wait_timeout
-        while True:
-            snap = await agent.get_snapshot(snapshot_id, session_id=session_id, context=context)
-            if snap is None or snap.status in _SETTLED or loop.time() >= deadline:
-                return snap
-            await asyncio.sleep(0.1)
+        gone = asyncio.ensure_future(disconnected(receive))
+        try:
+            while True:
+                snap = await agent.get_snapshot(snapshot_id, session_id=session_id, context=context)
+                if snap is None or snap.status in _SETTLED or loop.time() >= deadline:
+                    return snap
+                await asyncio.wait({gone}, timeout=0.1)
+                if gone.done():
+                    raise ClientGone
+        finally:
+            gone.cancel()
+            await asyncio.gather(gone, return_exceptions=True)
 
     # turns -------------------------------------------------------------------------------
 
@@ -313,6 +330,12 @@ class AgentServer:
         init = parse(init_from_json, payload.get("init"), "init (an AgentInit)")
         if init.state is not None and (init.snapshot_id or init.session_id):
             raise bad("init 'state' cannot be combined with 'snapshotId' or 'sessionId'")
+        try:  # the same input checks as a local call, before the turn starts
+            input = as_input(input)
+            if init.state is not None:
+                check_state(init.state, "init.state")
+        except InterlockError as exc:
+            raise Reject(exc) from None
         conn = agent.connect(
             snapshot_id=init.snapshot_id, session_id=init.session_id, state=init.state, context=context
         )
@@ -418,6 +441,14 @@ def create_app(
     context: ContextProvider | None = None,
     cors_origins: Iterable[str] = (),
     max_body: int = 10_000_000,
+    body_timeout: float = 30.0,
 ) -> AgentServer:
     """An ASGI app serving ``agents`` (see :class:`AgentServer`)."""
-    return AgentServer(agents, base_path=base_path, context=context, cors_origins=cors_origins, max_body=max_body)
+    return AgentServer(
+        agents,
+        base_path=base_path,
+        context=context,
+        cors_origins=cors_origins,
+        max_body=max_body,
+        body_timeout=body_timeout,
+    )

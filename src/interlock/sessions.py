@@ -13,10 +13,12 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, cast
 
 import jsonpatch
 
+from ._json import check_json, check_messages, check_object, check_parts, type_name
+from .errors import InvalidArgumentError
 from .messages import Message
 from .parts import Part
 
@@ -29,6 +31,7 @@ __all__ = [
     "SessionState",
     "Snapshot",
     "SnapshotStatus",
+    "check_state",
     "new_id",
     "utcnow",
 ]
@@ -85,6 +88,23 @@ class SessionState:
     custom: Any = None
     artifacts: list[Artifact] = field(default_factory=list[Artifact])
 
+    def __post_init__(self) -> None:
+        # Cheap checks on every construction; check_state() also checks each message's contents.
+        session_id: Any = self.session_id
+        if session_id is not None and not isinstance(session_id, str):
+            raise InvalidArgumentError(f"state.session_id must be a string, not {type_name(session_id)}")
+        for name, kind in (("messages", Message), ("artifacts", Artifact)):
+            items: Any = getattr(self, name)
+            if not isinstance(items, list):
+                raise InvalidArgumentError(f"state.{name} must be a list of {kind.__name__}, not {type_name(items)}")
+            for index, item in enumerate(cast(list[Any], items)):
+                if not isinstance(item, kind):
+                    raise InvalidArgumentError(
+                        f"state.{name}[{index}] must be a {kind.__name__}, not {type_name(item)}"
+                        + (" (read wire JSON with interlock.wire)" if isinstance(item, dict) else "")
+                    )
+        check_json(self.custom, "state.custom")
+
     def copy(self) -> SessionState:
         """A copy that shares messages (they are immutable) but owns its lists and custom state."""
         return SessionState(
@@ -93,6 +113,21 @@ class SessionState:
             custom=copy.deepcopy(self.custom),
             artifacts=list(self.artifacts),
         )
+
+
+def check_state(state: Any, where: str = "state") -> None:
+    """Check caller-supplied state in full: its types, and every message and artifact holds JSON."""
+    if not isinstance(state, SessionState):
+        raise InvalidArgumentError(f"{where} must be a SessionState, not {type_name(state)}")
+    SessionState.__post_init__(state)
+    check_messages(state.messages, f"{where}.messages")
+    for index, item in enumerate(state.artifacts):
+        label = f"{where}.artifacts[{index}]"
+        artifact: Any = item  # the fields are typed, but a caller may have put anything in them
+        if artifact.name is not None and not isinstance(artifact.name, str):
+            raise InvalidArgumentError(f"{label}.name must be a string or None")
+        check_parts(artifact.parts, f"{label}.parts")
+        check_object(artifact.metadata, f"{label}.metadata")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -107,8 +142,11 @@ class Snapshot:
             ``aborted``; ``expired`` is computed at read time (see :meth:`read_status`).
         finish_reason: why the turn ended (``interrupted`` for a paused turn).
         version: bumped by every write; stores use it for optimistic concurrency.
-        claimed_by: for an interrupted snapshot, the id of the turn that resumed it.
-        claimed_at: when that claim was taken or last refreshed.
+        claimed_by: for an interrupted snapshot, the id of the turn that claimed it (the
+            claim's holder, unique per resume attempt: the claim's fencing token).
+        claim_expires_at: when the holder's lease runs out unless refreshed; ``None`` with
+            ``claimed_by`` set means the holder committed (the interrupt is answered).
+            :func:`interlock.claims.claim_state` reads the two.
     """
 
     snapshot_id: str
@@ -123,7 +161,7 @@ class Snapshot:
     state: SessionState | None = None
     version: int = 0
     claimed_by: str | None = None
-    claimed_at: datetime | None = None
+    claim_expires_at: datetime | None = None
     metadata: dict[str, Any] | None = None
 
     def read_status(self, now: datetime | None = None) -> str:
@@ -145,6 +183,16 @@ class Snapshot:
             return []
         last = self.state.messages[-1]
         return last.interrupts if last.role == "model" else []
+
+    @property
+    def agent(self) -> str | None:
+        """The name of the agent that wrote this snapshot (``metadata.agent``)."""
+        name = (self.metadata or {}).get("agent")
+        return name if isinstance(name, str) else None
+
+    def belongs_to(self, agent: str) -> bool:
+        """True when ``agent`` may read and resume this snapshot: it wrote it (or no agent is recorded)."""
+        return self.agent is None or self.agent == agent
 
     def evolve(self, **changes: Any) -> Snapshot:
         """A copy with ``changes`` applied."""

@@ -330,7 +330,7 @@ async def check_round_trip(make_store: StoreFactory) -> None:
         error=ErrorInfo(status="INTERNAL", message="intentional failure", details={"trace": ["x"]}),
         state=state,
         claimed_by="turn-x",
-        claimed_at=created + timedelta(seconds=2),
+        claim_expires_at=created + timedelta(seconds=2),
         metadata={"agent": "bot", "resume": {"by": "u"}},
     )
     async with make_store() as store:
@@ -339,7 +339,7 @@ async def check_round_trip(make_store: StoreFactory) -> None:
         loaded = await _must_load(store, "a")
         _equal(loaded, written, "loaded snapshot")
         _equal(loaded.state, state, "loaded state")
-        for name in ("created_at", "updated_at", "heartbeat_at", "claimed_at"):
+        for name in ("created_at", "updated_at", "heartbeat_at", "claim_expires_at"):
             value: datetime | None = getattr(loaded, name)
             _expect(value is not None and value.utcoffset() is not None, f"{name} should be timezone-aware")
         _equal(loaded.created_at, created, "created_at")
@@ -614,10 +614,10 @@ async def check_bookkeeping_keeps_state(make_store: StoreFactory) -> None:
         )
         await _put(store, pending)
         await store.save("p", lambda cur: None if cur is None else cur.evolve(heartbeat_at=_at(6)))
-        await store.save("p", lambda cur: None if cur is None else cur.evolve(claimed_by="t9", claimed_at=_at(7)))
+        await store.save("p", lambda cur: None if cur is None else cur.evolve(claimed_by="t9", claim_expires_at=_at(7)))
         loaded = await _must_load(store, "p")
         _equal(loaded.state, pending.state, "state after a heartbeat and a claim")
-        _equal((loaded.heartbeat_at, loaded.claimed_by, loaded.claimed_at), (_at(6), "t9", _at(7)), "bookkeeping")
+        _equal((loaded.heartbeat_at, loaded.claimed_by, loaded.claim_expires_at), (_at(6), "t9", _at(7)), "bookkeeping")
         assert pending.state is not None
         final = SessionState(
             session_id="s1",
@@ -664,6 +664,53 @@ async def check_concurrent_saves(make_store: StoreFactory) -> None:
         _equal(loaded.version, 51, "version after 51 writes")
 
 
+async def check_save_all_is_atomic(make_store: StoreFactory) -> None:
+    """save_all writes every row or, when one updater raises, none; each updater sees its own row."""
+
+    def boom(_: Snapshot | None) -> Snapshot | None:
+        raise ValueError("boom")
+
+    async with make_store() as store:
+        first = await _put(store, _snap("a", messages=_turn(0)))
+        new_b = _snap("b", parent_id="a", messages=[*_turn(0), *_turn(1)])
+        await _raises(
+            ValueError, "save_all with a raising updater", store.save_all([("b", lambda _: new_b), ("a", boom)])
+        )
+        _equal(await store.load("b"), None, "a row staged before a raising updater")
+        _equal(await store.load("a"), first, "the other row after a failed save_all")
+        seen: list[str | None] = []
+
+        def mark(cur: Snapshot | None) -> Snapshot | None:
+            seen.append(None if cur is None else cur.snapshot_id)
+            return None if cur is None else cur.evolve(claimed_by="b", claim_expires_at=None)
+
+        written = await store.save_all([("a", mark), ("b", lambda _: new_b), ("c", lambda _: None)])
+        _equal(seen, ["a"], "the updater of an existing row receives it")
+        _equal([w.snapshot_id if w else None for w in written], ["a", "b", None], "what save_all returns")
+        _equal((await _must_load(store, "a")).claimed_by, "b", "the first row after save_all")
+        _equal(_messages_of(await _must_load(store, "b")), [*_turn(0), *_turn(1)], "the second row after save_all")
+
+
+async def check_tenant_rule(make_store: StoreFactory) -> None:
+    """A tenant is None or a non-empty string: '' and non-strings are refused, not folded into None."""
+    from .errors import InvalidArgumentError
+
+    async with make_store() as store:
+        await _put(store, _snap("x", messages=_turn(0)))
+        for bad in ("", 0):
+            await _raises(InvalidArgumentError, f"load with tenant {bad!r}", store.load("x", tenant=bad))  # type: ignore[arg-type]
+            await _raises(InvalidArgumentError, f"list with tenant {bad!r}", store.list(tenant=bad))  # type: ignore[arg-type]
+
+
+async def check_ready(make_store: StoreFactory) -> None:
+    """A usable store is ready (and stays usable after the check)."""
+    async with make_store() as store:
+        await store.ready()
+        await _put(store, _snap("r", messages=_turn(0)))
+        await store.ready()
+        _equal(_messages_of(await _must_load(store, "r")), _turn(0), "row after ready")
+
+
 STORE_CHECKS: list[StoreCheck] = [
     check_round_trip,
     check_updater_none_writes_nothing,
@@ -682,5 +729,8 @@ STORE_CHECKS: list[StoreCheck] = [
     check_bookkeeping_keeps_state,
     check_long_chain,
     check_concurrent_saves,
+    check_save_all_is_atomic,
+    check_tenant_rule,
+    check_ready,
 ]
 """Every store conformance check, in order (each opens its own fresh stores)."""

@@ -19,6 +19,7 @@ and the caller answers it with :meth:`InterruptedCall.respond`.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import sys
 import types
@@ -28,8 +29,10 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, NoReturn, TypeVar, cast, overload
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic_core import PydanticSerializationError
 
-from .errors import Interrupt, ToolInputError, ToolOutputError, UsageError
+from ._json import check_json
+from .errors import Interrupt, InvalidArgumentError, ToolInputError, ToolOutputError, UsageError
 from .models import ToolDefinition
 from .parts import ToolRequestPart, ToolResponsePart
 
@@ -55,13 +58,23 @@ HOLD_KEY = "toolApproval"
 """Key in a hold's interrupt data that marks it as a middleware hold, not the tool's own interrupt."""
 
 
-def to_json(value: Any) -> Any:
-    """A JSON-compatible copy of ``value`` (pydantic models and dataclasses included)."""
+def to_json(value: Any, where: str = "the value") -> Any:
+    """A JSON copy of ``value`` (pydantic models and dataclasses included), checked by :func:`check_json`.
+
+    Raises :class:`~interlock.errors.InvalidArgumentError` for what has no JSON form (NaN,
+    a lone surrogate, an unknown type), so it is never stored.
+    """
     if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json", exclude_none=True)
-    return _ANY.dump_python(value, mode="json")
+        converted = value
+    elif isinstance(value, BaseModel):
+        converted = value.model_dump(mode="json", exclude_none=True)
+    else:
+        try:
+            converted = _ANY.dump_python(value, mode="json")
+        except PydanticSerializationError as exc:
+            raise InvalidArgumentError(f"{where} has no JSON form: {exc}") from None
+    check_json(converted, where)
+    return converted
 
 
 _ANY: TypeAdapter[Any] = TypeAdapter(Any)
@@ -115,7 +128,7 @@ class ToolContext(Generic[R]):
 
     def interrupt(self, data: Any = None) -> NoReturn:
         """Pause the turn; ``data`` (a pydantic model or JSON) goes to whoever answers it."""
-        raise Interrupt(to_json(data))
+        raise Interrupt(to_json(data, "the interrupt data"))
 
 
 ToolMiddleware = Callable[[ToolContext[Any], Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
@@ -233,15 +246,20 @@ class Tool(Generic[I, O, R]):
 
     def validate_output(self, output: Any) -> Any:
         """An output for this tool, validated and converted to JSON; raises :class:`ToolOutputError`."""
-        if self._output is None:
-            return to_json(output)
+        where = f"the output of tool {self.name!r}"
         try:
-            value = self._output.validate_python(to_json(output))
+            if self._output is None:
+                return to_json(output, where)
+            value = self._output.validate_python(to_json(output, where))
+            dumped = self._output.dump_python(value, mode="json", exclude_none=True)
+            check_json(dumped, where)
+            return dumped
         except ValidationError as exc:
             raise ToolOutputError(
                 _validation_message(self.name, "output", exc), tool=self.name, details=exc.errors(include_url=False)
             ) from None
-        return self._output.dump_python(value, mode="json", exclude_none=True)
+        except InvalidArgumentError as exc:  # not a JSON value
+            raise ToolOutputError(exc.message, tool=self.name) from None
 
     def validate_resume(self, resumed: Any) -> R | None:
         """The typed resume payload carried by a restart's ``metadata.resumed``.
@@ -268,7 +286,7 @@ class Tool(Generic[I, O, R]):
         """Run the tool body on a validated input; returns JSON output or raises :class:`Interrupt`."""
         if self.fn is None:
             data = self.interrupt_data(value) if callable(self.interrupt_data) else self.interrupt_data
-            raise Interrupt(to_json(data))
+            raise Interrupt(to_json(data, "the interrupt data"))
         sig = self._sig
         assert sig is not None
         args: list[Any] = []
@@ -278,8 +296,9 @@ class Tool(Generic[I, O, R]):
             args.append(ctx)
         if sig.takes_resume:
             args.append(ctx.resume)
-        result = await self.fn(*args) if self._is_async else self.fn(*args)
-        return self.validate_output(result) if self._output is not None else to_json(result)
+        # a synchronous body runs on a worker thread, so the event loop (and the claim's lease) stays live
+        result = await self.fn(*args) if self._is_async else await asyncio.to_thread(self.fn, *args)
+        return self.validate_output(result)
 
     def interrupted(self, part: Any) -> InterruptedCall[I, O, R] | None:
         """Claim an interrupt raised by this tool, typed; ``None`` for any other part.

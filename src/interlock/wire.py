@@ -25,6 +25,7 @@ from .parts import (
     ToolRequestPart,
     ToolResponsePart,
 )
+from .claims import claim_state
 from .sessions import Artifact, CustomPatch, ErrorInfo, SessionState, Snapshot
 from .turns import AgentInit, AgentInput, AgentOutput, StreamChunk, TurnEnd
 
@@ -287,6 +288,11 @@ def snapshot_to_json(
     state = state or snapshot.state
     if state is not None:
         d["state"] = state_to_json(state)
+    if snapshot.claimed_by:
+        # interlock's extension (Genkit clients ignore it): who answers the interrupt, and until when
+        claim = {"holder": snapshot.claimed_by, "state": claim_state(snapshot)}
+        _put(claim, "expiresAt", _time(snapshot.claim_expires_at))
+        d["claim"] = claim
     return d
 
 
@@ -307,7 +313,18 @@ def snapshot_from_json(data: Any) -> Snapshot:
         finish_reason=d.get("finishReason"),
         error=None if d.get("error") is None else error_from_json(d["error"]),
         state=None if state is None else state_from_json(state),
+        **_claim_from_json(d.get("claim")),
     )
+
+
+def _claim_from_json(data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict) or not isinstance(cast(dict[str, Any], data).get("holder"), str):
+        return {}
+    claim = cast(dict[str, Any], data)
+    expires = parse_time(claim.get("expiresAt"))
+    if expires is None and claim.get("state") != "answered":
+        expires = datetime.fromtimestamp(0, UTC)  # held without a readable expiry: treat as lapsed
+    return {"claimed_by": claim["holder"], "claim_expires_at": expires}
 
 
 def resume_to_json(resume: Resume) -> dict[str, Any]:

@@ -2,8 +2,12 @@
 
 A store is a small Protocol: :meth:`SessionStore.load` a snapshot by id,
 :meth:`SessionStore.latest` (the leaf) of a session, an atomic read-modify-write
-:meth:`SessionStore.save`, and a :meth:`SessionStore.watch` of a snapshot's status.
-Every call is scoped by ``tenant``: a snapshot of another tenant does not exist.
+:meth:`SessionStore.save` of one row and :meth:`SessionStore.save_all` of several in one
+transaction (a resume's commit is fenced by its claim that way), a
+:meth:`SessionStore.watch` of a snapshot's status, and :meth:`SessionStore.ready`, which
+says before a turn runs whether the store can take writes. Every call is scoped by
+``tenant`` (``None`` or a non-empty string, see :func:`check_tenant`): a snapshot of
+another tenant does not exist.
 
 Two stores come in the box: :class:`InMemoryStore` and
 :class:`~interlock.stores.sqlite.SQLiteStore` (the embedded default).
@@ -12,7 +16,7 @@ Two stores come in the box: :class:`InMemoryStore` and
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
@@ -21,7 +25,15 @@ from ..errors import FailedPreconditionError, InvalidArgumentError
 from ..sessions import Snapshot, utcnow
 from ._prune import prunable
 
-__all__ = ["InMemoryStore", "SessionStore", "SnapshotInfo", "Updater", "apply_update", "pick_leaf"]
+__all__ = [
+    "InMemoryStore",
+    "SessionStore",
+    "SnapshotInfo",
+    "Updater",
+    "apply_update",
+    "check_tenant",
+    "pick_leaf",
+]
 
 Updater = Callable[[Snapshot | None], Snapshot | None]
 """A pure function from the current row (or ``None``) to the row to write (or ``None``: write nothing).
@@ -61,6 +73,16 @@ class SessionStore(Protocol):
         """Atomically read the row, apply ``update`` and write the result; returns what was written."""
         ...
 
+    async def save_all(
+        self, updates: Sequence[tuple[str, Updater]], *, tenant: str | None = None
+    ) -> list[Snapshot | None]:
+        """:meth:`save` several rows (distinct ids) in one transaction: all are written or, if an updater raises, none."""
+        ...
+
+    async def ready(self) -> None:
+        """Raise the typed error that a write would raise now (missing, read-only or damaged storage)."""
+        ...
+
     def watch(self, snapshot_id: str, *, tenant: str | None = None) -> AsyncIterator[str]:
         """Yield the snapshot's status now and on every change; ends after a terminal status or if missing."""
         ...
@@ -74,6 +96,15 @@ class SessionStore(Protocol):
     async def delete(self, snapshot_ids: Iterable[str], *, tenant: str | None = None) -> int:
         """Delete snapshots, keeping every remaining snapshot loadable; returns how many were deleted."""
         ...
+
+
+def check_tenant(tenant: object) -> str | None:
+    """The one tenant rule every store applies: ``None`` (no tenant) or a non-empty string."""
+    if tenant is None or (isinstance(tenant, str) and tenant):
+        return tenant
+    raise InvalidArgumentError(
+        f"a tenant must be None or a non-empty string, not {tenant!r}; check the context provider that sets it"
+    )
 
 
 def apply_update(current: Snapshot | None, update: Updater, snapshot_id: str) -> Snapshot | None:
@@ -134,27 +165,39 @@ class InMemoryStore:
         self.poll_interval = 0.01
 
     async def load(self, snapshot_id: str, *, tenant: str | None = None) -> Snapshot | None:
-        row = self._rows.get((tenant, snapshot_id))
+        row = self._rows.get((check_tenant(tenant), snapshot_id))
         return None if row is None else _isolated(row)
 
     async def latest(self, session_id: str, *, tenant: str | None = None) -> Snapshot | None:
+        tenant = check_tenant(tenant)
         ids = self._by_session.get((tenant, session_id), [])
         rows = [(s.snapshot_id, s.parent_id, s.created_at) for i in ids if (s := self._rows.get((tenant, i)))]
         leaf = pick_leaf(session_id, rows, reject_branching=self.reject_branching)
         return None if leaf is None else await self.load(leaf, tenant=tenant)
 
     async def save(self, snapshot_id: str, update: Updater, *, tenant: str | None = None) -> Snapshot | None:
-        key = (tenant, snapshot_id)
-        current = self._rows.get(key)
-        new = apply_update(None if current is None else _isolated(current), update, snapshot_id)
-        if new is None:
-            return None
-        self._rows[key] = _isolated(new)
-        if current is None:
-            self._by_session.setdefault((tenant, new.session_id), []).append(snapshot_id)
-        return new
+        return (await self.save_all([(snapshot_id, update)], tenant=tenant))[0]
+
+    async def save_all(
+        self, updates: Sequence[tuple[str, Updater]], *, tenant: str | None = None
+    ) -> list[Snapshot | None]:
+        tenant = check_tenant(tenant)
+        staged: list[tuple[Snapshot | None, Snapshot | None]] = []
+        for snapshot_id, update in updates:  # every updater runs before anything is written
+            current = self._rows.get((tenant, snapshot_id))
+            staged.append((current, apply_update(None if current is None else _isolated(current), update, snapshot_id)))
+        for current, new in staged:
+            if new is not None:
+                self._rows[(tenant, new.snapshot_id)] = _isolated(new)
+                if current is None:
+                    self._by_session.setdefault((tenant, new.session_id), []).append(new.snapshot_id)
+        return [new for _, new in staged]
+
+    async def ready(self) -> None:
+        return None
 
     async def watch(self, snapshot_id: str, *, tenant: str | None = None) -> AsyncIterator[str]:
+        tenant = check_tenant(tenant)
         last: str | None = None
         while True:
             row = self._rows.get((tenant, snapshot_id))
@@ -170,6 +213,7 @@ class InMemoryStore:
     async def list(
         self, *, tenant: str | None = None, session_id: str | None = None, finish_reason: str | None = None
     ) -> list[SnapshotInfo]:
+        tenant = check_tenant(tenant)
         rows = [
             s
             for (t, _), s in self._rows.items()
@@ -181,6 +225,7 @@ class InMemoryStore:
         return [_info(s) for s in rows]
 
     async def delete(self, snapshot_ids: Iterable[str], *, tenant: str | None = None) -> int:
+        tenant = check_tenant(tenant)
         count = 0
         for sid in snapshot_ids:
             row = self._rows.pop((tenant, sid), None)
@@ -198,6 +243,7 @@ class InMemoryStore:
         tenant: str | None = None,
     ) -> int:
         """Delete old snapshots (the rule is :func:`interlock.stores._prune.prunable`'s); returns how many."""
+        tenant = check_tenant(tenant)
         rows = [
             (s.snapshot_id, s.parent_id, s.created_at, s.status)
             for (t, _), s in self._rows.items()

@@ -112,12 +112,19 @@ def after(value: datetime | None, created_us: int) -> int | None:
     return None if value is None else to_us(value) - created_us
 
 
-def from_us(value: int) -> datetime:
-    return EPOCH + timedelta(microseconds=value)
+def from_us(value: object, snapshot_id: str | None = None) -> datetime:
+    """The datetime a stored timestamp stands for; :class:`DataLossError` if it is not one."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return EPOCH + timedelta(microseconds=value)
+        except OverflowError:
+            pass
+    what = f"a timestamp in the SQLite store is {value!r}, not microseconds since 1970 (a damaged file?)"
+    raise corrupt(snapshot_id, what) if snapshot_id else DataLossError(what)
 
 
 def from_after(value: int | None, created_us: int) -> datetime | None:
-    return None if value is None else EPOCH + timedelta(microseconds=created_us + value)
+    return None if value is None else from_us(created_us + value)
 
 
 # rows -----------------------------------------------------------------------------------------
@@ -162,6 +169,18 @@ def row_of(found: tuple[Any, ...]) -> Row:
     snapshot_id = id_out(sid)
     if session_id is None:
         raise corrupt(snapshot_id, f"its session {session!r} is missing from {SESSIONS!r}")
+    integers = {"keep": keep, "mrev": mrev, "created_us": created, "version": version}
+    optional = {"base_mrev": base_mrev, "updated_us": updated, "heartbeat_us": heartbeat, "claimed_us": claimed}
+    for column, value in (integers | {k: v for k, v in optional.items() if v is not None}).items():
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise corrupt(snapshot_id, f"column {column!r} holds {value!r}, not an integer")
+    for column, value in (("tail", tail), ("custom", custom), ("artifacts", artifacts), ("error", error)):
+        if value is not None and not isinstance(value, str):
+            raise corrupt(snapshot_id, f"column {column!r} holds {type(value).__name__}, not JSON text")
+    if metadata is not None and not isinstance(metadata, str):
+        raise corrupt(snapshot_id, f"column 'metadata' holds {type(metadata).__name__}, not JSON text")
+    if state_session is not None and not isinstance(state_session, str):
+        raise corrupt(snapshot_id, f"column 'state_session' holds {type(state_session).__name__}, not JSON text")
     return Row(
         snapshot_id,
         id_out(session_id),
@@ -276,16 +295,16 @@ def decode(row: Row, messages: Messages | None) -> tuple[Snapshot, list[Artifact
         snapshot_id=sid,
         session_id=row.session_id,
         parent_id=row.parent_id,
-        created_at=from_us(row.created_us),
-        updated_at=None if row.updated_us is None else from_us(row.updated_us),
-        heartbeat_at=None if row.heartbeat_us is None else from_us(row.heartbeat_us),
+        created_at=from_us(row.created_us, sid),
+        updated_at=None if row.updated_us is None else from_us(row.updated_us, sid),
+        heartbeat_at=None if row.heartbeat_us is None else from_us(row.heartbeat_us, sid),
         status=row.status,
         finish_reason=row.finish_reason,
         error=error,
         state=state,
         version=row.version,
         claimed_by=row.claimed_by,
-        claimed_at=None if row.claimed_us is None else from_us(row.claimed_us),
+        claim_expires_at=None if row.claimed_us is None else from_us(row.claimed_us, sid),
         metadata=cast(dict[str, Any] | None, metadata),
     )
     return snapshot, artifacts
@@ -327,6 +346,6 @@ def bookkeeping(new: Snapshot, row: Row | None, old_artifacts: list[Artifact]) -
         None if new.error is None else dumps(error_to_json(new.error)),
         new.version,
         id_or_none(new.claimed_by),
-        after(new.claimed_at, created),
+        after(new.claim_expires_at, created),
         None if new.metadata is None else dumps(new.metadata),
     )

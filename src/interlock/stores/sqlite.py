@@ -31,16 +31,17 @@ import asyncio
 import contextlib
 import os
 import sqlite3
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
-from ..errors import DataLossError, UnavailableError, UsageError
+from ..errors import InvalidArgumentError, UsageError
 from ..sessions import TERMINAL, Snapshot
-from . import SnapshotInfo, Updater
+from . import SnapshotInfo, Updater, check_tenant
+from ._sqlite_errors import check_layout, sqlite_error
 from ._sqlite_rows import SnapshotRows
 from ._sqlite_schema import create_schema, path_of
 
@@ -78,6 +79,11 @@ class SQLiteStore:
         cache_size: int = 256,
     ) -> None:
         self.path = os.fspath(path)
+        if not self.path.strip():
+            raise InvalidArgumentError(
+                "the SQLite store needs a database path (an empty one would be a throwaway temporary database); "
+                'pass a file path, or ":memory:" for a private in-memory database'
+            )
         self.reject_branching = reject_branching
         self.poll_interval = poll_interval
         self._rows = SnapshotRows(cache_size)
@@ -126,16 +132,25 @@ class SQLiteStore:
     # SessionStore ---------------------------------------------------------------------------
 
     async def load(self, snapshot_id: str, *, tenant: str | None = None) -> Snapshot | None:
-        return await self._call(self._load, tenant or "", snapshot_id)
+        return await self._call(self._load, _key(tenant), snapshot_id)
 
     async def latest(self, session_id: str, *, tenant: str | None = None) -> Snapshot | None:
-        return await self._call(self._latest, tenant or "", session_id)
+        return await self._call(self._latest, _key(tenant), session_id)
 
     async def save(self, snapshot_id: str, update: Updater, *, tenant: str | None = None) -> Snapshot | None:
-        written, status_changed = await self._call(self._save, tenant or "", snapshot_id, update)
+        return (await self.save_all([(snapshot_id, update)], tenant=tenant))[0]
+
+    async def save_all(
+        self, updates: Sequence[tuple[str, Updater]], *, tenant: str | None = None
+    ) -> list[Snapshot | None]:
+        written, status_changed = await self._call(self._save_all, _key(tenant), list(updates))
         if status_changed:
             self._wake()
         return written
+
+    async def ready(self) -> None:
+        """Open the file (creating the schema) and check that it takes writes."""
+        await self._call(self._check_writable)
 
     async def watch(self, snapshot_id: str, *, tenant: str | None = None) -> AsyncIterator[str]:
         loop = asyncio.get_running_loop()
@@ -146,7 +161,7 @@ class SQLiteStore:
             last: str | None = None
             while True:
                 wake.clear()
-                status = await self._call(self._status, tenant or "", snapshot_id)
+                status = await self._call(self._status, _key(tenant), snapshot_id)
                 if status is None:
                     return
                 if status != last:
@@ -163,11 +178,11 @@ class SQLiteStore:
     async def list(
         self, *, tenant: str | None = None, session_id: str | None = None, finish_reason: str | None = None
     ) -> list[SnapshotInfo]:
-        return await self._call(self._list, tenant or "", session_id, finish_reason)
+        return await self._call(self._list, _key(tenant), session_id, finish_reason)
 
     async def delete(self, snapshot_ids: Iterable[str], *, tenant: str | None = None) -> int:
         ids = list(dict.fromkeys(snapshot_ids))
-        return await self._call(self._delete, tenant or "", ids)
+        return await self._call(self._delete, _key(tenant), ids)
 
     async def prune(
         self,
@@ -185,7 +200,7 @@ class SQLiteStore:
         ``keep_last`` (≥ 1) and ``older_than`` is required. Every remaining snapshot stays
         loadable with its full history (see :meth:`delete`).
         """
-        return await self._call(self._prune, tenant or "", session_id, keep_last, older_than)
+        return await self._call(self._prune, _key(tenant), session_id, keep_last, older_than)
 
     # plumbing -------------------------------------------------------------------------------
 
@@ -195,10 +210,8 @@ class SQLiteStore:
             raise UsageError(f"the SQLite store at {self.path!r} is closed")
         try:
             return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
-        except sqlite3.OperationalError as exc:  # locked past the busy timeout, disk full, I/O error, ...
-            raise UnavailableError(f"the SQLite store at {self.path!r} failed: {exc}") from exc
-        except sqlite3.DatabaseError as exc:  # a damaged file
-            raise DataLossError(f"the SQLite store at {self.path!r} is not a usable database: {exc}") from exc
+        except sqlite3.DatabaseError as exc:  # locked (retry) or permanent: read-only, no directory, damaged, ...
+            raise sqlite_error(exc, self.path) from exc
 
     def _wake(self) -> None:
         try:
@@ -223,6 +236,7 @@ class SQLiteStore:
             con.execute("BEGIN IMMEDIATE")
             try:
                 create_schema(con, self.path)
+                check_layout(con, self.path)
                 con.execute("COMMIT")
             except BaseException:
                 con.execute("ROLLBACK")
@@ -279,11 +293,28 @@ class SQLiteStore:
         with self._read_txn() as con:
             return self._rows.list(con, tenant, session_id, finish_reason)
 
-    def _save(self, tenant: str, snapshot_id: str, update: Updater) -> tuple[Snapshot | None, bool]:
-        return self._write_txn(self._rows.save, tenant, snapshot_id, update)
+    def _save_all(self, tenant: str, updates: list[tuple[str, Updater]]) -> tuple[list[Snapshot | None], bool]:
+        def save_each(con: sqlite3.Connection) -> tuple[list[Snapshot | None], bool]:
+            results = [self._rows.save(con, tenant, sid, update) for sid, update in updates]
+            return [written for written, _ in results], any(changed for _, changed in results)
+
+        return self._write_txn(save_each)
+
+    def _check_writable(self) -> None:
+        # BEGIN IMMEDIATE takes the write lock: it fails now, before a turn runs, where a commit would fail later.
+        self._write_txn(_nothing)
 
     def _delete(self, tenant: str, ids: list[str]) -> int:
         return self._write_txn(self._rows.delete, tenant, ids)
 
     def _prune(self, tenant: str, session_id: str | None, keep_last: int | None, older_than: datetime | None) -> int:
         return self._write_txn(self._rows.prune, tenant, session_id, keep_last, older_than)
+
+
+def _nothing(con: sqlite3.Connection) -> None:
+    return None
+
+
+def _key(tenant: str | None) -> str:
+    """The tenant as the file stores it (``''`` for no tenant; :func:`check_tenant` keeps ``''`` out)."""
+    return check_tenant(tenant) or ""

@@ -1,0 +1,225 @@
+"""The one rule for "is this a JSON value", and the checks of caller input built on it.
+
+:func:`check_json` is the only place that decides whether a value may travel and be
+stored: dicts with string keys, lists, strings without lone surrogates, finite numbers
+(integers within a double's range), booleans and ``None``, nested at most
+:data:`MAX_DEPTH` levels. Everything that takes a free-form value from a caller (resume
+payloads and outputs, metadata, custom state, messages, HTTP bodies) and every value a
+tool returns goes through it, so a bad value is refused at the edge with
+``INVALID_ARGUMENT``, before anything runs, instead of failing later when it is stored
+or sent.
+
+The structural checks (:func:`check_part`, :func:`check_message`, :func:`check_resume`)
+catch wrong Python types (a dict where a part belongs, a single part instead of a list)
+with the same error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from typing import Any, cast
+
+from .errors import InvalidArgumentError
+from .interrupts import Resume
+from .messages import Message
+from .parts import (
+    CustomPart,
+    DataPart,
+    MediaPart,
+    ReasoningPart,
+    ResourcePart,
+    TextPart,
+    ToolRequestPart,
+    ToolResponsePart,
+)
+
+__all__ = [
+    "MAX_DEPTH",
+    "check_json",
+    "check_message",
+    "check_messages",
+    "check_object",
+    "check_part",
+    "check_parts",
+    "check_resume",
+    "type_name",
+]
+
+MAX_DEPTH = 128
+"""Deepest nesting of lists and objects a JSON value may have."""
+_MAX_INT_BITS = 1024
+"""Integers beyond a double's range (about 1.8e308) are refused: JSON readers turn them into infinity."""
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_KINDS = "dicts with string keys, lists, strings, finite numbers, booleans and None"
+_PART_TYPES = (
+    TextPart,
+    ReasoningPart,
+    MediaPart,
+    ToolRequestPart,
+    ToolResponsePart,
+    DataPart,
+    CustomPart,
+    ResourcePart,
+)
+_STR_FIELDS = ("text", "reasoning", "url", "uri", "name")
+_OPT_STR_FIELDS = ("ref", "content_type")
+_DICT_FIELDS = ("metadata", "custom", "value")
+
+
+_Trail = tuple[Any, ...] | None
+"""A path inside a value as a linked list ``(parent, key)``, formatted only for an error."""
+
+
+def type_name(value: object) -> str:
+    """``"a dict"``, ``"an int"``: a value's type for an error message."""
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
+def _path(where: str, trail: _Trail) -> str:
+    keys: list[Any] = []
+    while trail is not None:
+        trail, key = trail
+        keys.append(key)
+    parts = [
+        f"[{k}]" if isinstance(k, int) else f".{k}" if k.isidentifier() else f"[{str(k)[:40]!r}]"
+        for k in reversed(keys)
+    ]
+    return where + "".join(parts)
+
+
+def _refuse(where: str, trail: _Trail, why: str) -> InvalidArgumentError:
+    return InvalidArgumentError(f"{_path(where, trail)} is not a JSON value: {why}; use only {_KINDS}")
+
+
+def _check_str(text: str, where: str, trail: _Trail) -> None:
+    found = _SURROGATE.search(text)
+    if found is not None:
+        code = f"U+{ord(found.group()):04X}"
+        raise _refuse(where, trail, f"the string holds a lone surrogate ({code}), which is not valid Unicode")
+
+
+def check_json(value: object, where: str) -> None:
+    """Raise :class:`~interlock.errors.InvalidArgumentError` unless ``value`` is a JSON value.
+
+    ``where`` names the value for the message (``"resume.respond[0].output"``); the
+    message adds the path to the offending item. Iterative, so any depth is safe to check.
+    """
+    stack: list[tuple[object, _Trail, int]] = [(value, None, 0)]
+    while stack:
+        item, trail, depth = stack.pop()
+        if item is None or isinstance(item, bool):
+            continue
+        if isinstance(item, str):
+            _check_str(item, where, trail)
+        elif isinstance(item, int):
+            if item.bit_length() > _MAX_INT_BITS:
+                raise _refuse(where, trail, "the integer is too large (beyond about 1.8e308)")
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise _refuse(where, trail, f"{item!r} is not a finite number")
+        elif isinstance(item, (dict, list)):
+            if depth >= MAX_DEPTH:
+                raise _refuse(where, trail, f"it is nested deeper than {MAX_DEPTH} levels")
+            if isinstance(item, list):
+                for index, element in enumerate(cast(list[Any], item)):
+                    stack.append((element, (trail, index), depth + 1))
+                continue
+            for key, element in cast(dict[Any, Any], item).items():
+                if not isinstance(key, str):
+                    raise _refuse(where, trail, f"the key {key!r} is {type_name(key)}, not a string")
+                _check_str(key, where, (trail, key))
+                stack.append((element, (trail, key), depth + 1))
+        else:
+            raise _refuse(where, trail, f"it is {type_name(item)}")
+
+
+def check_part(part: Any, where: str) -> None:
+    """Check that ``part`` is a :data:`~interlock.parts.Part` whose fields all hold JSON."""
+    if not isinstance(part, _PART_TYPES):
+        raise InvalidArgumentError(f"{where} must be a part (TextPart, ToolRequestPart, ...), not {type_name(part)}")
+    for f in dataclasses.fields(part):
+        name, value = f.name, getattr(part, f.name)
+        label = f"{where}.{name}"
+        if name == "kind":
+            continue
+        if name == "content" and isinstance(part, ToolResponsePart):
+            if value is not None:
+                check_parts(value, label)
+        elif name in _STR_FIELDS or (name in _OPT_STR_FIELDS and value is not None):
+            if not isinstance(value, str):
+                raise InvalidArgumentError(f"{label} must be a string, not {type_name(value)}")
+            check_json(value, label)
+        elif name == "partial":
+            if value is not None and not isinstance(value, bool):
+                raise InvalidArgumentError(f"{label} must be a boolean or None")
+        else:
+            if name in _DICT_FIELDS or name.endswith("extra"):
+                check_object(value, label)
+            else:
+                check_json(value, label)
+
+
+def _check_list(value: object, where: str) -> None:
+    if not isinstance(value, list):
+        raise InvalidArgumentError(f"{where} must be a list, not {type_name(value)}")
+
+
+def check_parts(parts: object, where: str) -> None:
+    """Check a list of parts (see :func:`check_part`)."""
+    _check_list(parts, where)
+    for index, part in enumerate(cast(list[Any], parts)):
+        check_part(part, f"{where}[{index}]")
+
+
+def check_object(value: object, where: str) -> None:
+    """Check an optional JSON object (``None`` or a dict holding JSON)."""
+    if value is not None and not isinstance(value, dict):
+        raise InvalidArgumentError(f"{where} must be a dict or None, not {type_name(value)}")
+    check_json(cast(object, value), where)
+
+
+def check_message(message: Any, where: str) -> None:
+    """Check that ``message`` is a :class:`~interlock.Message` of valid parts holding JSON."""
+    if not isinstance(message, Message):
+        raise InvalidArgumentError(
+            f"{where} must be a Message (or a string for a user message), not {type_name(message)}"
+        )
+    m: Any = message  # the fields are typed, but a caller may have put anything in them
+    if not isinstance(m.role, str):
+        raise InvalidArgumentError(f"{where}.role must be a string (system, user, model or tool)")
+    check_parts(m.content, f"{where}.content")
+    check_object(m.metadata, f"{where}.metadata")
+    check_object(m.extra, f"{where}.extra")
+
+
+def check_messages(messages: Any, where: str) -> None:
+    """Check a list of messages (see :func:`check_message`)."""
+    _check_list(messages, where)
+    for index, message in enumerate(cast(list[Any], messages)):
+        check_message(message, f"{where}[{index}]")
+
+
+def check_resume(resume: Any, where: str = "resume") -> None:
+    """Check that ``resume`` is a :class:`~interlock.Resume` of the right parts, all holding JSON."""
+    if not isinstance(resume, Resume):
+        raise InvalidArgumentError(f"{where} must be a Resume(respond=[...], restart=[...]), not {type_name(resume)}")
+    for name, kind, hint in (
+        ("respond", ToolResponsePart, "call.respond(output)"),
+        ("restart", ToolRequestPart, "call.restart(payload)"),
+    ):
+        parts: Any = getattr(resume, name)
+        if not isinstance(parts, list):
+            raise InvalidArgumentError(
+                f"{where}.{name} must be a list of {kind.__name__} (e.g. [{hint}]), not {type_name(parts)}"
+            )
+        for index, part in enumerate(cast(list[Any], parts)):
+            label = f"{where}.{name}[{index}]"
+            if not isinstance(part, kind):
+                raise InvalidArgumentError(
+                    f"{label} must be a {kind.__name__} (build it with {hint}), not {type_name(part)}"
+                )
+            check_part(part, label)
+    check_json(resume.metadata, f"{where}.metadata")
