@@ -8,7 +8,7 @@ import json
 import math
 import pathlib
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, MutableMapping
 from typing import Any
 
 import httpx
@@ -64,7 +64,7 @@ async def ask(q: dict[str, Any], ctx: ToolContext[Any], answer: Any | None) -> A
 
 
 @tool
-async def returns_nan(q: dict[str, Any]):  # noqa: ANN201 - untyped output on purpose
+async def returns_nan(q: dict[str, Any]):  # no return annotation: the output is untyped on purpose
     """A buggy tool whose output is not JSON."""
     CALLS.append(q)
     return math.nan
@@ -75,7 +75,7 @@ def asking(name: str = "ask") -> Message:
 
 
 def rows(store: InMemoryStore) -> dict[Any, Any]:
-    return dict(store._rows)  # pyright: ignore[reportPrivateUsage]
+    return dict(store._rows)
 
 
 @pytest.fixture
@@ -361,7 +361,7 @@ async def test_15_an_abandoned_wait_for_snapshot_stops_polling() -> None:
         polls += 1
         return await real(*args, **kwargs)
 
-    agent.get_snapshot = counting  # type: ignore[method-assign]
+    agent.get_snapshot = counting
     app = AgentServer([agent], wait_timeout=30)
     body = json.dumps({"data": {"snapshotId": "p"}}).encode()
     messages: list[dict[str, Any]] = [{"type": "http.request", "body": body, "more_body": False}]
@@ -373,9 +373,9 @@ async def test_15_an_abandoned_wait_for_snapshot_stops_polling() -> None:
         await gone.wait()
         return {"type": "http.disconnect"}
 
-    sent: list[dict[str, Any]] = []
+    sent: list[MutableMapping[str, Any]] = []
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         sent.append(message)
 
     scope = {"type": "http", "method": "POST", "path": "/echo/waitForSnapshot", "headers": [], "query_string": b""}
@@ -444,7 +444,7 @@ async def test_16_a_foreign_table_is_a_failed_precondition(tmp_path: pathlib.Pat
 async def test_16_a_read_only_database_is_permission_denied(tmp_path: pathlib.Path) -> None:
     async with SQLiteStore(tmp_path / "ro.db") as store:
         await store.save("a", lambda _: _snap("a"))
-        await store._call(lambda: store._db().execute("PRAGMA query_only = 1"))  # pyright: ignore[reportPrivateUsage]
+        await store._call(lambda: store._db().execute("PRAGMA query_only = 1"))
         with pytest.raises(PermissionDeniedError, match="writable"):
             await store.save("b", lambda _: _snap("b"))
         loaded = await store.load("a")
@@ -455,7 +455,7 @@ async def test_16_a_locked_database_stays_unavailable(tmp_path: pathlib.Path) ->
     path = tmp_path / "locked.db"
     async with SQLiteStore(path) as store:
         await store.save("a", lambda _: _snap("a"))
-        await store._call(lambda: store._db().execute("PRAGMA busy_timeout = 50"))  # pyright: ignore[reportPrivateUsage]
+        await store._call(lambda: store._db().execute("PRAGMA busy_timeout = 50"))
         other = sqlite3.connect(path, isolation_level=None)
         try:
             other.execute("BEGIN EXCLUSIVE")
@@ -465,4 +465,3 @@ async def test_16_a_locked_database_stays_unavailable(tmp_path: pathlib.Path) ->
             other.execute("ROLLBACK")
             other.close()
         assert isinstance(await store.save("b", lambda _: _snap("b")), Snapshot)
-

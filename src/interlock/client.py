@@ -52,7 +52,12 @@ _END = object()
 def _http_error(exc: Exception, url: str) -> InterlockError:
     if isinstance(exc, httpx.TimeoutException):
         return DeadlineExceededError(f"HTTP request to {url} timed out: {exc}")
-    return UnavailableError(f"HTTP request to {url} failed: {exc}")
+    if isinstance(exc, httpx.WriteError):  # the server closed the connection while we were still sending
+        return UnavailableError(
+            f"HTTP request to {url} failed while sending its body ({exc or type(exc).__name__}); "
+            "the server may have refused it (e.g. as larger than its limit)"
+        )
+    return UnavailableError(f"HTTP request to {url} failed: {exc or type(exc).__name__}")
 
 
 def _pure_detach(input: AgentInput) -> bool:

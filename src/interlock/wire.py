@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
+from .claims import claim_state
 from .errors import InvalidArgumentError
 from .interrupts import Resume
 from .messages import Message
@@ -25,7 +26,6 @@ from .parts import (
     ToolRequestPart,
     ToolResponsePart,
 )
-from .claims import claim_state
 from .sessions import Artifact, CustomPatch, ErrorInfo, SessionState, Snapshot
 from .turns import AgentInit, AgentInput, AgentOutput, StreamChunk, TurnEnd
 
@@ -59,6 +59,12 @@ def _opt_dict(d: dict[str, Any], key: str) -> dict[str, Any] | None:
     return None if value is None else _obj(value, key)
 
 
+def _text(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"a part's {what!r} must be a string, got {type(value).__name__}")
+    return value
+
+
 def part_from_json(data: Any) -> Part:
     """Read one Genkit part (``{"text": ...}``, ``{"toolRequest": {...}}``, ...)."""
     d = _obj(data, "a part")
@@ -74,15 +80,15 @@ def part_from_json(data: Any) -> Part:
     common["extra"] = _rest(d, (*_COMMON, kind))
     body = d[kind]
     if kind == "text":
-        return TextPart(text=str(body), **common)
+        return TextPart(text=_text(body, "text"), **common)
     if kind == "reasoning":
-        return ReasoningPart(reasoning=str(body), **common)
+        return ReasoningPart(reasoning=_text(body, "reasoning"), **common)
     if kind == "data":
         return DataPart(data=body, **common)
     b = _obj(body, kind)
     if kind == "toolRequest":
         return ToolRequestPart(
-            name=str(b.get("name", "")),
+            name=_text(b.get("name", ""), "toolRequest.name"),
             ref=b.get("ref"),
             input=b.get("input"),
             partial=b.get("partial"),
@@ -92,7 +98,7 @@ def part_from_json(data: Any) -> Part:
     if kind == "toolResponse":
         content = b.get("content")
         return ToolResponsePart(
-            name=str(b.get("name", "")),
+            name=_text(b.get("name", ""), "toolResponse.name"),
             ref=b.get("ref"),
             output=b.get("output"),
             content=None if content is None else [part_from_json(p) for p in content],
@@ -101,12 +107,12 @@ def part_from_json(data: Any) -> Part:
         )
     if kind == "media":
         return MediaPart(
-            url=str(b.get("url", "")),
+            url=_text(b.get("url", ""), "media.url"),
             content_type=b.get("contentType"),
             media_extra=_rest(b, ("url", "contentType")),
             **common,
         )
-    return ResourcePart(uri=str(b.get("uri", "")), resource_extra=_rest(b, ("uri",)), **common)
+    return ResourcePart(uri=_text(b.get("uri", ""), "resource.uri"), resource_extra=_rest(b, ("uri",)), **common)
 
 
 def _put(d: dict[str, Any], key: str, value: Any) -> None:
