@@ -341,7 +341,9 @@ async def test_tool_approval_holds_approves_and_records_who() -> None:
     snap = await store.load(done.snapshot_id or "")
     assert snap is not None and snap.metadata is not None
     assert snap.metadata["resume"]["by"] == "alice"
-    assert snap.metadata["resume"]["restart"] == [{"name": "delete_file", "ref": "r2", "approved": True}]
+    assert snap.metadata["resume"]["restart"] == [
+        {"name": "delete_file", "ref": "r2", "decision": "approve", "payload": None}
+    ]
 
 
 async def test_denied_hold_never_runs_the_tool() -> None:

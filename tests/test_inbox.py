@@ -223,7 +223,10 @@ async def test_approve_runs_the_tool_records_who_and_empties_the_inbox(desk: Des
     assert entry.at is not None and before <= entry.at <= utcnow()
     assert [(a.name, a.ref, a.approved) for a in entry.restart] == [("transfer", "r1", True)]
     assert entry.respond == []
-    assert entry.to_json()["restart"] == [{"kind": "restart", "name": "transfer", "ref": "r1", "approved": True}]
+    assert entry.to_json()["restart"] == [
+        {"kind": "restart", "name": "transfer", "ref": "r1", "decision": "approve", "payload": {"approved": True}}
+        | {"output": None}
+    ]
 
 
 async def test_a_second_answer_fails_aborted(desk: Desk, inbox: Inbox) -> None:
@@ -263,8 +266,8 @@ async def test_reject_with_an_output_responds_instead(desk: Desk, inbox: Inbox) 
     out = await inbox.reject(paused.snapshot_id or "", output="refused by the back office", identity="bo")
     assert out.text == "done: refused by the back office"
     [entry] = await inbox.audit(paused.session_id or "")
-    assert entry.restart == [] and [(a.kind, a.name, a.approved) for a in entry.respond] == [
-        ("respond", "transfer", None)
+    assert entry.restart == [] and [(a.kind, a.name, a.decision) for a in entry.respond] == [
+        ("respond", "transfer", "deny")
     ]
 
 
@@ -353,7 +356,10 @@ async def test_an_audit_lists_every_resume_of_a_session_in_time_order(desk: Desk
 
 
 async def claim(store: SessionStore, snapshot_id: str, holder: str, age: timedelta) -> None:
-    """Mark ``snapshot_id`` as claimed by turn ``holder`` ``age`` ago with a 60 s lease (as a resumer does, then crashes)."""
+    """Mark ``snapshot_id`` as claimed by turn ``holder`` ``age`` ago with a 60 s lease.
+
+    As a resumer does, then crashes.
+    """
 
     def take(cur: Snapshot | None) -> Snapshot | None:
         assert cur is not None

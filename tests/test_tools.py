@@ -257,7 +257,7 @@ def test_interrupted_claims_this_tools_interrupt_typed() -> None:
 
 def test_interrupted_returns_none_for_anything_else() -> None:
     other = paused_part("other_tool", {"to": "ann", "amount": 5}, True)
-    hold = paused_part("transfer", {"to": "ann", "amount": 5}, {"toolApproval": True, "message": "held"})
+    hold = paused_part("transfer", {"to": "ann", "amount": 5}, {"message": "Tool not in approved list: transfer"})
     ran = ToolRequestPart(name="transfer", input={"to": "ann", "amount": 5}, metadata={"pendingOutput": {"id": "1"}})
     resolved = ToolRequestPart(name="transfer", input={"to": "a", "amount": 5}, metadata={"resolvedInterrupt": True})
     assert transfer.interrupted(other) is None
@@ -266,6 +266,8 @@ def test_interrupted_returns_none_for_anything_else() -> None:
     assert transfer.interrupted(resolved) is None
     assert transfer.interrupted(TextPart(text="transfer")) is None
     assert transfer.interrupted(paused_part("transfer", {"to": "ann", "amount": 5}, {"toolApproval": False}))
+    # the tool's own data may have a toolApproval key: only Genkit's hold message makes a hold
+    assert transfer.interrupted(paused_part("transfer", {"to": "ann", "amount": 5}, {"toolApproval": True}))
 
 
 def test_respond_validates_the_output() -> None:

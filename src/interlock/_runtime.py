@@ -13,9 +13,10 @@ import contextlib
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from .claims import ClaimHold, Claims, claim_state
+from .decisions import audit_record
 from .errors import (
     FailedPreconditionError,
     InterlockError,
@@ -488,7 +489,7 @@ class Invocation:
         assert self.store is not None
         meta: dict[str, Any] = {"agent": self.agent.name}
         if input.resume is not None:
-            meta["resume"] = _audit(input, self.context)
+            meta["resume"] = audit_record(input.resume, self.context)
         snap = Snapshot(
             snapshot_id=turn_id,
             session_id=self.session.session_id,
@@ -523,26 +524,3 @@ def _fail_pending(error: ErrorInfo) -> Callable[[Snapshot | None], Snapshot | No
 
     return fail
 
-
-def _approved(resumed: Any) -> bool:
-    return isinstance(resumed, dict) and cast(dict[str, Any], resumed).get("toolApproved") is True
-
-
-def _audit(input: AgentInput, context: dict[str, Any]) -> dict[str, Any]:
-    """Who answered which interrupts, and when (kept in the resumed snapshot's metadata)."""
-    resume = input.resume
-    assert resume is not None
-    identity = context.get("identity")
-    return {
-        "by": identity if isinstance(identity, (str, int, float, dict)) else None,
-        "at": utcnow().isoformat(),
-        "respond": [{"name": p.name, "ref": p.ref} for p in resume.respond],
-        "restart": [
-            {
-                "name": p.name,
-                "ref": p.ref,
-                "approved": _approved(p.meta("resumed")),
-            }
-            for p in resume.restart
-        ],
-    }

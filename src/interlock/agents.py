@@ -17,7 +17,7 @@ from ._runtime import END, Invocation, SessionRunner
 from .claims import release_by
 from .errors import InvalidArgumentError, UsageError
 from .generate import check_resume, generate
-from .interrupts import Resume, ResumePlan, validate_resume
+from .interrupts import Resume, ResumePlan, plan_resume
 from .messages import Message
 from .models import Model
 from .sessions import SessionState, Snapshot
@@ -147,9 +147,11 @@ class Agent(AgentAPI):
         raise NotImplementedError
 
     def check_resume(self, resume: Resume, history: list[Message]) -> ResumePlan:
-        """Refuse a resume that does not fit the history, before anything runs or is claimed."""
-        validate_resume(resume, history)
-        return ResumePlan(resume=resume)
+        """Refuse a resume that does not fit the history, before anything runs or is claimed.
+
+        Returns the validated plan (given to the turn handler as ``ctx.plan``).
+        """
+        return plan_resume(resume, history)
 
     # egress transforms ---------------------------------------------------------------------
 
@@ -293,8 +295,7 @@ class PromptAgent(Agent):
         self._by_name = {t.name: t for t in self.tools}
 
     def check_resume(self, resume: Resume, history: list[Message]) -> ResumePlan:
-        check_resume(resume, history, self.tools, allow_replaced_input=self.allow_replaced_input)
-        return ResumePlan(resume=resume)
+        return check_resume(resume, history, self.tools, allow_replaced_input=self.allow_replaced_input)
 
     async def invoke(self, runner: SessionRunner) -> AgentResult | None:
         async def turn(input: AgentInput, ctx: TurnContext) -> TurnResult:
@@ -305,6 +306,7 @@ class PromptAgent(Agent):
                 [*preamble, *session.messages],
                 tools=self.tools,
                 resume=input.resume,
+                plan=ctx.plan,
                 config=self.config,
                 max_turns=self.max_turns,
                 on_chunk=runner.send_chunk,
@@ -313,6 +315,7 @@ class PromptAgent(Agent):
                 context=ctx.context,
                 allow_replaced_input=self.allow_replaced_input,
                 tool_input_errors=self.tool_input_errors,
+                reclaimed_from=ctx.reclaimed_from,
             )
             session.set_messages(result.messages[len(preamble) :])
             # No extra role-"tool" chunk with the interrupts here: Genkit's Python client adds streamed

@@ -35,7 +35,8 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 from .cli import Command, CommandError, load_target, register
 from .errors import InterlockError, InvalidArgumentError, UnimplementedError, UsageError
-from .inbox import Approve, Inbox, PendingInterrupt, Reject, Respond, ResumableAgent, open_store
+from .inbox import Approve, AuditAnswer, Inbox, PendingInterrupt, Reject, Respond, ResumableAgent, open_store
+from .metadata import INTERRUPT
 from .sessions import utcnow
 from .stores import SessionStore, SnapshotInfo
 from .stores._prune import prunable
@@ -277,7 +278,7 @@ async def _inbox_answer(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace, action: str, answered: list[str], identity: Any, out: AgentOutput) -> None:
-    pending = [{"tool": p.name, "ref": p.ref, "data": p.meta("interrupt")} for p in out.interrupts]
+    pending = [{"tool": p.name, "ref": p.ref, "data": p.meta(INTERRUPT)} for p in out.interrupts]
     if args.json:
         _print_json(
             {"decision": action, "answered": answered, "by": identity, "snapshot_id": out.snapshot_id}
@@ -344,6 +345,13 @@ async def _sessions_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verdict(answer: AuditAnswer) -> str:
+    """What an audit row says was decided: an explicit decision, else just the verb."""
+    if answer.decision is not None:
+        return "approved" if answer.decision == "approve" else "rejected"
+    return "restarted" if answer.kind == "restart" else "answered"
+
+
 async def _sessions_show(args: argparse.Namespace) -> int:
     async with _store(args) as store:
         infos = sorted(await store.list(tenant=args.tenant, session_id=args.session_id), key=lambda i: i.created_at)
@@ -358,10 +366,7 @@ async def _sessions_show(args: argparse.Namespace) -> int:
         return 0
     answers = {
         e.snapshot_id: f"{e.by if e.by is not None else '?'}: "
-        + ", ".join(
-            f"{'approved' if a.approved else 'rejected'} {a.label}" if a.kind == "restart" else f"answered {a.label}"
-            for a in e.restart + e.respond
-        )
+        + ", ".join(f"{_verdict(a)} {a.label}" for a in e.restart + e.respond)
         for e in audit
     }
     rows = [

@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from .agents import Agent, PromptAgent
 from .cli import Command, CommandError, register
-from .interrupts import Resume
+from .interrupts import Resume, interrupt_as
 from .models import Model, ModelChunk
 from .stores.sqlite import SQLiteStore
 from .tools import ToolContext, tool
@@ -183,7 +183,7 @@ async def _run(args: argparse.Namespace) -> int:
             print(f"(the model answered without asking for a transfer; nothing was sent; balance {balance})")
             return 0
         call = out.interrupts[0]
-        data = TransferApproval.model_validate(call.meta("interrupt"))
+        data = interrupt_as(TransferApproval, call)
         print(f"\nPENDING APPROVAL  transferMoney: ${data.amount:,.2f} to {data.to} (reason: {data.reason or '-'})")
         print(f"                  snapshot {out.snapshot_id}")
         if args.later:

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from . import metadata as md
 from .errors import (
     FailedPreconditionError,
     InterlockError,
@@ -23,9 +24,8 @@ from .errors import (
     ToolError,
     ToolInputError,
 )
-from .interrupts import Resume, json_equal, pending_interrupts, validate_resume
+from .interrupts import PlannedCall, Resume, ResumePlan, plan_resume
 from .messages import Message
-from .middleware import is_hold
 from .models import ChunkCallback, Model, ModelChunk, ModelRequest, Usage
 from .parts import Part, ToolRequestPart, ToolResponsePart, with_metadata
 from .tools import Tool, ToolContext, ToolMiddleware
@@ -69,6 +69,7 @@ class _Loop:
     context: dict[str, Any]
     tool_input_errors: Literal["raise", "model"]
     tool_choice: Any
+    reclaimed_from: str | None = None
     history: list[Message] = field(default_factory=list[Message])
     message_index: int = 0
 
@@ -91,28 +92,38 @@ class _Loop:
             raise NotFoundError(f"the model asked for tool {name!r}, which this agent does not have")
         return found
 
-    async def call(self, part: ToolRequestPart, *, resumed: Any = None, original_input: Any = None) -> tuple[bool, Any]:
-        """Run one tool request; ``(True, output)`` or ``(False, interrupt data)``."""
+    async def call(self, part: ToolRequestPart, planned: PlannedCall | None = None) -> tuple[bool, Any]:
+        """Run one tool request; ``(True, output)`` or ``(False, interrupt data)``.
+
+        ``planned`` is a restart the resume plan validated: its input and payload are used as is.
+        """
         tool = self.tool_for(part.name)
-        try:
-            value = tool.validate_input(part.input)
-        except ToolInputError as exc:
-            if self.tool_input_errors == "model":
-                return True, {"error": exc.message}
-            raise
+        if planned is not None and planned.restart is not None:
+            value, resumed, resume = planned.value, planned.restart.meta(md.RESUMED), planned.payload
+            original_input = planned.original_input
+        else:
+            try:
+                value = tool.validate_input(part.input)
+            except ToolInputError as exc:
+                if self.tool_input_errors == "model":
+                    return True, {"error": exc.message}
+                raise
+            resumed = resume = None
+            original_input = part.input
         ctx: ToolContext[Any] = ToolContext(
             tool=tool.name,
             request=part,
             resumed=resumed,
-            resume=tool.validate_resume(resumed),
-            original_input=part.input if original_input is None else original_input,
+            resume=resume,
+            original_input=original_input,
             session=self.session,
             context=self.context,
+            reclaimed_from=self.reclaimed_from,
         )
         try:
             return True, await self._through_middleware(tool, ctx, value)
         except Interrupt as signal:
-            return False, True if signal.data is None or signal.data == {} else signal.data
+            return False, md.interrupt_value(signal.data)
         except InterlockError:
             raise
         except Exception as exc:
@@ -126,11 +137,11 @@ class _Loop:
 
         return await run(0, value)
 
-    async def call_all(self, calls: list[tuple[ToolRequestPart, dict[str, Any]]]) -> list[tuple[bool, Any]]:
+    async def call_all(self, calls: list[tuple[ToolRequestPart, PlannedCall | None]]) -> list[tuple[bool, Any]]:
         if len(calls) == 1:
-            part, kw = calls[0]
-            return [await self.call(part, **kw)]
-        results = await asyncio.gather(*(self.call(p, **kw) for p, kw in calls), return_exceptions=True)
+            part, planned = calls[0]
+            return [await self.call(part, planned)]
+        results = await asyncio.gather(*(self.call(p, planned) for p, planned in calls), return_exceptions=True)
         for r in results:
             if isinstance(r, BaseException):
                 raise r
@@ -147,7 +158,7 @@ def _paused(message: Message, outcomes: dict[int, tuple[bool, Any]]) -> Message:
     for i, part in enumerate(message.content):
         if i in outcomes and isinstance(part, ToolRequestPart):
             ok, value = outcomes[i]
-            part = with_metadata(part, pendingOutput=value) if ok else with_metadata(part, interrupt=value)
+            part = with_metadata(part, **{md.PENDING_OUTPUT if ok else md.INTERRUPT: value})
         content.append(part)
     return Message(role=message.role, content=content, metadata=message.metadata, extra=message.extra)
 
@@ -155,7 +166,7 @@ def _paused(message: Message, outcomes: dict[int, tuple[bool, Any]]) -> Message:
 async def _run_requests(loop: _Loop, message: Message) -> tuple[Message, Message | None]:
     """Run a model message's tool requests; returns (model message, tool message or None if paused)."""
     indexed = [(i, p) for i, p in enumerate(message.content) if isinstance(p, ToolRequestPart)]
-    results = await loop.call_all([(p, {}) for _, p in indexed])
+    results = await loop.call_all([(p, None) for _, p in indexed])
     outcomes = {i: r for (i, _), r in zip(indexed, results, strict=True)}
     if not all(ok for ok, _ in results):
         return _paused(message, outcomes), None
@@ -165,91 +176,83 @@ async def _run_requests(loop: _Loop, message: Message) -> tuple[Message, Message
     return message, tool_msg
 
 
-def _match(entries: Sequence[Any], part: ToolRequestPart) -> Any:
-    for e in entries:
-        if e.name == part.name and (e.ref or None) == (part.ref or None):
-            return e
-    return None
-
-
 def check_resume(
     resume: Resume,
     history: Sequence[Message],
     tools: Sequence[Tool[Any, Any, Any]],
     *,
     allow_replaced_input: bool = False,
-) -> None:
-    """Everything a resume must pass before anything runs: :func:`validate_resume` plus schemas.
+) -> ResumePlan:
+    """Everything a resume must pass before anything runs, once: the plan the tool loop carries out.
 
-    Respond outputs must fit the tool's output schema (except a denial of a middleware
-    hold, which is a note to the model); restarts must carry a valid input and resume payload.
+    :func:`~interlock.validate_resume` plus the tools' schemas: respond outputs must fit
+    the tool's output schema (except a denial of a middleware hold, which is a note to the
+    model); restarts must carry a valid input and resume payload. See
+    :func:`~interlock.interrupts.plan_resume`.
     """
-    validate_resume(resume, history, allow_replaced_input=allow_replaced_input)
-    by_name = {t.name: t for t in tools}
-    holds = {(p.name, p.ref or None) for p in pending_interrupts(history) if is_hold(p)}
-    for response in resume.respond:
-        found = by_name.get(response.name)
-        if found is not None and (response.name, response.ref or None) not in holds:
-            found.validate_output(response.output)
-    for request in resume.restart:
-        found = by_name.get(request.name)
-        if found is not None:
-            found.validate_input(request.input)
-            found.validate_resume(request.meta("resumed"))
+    return plan_resume(resume, history, tools, allow_replaced_input=allow_replaced_input)
 
 
-async def _resume(loop: _Loop, resume: Resume, allow_replaced_input: bool) -> bool:
-    """Apply a resume to ``loop.history``; True when a restarted tool paused again."""
-    history = loop.history
-    last = history[-1] if history else None
+def _plan_for(loop: _Loop, plan: ResumePlan) -> list[PlannedCall]:
+    """The plan's calls, checked to be about ``loop.history``'s paused message."""
+    last = loop.history[-1] if loop.history else None
     if last is None or last.role != "model" or not last.tool_requests:
         raise FailedPreconditionError(
             "Cannot 'resume' generation unless the previous message is a model message with at least one tool request."
         )
-    check_resume(resume, history, list(loop.tools.values()), allow_replaced_input=allow_replaced_input)
+    for c in plan.calls:
+        if c.index >= len(last.content) or last.content[c.index] != c.request:
+            raise FailedPreconditionError("the resume plan was made for another history; build it from this one")
+    return list(plan.calls)
+
+
+async def _resume(loop: _Loop, plan: ResumePlan) -> bool:
+    """Carry out a validated resume plan on ``loop.history``; True when a restarted tool paused again."""
+    history = loop.history
+    last = history[-1]
     content = list(last.content)
     responses: dict[int, ToolResponsePart] = {}
-    restarts: list[tuple[int, ToolRequestPart, dict[str, Any]]] = []
-    for i, part in enumerate(content):
-        if not isinstance(part, ToolRequestPart):
-            continue
-        if part.metadata and "pendingOutput" in part.metadata:
-            responses[i] = _response(part, part.metadata["pendingOutput"], {"source": "pending"})
-            content[i] = with_metadata(part, drop=("pendingOutput",))
-        elif (answer := _match(resume.respond, part)) is not None:
-            responses[i] = answer
-            content[i] = with_metadata(part, drop=("interrupt",), resolvedInterrupt=part.meta("interrupt"))
-        elif (again := _match(resume.restart, part)) is not None:
-            first_input = part.meta("replacedInput", part.input)  # an earlier replaced restart recorded it
-            restarts.append((i, again, {"resumed": again.meta("resumed"), "original_input": first_input}))
-    results = await loop.call_all([(req, kw) for _, req, kw in restarts]) if restarts else []
-    paused_again = False
-    for (i, req, kw), (ok, value) in zip(restarts, results, strict=True):
-        original = content[i]
-        assert isinstance(original, ToolRequestPart)
-        updates: dict[str, Any] = {}
-        if not json_equal(req.input, original.input):
-            # history keeps the input the tool ran with, and records the one it replaced
-            original = replace(original, input=req.input)
-            updates["replacedInput"] = kw["original_input"]
-        if ok:
-            responses[i] = _response(original, value)
-            content[i] = with_metadata(
-                original, drop=("interrupt",), resolvedInterrupt=original.meta("interrupt"), **updates
+    restarts: list[PlannedCall] = []
+    for c in _plan_for(loop, plan):
+        part = c.request
+        if c.verb == "pending":
+            responses[c.index] = _response(part, part.meta(md.PENDING_OUTPUT), {md.SOURCE: md.PENDING})
+            content[c.index] = with_metadata(part, drop=(md.PENDING_OUTPUT,))
+        elif c.verb == "respond" and c.response is not None:
+            responses[c.index] = c.response
+            content[c.index] = with_metadata(
+                part, drop=(md.INTERRUPT,), **{md.RESOLVED_INTERRUPT: part.meta(md.INTERRUPT)}
             )
+        elif c.restart is not None:
+            restarts.append(c)
+    results = await loop.call_all([(c.restart, c) for c in restarts if c.restart is not None]) if restarts else []
+    paused_again = False
+    for c, (ok, value) in zip(restarts, results, strict=True):
+        assert c.restart is not None
+        original = c.request
+        updates: dict[str, Any] = {}
+        if c.replaced:
+            # history keeps the input the tool ran with, and records the one it replaced
+            original = replace(original, input=c.restart.input)
+            updates[md.REPLACED_INPUT] = c.original_input
+        if ok:
+            responses[c.index] = _response(original, value)
+            updates[md.RESOLVED_INTERRUPT] = original.meta(md.INTERRUPT)
+            content[c.index] = with_metadata(original, drop=(md.INTERRUPT,), **updates)
         else:
             paused_again = True
-            content[i] = with_metadata(original, interrupt=value, **updates)
+            content[c.index] = with_metadata(original, **{md.INTERRUPT: value}, **updates)
     if paused_again:
         for i, response in responses.items():
-            content[i] = with_metadata(content[i], pendingOutput=response.output)
+            content[i] = with_metadata(content[i], **{md.PENDING_OUTPUT: response.output})
         history[-1] = Message(role=last.role, content=content, metadata=last.metadata, extra=last.extra)
         return True
     history[-1] = Message(role=last.role, content=content, metadata=last.metadata, extra=last.extra)
+    resume = plan.resume
     tool_msg = Message(
         role="tool",
         content=[responses[i] for i in sorted(responses)],
-        metadata={"resumed": resume.metadata if resume.metadata is not None else True},
+        metadata={md.RESUMED: resume.metadata if resume.metadata is not None else True},
     )
     history.append(tool_msg)
     await loop.emit(ModelChunk(role="tool", content=list(tool_msg.content)))
@@ -263,6 +266,7 @@ async def generate(
     *,
     tools: Sequence[Tool[Any, Any, Any]] = (),
     resume: Resume | None = None,
+    plan: ResumePlan | None = None,
     config: dict[str, Any] | None = None,
     max_turns: int = 5,
     on_chunk: ChunkCallback | None = None,
@@ -272,20 +276,24 @@ async def generate(
     allow_replaced_input: bool = False,
     tool_input_errors: Literal["raise", "model"] = "raise",
     tool_choice: Any = None,
+    reclaimed_from: str | None = None,
 ) -> GenerateResult:
     """Run one turn of the tool loop over ``messages`` (the history, ending with the new input).
 
     The model is called with the tool definitions; requested tools run concurrently; the
     turn ends when the model answers without tool requests (its finish reason), or when a
-    tool interrupts (``interrupted``). With ``resume``, the history must end with a paused
-    model message: every paused request is answered (respond) or run again (restart),
-    parked outputs are reused, and the loop continues.
+    tool interrupts (``interrupted``). With ``plan`` (or ``resume``), the history must end
+    with a paused model message: every paused request is answered (respond) or run again
+    (restart), parked outputs are reused, and the loop continues.
 
     Args:
         model: the model to call.
         messages: the history; not modified.
         tools: the tools the model may call.
-        resume: answers to the paused requests at the end of ``messages``.
+        resume: answers to the paused requests at the end of ``messages``; validated here,
+            once, into a plan (ignored when ``plan`` is given).
+        plan: the resume already validated by :func:`check_resume` (an agent's
+            ``check_resume``); carried out without validating again.
         config: model configuration (temperature, ...).
         max_turns: the most tool-calling rounds before :class:`MaxTurnsExceededError`.
         on_chunk: receives model stream chunks and the tool-response chunk of each round.
@@ -298,6 +306,8 @@ async def generate(
             model's input fails a tool's schema; ``"model"`` sends the error back to the
             model as the tool's output instead.
         tool_choice: passed to the model request.
+        reclaimed_from: the turn whose lapsed claim this turn took over; tools see it as
+            ``ctx.reclaimed_from``.
     """
     loop = _Loop(
         model=model,
@@ -309,10 +319,16 @@ async def generate(
         context=context or {},
         tool_input_errors=tool_input_errors,
         tool_choice=tool_choice,
+        reclaimed_from=reclaimed_from,
         history=list(messages),
     )
-    if resume is not None:
-        if await _resume(loop, resume, allow_replaced_input):
+    if plan is None and resume is not None:
+        _plan_for(loop, ResumePlan(resume=resume))  # the precondition comes first
+        plan = check_resume(resume, loop.history, tools, allow_replaced_input=allow_replaced_input)
+    elif plan is not None and not plan.schemas_checked and tools:
+        plan = check_resume(plan.resume, loop.history, tools, allow_replaced_input=allow_replaced_input)
+    if plan is not None:
+        if await _resume(loop, plan):
             return GenerateResult(messages=loop.history, finish_reason="interrupted", finish_message=REINTERRUPTED)
     definitions = [t.definition for t in tools]
     calls = 0

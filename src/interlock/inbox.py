@@ -16,14 +16,21 @@ then takes it over). An answer runs through the agent named
 in the snapshot with ``context={"identity": ..., "tenant": ...}``: the resumed snapshot's
 ``metadata["resume"]`` records who answered and when, and a second answer fails (``ABORTED``).
 
+Each verb is a thin constructor of a :class:`~interlock.decisions.Decision`:
+
 * **approve**: a tool-approval hold gets :func:`~interlock.middleware.approve`; a tool's
   own interrupt is restarted with ``payload`` (default ``{"approved": true}``) plus the
-  approval marker (tools never see it; the audit reads ``approved: true`` and a
-  ``tool_approval`` middleware around the tool lets the restart through).
+  approval marker ``toolApproved: true`` (tools never see it; the audit records the
+  decision ``approve``, and a ``tool_approval`` middleware around the tool lets the
+  restart through).
 * **reject**: a hold gets :func:`~interlock.middleware.deny` (the tool never runs;
   ``output`` is the note the model sees); a tool's own interrupt is restarted with
-  ``payload`` (default ``{"approved": false}``), or answered with ``output`` when given.
-* **respond**: ``output`` answers the call; the tool does not run.
+  ``payload`` (default ``{"approved": false}``) plus ``toolApproved: false``, or answered
+  with ``output`` when given. Either way the audit records the decision ``deny``.
+* **respond**: ``output`` answers the call; the tool does not run (no decision label).
+
+A marker needs a JSON object payload: a scalar payload (``True`` for a ``bool`` tool)
+travels as is, and the audit labels it only through the tool's declared ``approval`` rule.
 
 A resume answers every interrupt of the paused turn, so approve, reject, respond and
 :meth:`Inbox.answer` need a snapshot with one interrupt (``ref``/``tool`` confirm which);
@@ -43,8 +50,10 @@ from typing import Any, Protocol, TypeAlias, TypeVar, cast
 
 from pydantic import TypeAdapter
 
+from . import metadata as md
 from .agents import PromptAgent
 from .claims import claim_state, is_answerable
+from .decisions import Decision, DecisionLabel
 from .errors import (
     ClaimConflictError,
     FailedPreconditionError,
@@ -56,11 +65,10 @@ from .errors import (
 from .interrupts import Resume
 from .middleware import approve as approve_hold
 from .middleware import deny as deny_hold
-from .middleware import is_hold
 from .parts import ToolRequestPart, ToolResponsePart
 from .sessions import Snapshot, utcnow
 from .stores import SessionStore, SnapshotInfo
-from .tools import APPROVAL_KEY, to_json
+from .tools import to_json
 from .turns import AgentOutput
 
 __all__ = [
@@ -161,12 +169,27 @@ Answer: TypeAlias = Approve | Reject | Respond
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class AuditAnswer:
-    """One answered call in an audit entry: ``approved`` is set for restarts, ``None`` for responds."""
+    """One answered call in an audit entry, as it was decided.
+
+    Attributes:
+        kind: the verb, ``"respond"`` or ``"restart"``.
+        decision: ``"approve"``/``"deny"`` for an explicit decision (an approval hold, the
+            inbox's approve/reject, a tool's declared rule), else ``None``: never guessed.
+        payload: a restart's resume payload, as sent (without the approval marker).
+        output: a respond's output.
+    """
 
     kind: str
     name: str
     ref: str | None
-    approved: bool | None = None
+    decision: DecisionLabel | None = None
+    payload: Any = None
+    output: Any = None
+
+    @property
+    def approved(self) -> bool | None:
+        """``True`` for an approval, ``False`` for a denial, ``None`` when no one said either."""
+        return None if self.decision is None else self.decision == "approve"
 
     @property
     def label(self) -> str:
@@ -191,6 +214,17 @@ class AuditEntry:
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (the time as ISO 8601)."""
         return asdict(self) | {"at": self.at.isoformat() if self.at else None}
+
+    @classmethod
+    def from_snapshot(cls, snap: Snapshot) -> AuditEntry | None:
+        """The audit entry a resumed snapshot records (``metadata["resume"]``), or ``None``.
+
+        Records written before decisions were recorded (``approved: true/false``) read as
+        ``approve`` for ``true`` (only the approval marker set it) and no decision for
+        ``false`` (it was set for every ordinary restart too).
+        """
+        record: Any = (snap.metadata or {}).get("resume")
+        return _entry_of(snap, cast(dict[str, Any], record)) if isinstance(record, dict) else None
 
 
 class Inbox:
@@ -291,9 +325,9 @@ class Inbox:
             if info.parent_id is None:
                 continue
             snap = await store.load(info.snapshot_id, tenant=tenant)
-            record: Any = (snap.metadata or {}).get("resume") if snap is not None else None
-            if snap is not None and isinstance(record, dict):
-                entries.append(_entry_of(snap, cast(dict[str, Any], record)))
+            entry = AuditEntry.from_snapshot(snap) if snap is not None else None
+            if entry is not None:
+                entries.append(entry)
         return sorted(entries, key=lambda e: (e.at is None, e.at or datetime.min, e.snapshot_id))
 
     # answering -------------------------------------------------------------------------------
@@ -460,8 +494,8 @@ def _items(snap: Snapshot, now: datetime, tenant: str | None, agent: str | None)
             tool=part.name,
             ref=part.ref,
             input=part.input,
-            data=part.meta("interrupt"),
-            is_hold=is_hold(part),
+            data=part.meta(md.INTERRUPT),
+            is_hold=md.is_hold(part),
             created_at=snap.created_at,
             age=now - snap.created_at,
             tenant=tenant,
@@ -495,9 +529,8 @@ def _entry(item: PendingInterrupt, answer: Answer, agent: ResumableAgent) -> Too
     """The resume entry that carries ``answer`` to ``item`` (the rules are in the module docs)."""
     part = item.part
     if isinstance(answer, Respond) or (isinstance(answer, Reject) and answer.output is not None and not item.is_hold):
-        return ToolResponsePart(
-            name=part.name, ref=part.ref, output=to_json(answer.output), metadata={"interruptResponse": True}
-        )
+        label: DecisionLabel | None = "deny" if isinstance(answer, Reject) else None
+        return Decision.respond(to_json(answer.output), decision=label).answer(part)
     if item.is_hold:
         if isinstance(answer, Approve):
             return approve_hold(part, **_payload_dict(answer.payload, item))
@@ -506,13 +539,9 @@ def _entry(item: PendingInterrupt, answer: Answer, agent: ResumableAgent) -> Too
         return deny_hold(part, None if answer.output is None else to_json(answer.output))
     if isinstance(agent, PromptAgent) and any(t.name == item.tool and t.is_interrupt_only for t in agent.tools):
         raise UsageError(f"tool {item.tool!r} never runs (it only asks); answer {item.label} with respond")
-    if isinstance(answer, Approve):
-        resumed: Any = {"approved": True} if answer.payload is None else to_json(answer.payload)
-        if isinstance(resumed, dict):
-            resumed = {**cast(dict[str, Any], resumed), APPROVAL_KEY: True}
-    else:
-        resumed = {"approved": False} if answer.payload is None else to_json(answer.payload)
-    return ToolRequestPart(name=part.name, ref=part.ref, input=part.input, metadata={"resumed": resumed})
+    approved = isinstance(answer, Approve)
+    payload: Any = {"approved": approved} if answer.payload is None else to_json(answer.payload)
+    return Decision.restart(payload, decision="approve" if approved else "deny").answer(part)
 
 
 def _payload_dict(payload: Any, item: PendingInterrupt) -> dict[str, Any]:
@@ -531,9 +560,14 @@ def _entry_of(snap: Snapshot, record: dict[str, Any]) -> AuditEntry:
             else []
         )
         return [
-            AuditAnswer(kind=kind, name=str(r.get("name")), ref=r.get("ref"), approved=r.get("approved") is True)
-            if kind == "restart"
-            else AuditAnswer(kind=kind, name=str(r.get("name")), ref=r.get("ref"))
+            AuditAnswer(
+                kind=kind,
+                name=str(r.get("name")),
+                ref=r.get("ref"),
+                decision=_decision(r),
+                payload=r.get("payload"),
+                output=r.get("output"),
+            )
             for r in found
         ]
 
@@ -551,6 +585,13 @@ def _entry_of(snap: Snapshot, record: dict[str, Any]) -> AuditEntry:
         respond=answers("respond"),
         restart=answers("restart"),
     )
+
+
+def _decision(row: dict[str, Any]) -> DecisionLabel | None:
+    label = row.get("decision")
+    if label in ("approve", "deny"):
+        return label
+    return "approve" if row.get("approved") is True else None  # an old record: only ``true`` was explicit
 
 
 # opening stores by URL ----------------------------------------------------------------------------

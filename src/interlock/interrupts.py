@@ -1,29 +1,38 @@
-"""Interrupts on the wire: finding them, reading their data, and validating resumes.
+"""Interrupts on the wire: finding them, reading their data, validating resumes, planning them.
 
 :func:`validate_resume` is the one check every resume goes through (the tool loop and
-custom agents alike). It runs before anything executes, so a refused resume changes
-nothing and the interrupt stays pending.
+custom agents alike). :func:`plan_resume` runs it and the tools' schemas once, before
+anything executes or is claimed, and returns the :class:`ResumePlan` the tool loop
+carries out without validating again; a refused resume changes nothing and the interrupt
+stays pending.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from pydantic import TypeAdapter
 
-from .errors import ResumeError
+from . import metadata as md
+from .decisions import DecisionLabel, decision_of
+from .errors import ResumeError, UsageError
 from .messages import Message
 from .parts import Part, ToolRequestPart, ToolResponsePart
 
+if TYPE_CHECKING:
+    from .tools import Tool
+
 __all__ = [
+    "PlannedCall",
     "Resume",
     "ResumePlan",
     "interrupt_as",
     "is_interrupt",
     "json_equal",
     "pending_interrupts",
+    "plan_resume",
     "validate_resume",
 ]
 
@@ -50,14 +59,58 @@ class Resume:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class PlannedCall:
+    """How one tool request of the paused message is carried out by a resume.
+
+    Attributes:
+        index: the request's position in the paused message's content.
+        request: the request as history has it.
+        verb: ``"respond"`` (the output is supplied), ``"restart"`` (the tool runs again)
+            or ``"pending"`` (it finished in the paused turn; its parked output is reused).
+        response: a respond's entry, its output validated against the tool's schema.
+        restart: a restart's entry, as sent.
+        value: a restart's input, validated (what the tool runs with).
+        payload: a restart's typed resume payload (``None`` for none).
+        original_input: the recorded original input (differs from ``restart.input``
+            only for a revised restart, which records it as ``replacedInput``).
+        decision: ``"approve"``/``"deny"`` from an explicit decision or the tool's
+            declared rule, else ``None``.
+    """
+
+    index: int
+    request: ToolRequestPart
+    verb: Literal["respond", "restart", "pending"]
+    response: ToolResponsePart | None = None
+    restart: ToolRequestPart | None = None
+    value: Any = None
+    payload: Any = None
+    original_input: Any = None
+    decision: DecisionLabel | None = None
+
+    @property
+    def replaced(self) -> bool:
+        """True for a restart whose input differs from the request's."""
+        return self.restart is not None and not json_equal(self.restart.input, self.request.input)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ResumePlan:
     """A resume validated against the history it continues: what the tool loop carries out.
 
-    Built once, before anything runs or is claimed, by the agent's ``check_resume``; the
-    tool loop consumes it without validating again.
+    Built once, before anything runs or is claimed, by the agent's ``check_resume``
+    (:func:`plan_resume`); the tool loop consumes it without validating again.
+
+    Attributes:
+        resume: the resume as given.
+        calls: one entry per tool request of the paused message that the resume carries
+            out (answered, or parked and reused), in message order.
+        schemas_checked: the calls' inputs, payloads and outputs were validated against
+            the tools (a plan built without tools is checked by the loop that runs it).
     """
 
     resume: Resume
+    calls: tuple[PlannedCall, ...] = ()
+    schemas_checked: bool = False
 
 
 def is_interrupt(part: Part) -> bool:
@@ -69,7 +122,7 @@ def interrupt_as(tp: type[T], part: Part) -> T:
     """The interrupt data of ``part`` validated as ``tp`` (a pydantic model, dataclass, TypedDict, ...)."""
     if not isinstance(part, ToolRequestPart) or not part.is_interrupt:
         raise ValueError(f"{part!r} is not an interrupted tool request")
-    return TypeAdapter(tp).validate_python(part.meta("interrupt"))
+    return TypeAdapter(tp).validate_python(part.meta(md.INTERRUPT))
 
 
 def pending_interrupts(messages: Sequence[Message]) -> list[ToolRequestPart]:
@@ -148,13 +201,8 @@ def validate_resume(resume: Resume, history: Sequence[Message], *, allow_replace
     for entry in resume.restart:
         original = _locate("restart", entry.name, entry.ref, latest, earlier)
         _check_pending("restart", original)
-        if not allow_replaced_input and not json_equal(entry.input, original.input):
-            raise ResumeError(
-                f"resume.restart for tool {entry.name!r}"
-                + (f" (ref: {entry.ref})" if entry.ref else "")
-                + " has modified inputs that do not match the original tool request in session history. "
-                "Restart inputs must exactly match the interrupted tool request."
-            )
+        if not json_equal(entry.input, original.input):
+            _check_replaced(entry, original, allow_replaced_input)
         _once(seen, entry.name, entry.ref)
     for response in resume.respond:
         _check_pending("respond", _locate("respond", response.name, response.ref, latest, earlier))
@@ -168,6 +216,24 @@ def validate_resume(resume: Resume, history: Sequence[Message], *, allow_replace
                 )
 
 
+def _check_replaced(entry: ToolRequestPart, original: ToolRequestPart, allowed: bool) -> None:
+    """A revised restart must be allowed and name the recorded original (Genkit's rule)."""
+    label = f"resume.restart for tool {entry.name!r}" + (f" (ref: {entry.ref})" if entry.ref else "")
+    if not allowed:
+        raise ResumeError(
+            f"{label} has modified inputs that do not match the original tool request in session history. "
+            "Restart inputs must exactly match the interrupted tool request."
+        )
+    recorded = original.meta(md.REPLACED_INPUT, original.input)
+    claimed = entry.metadata or {}
+    if md.REPLACED_INPUT not in claimed or not json_equal(claimed[md.REPLACED_INPUT], recorded):
+        raise ResumeError(
+            f"{label} replaces the input but its metadata.{md.REPLACED_INPUT} is "
+            + ("missing" if md.REPLACED_INPUT not in claimed else "not the recorded original")
+            + "; it must equal the original input the session history recorded for that request."
+        )
+
+
 def _once(seen: set[tuple[str, str | None]], name: str, ref: str | None) -> None:
     key = (name, ref or None)
     if key in seen:
@@ -177,3 +243,72 @@ def _once(seen: set[tuple[str, str | None]], name: str, ref: str | None) -> None
             + "; answer each interrupted request exactly once."
         )
     seen.add(key)
+
+
+def plan_resume(
+    resume: Resume,
+    history: Sequence[Message],
+    tools: Sequence[Tool[Any, Any, Any]] = (),
+    *,
+    allow_replaced_input: bool = False,
+) -> ResumePlan:
+    """Validate ``resume`` against ``history`` (and ``tools``' schemas) once, into the plan the loop runs.
+
+    Raises :class:`ResumeError` or a tool's :class:`~interlock.ToolInputError` /
+    :class:`~interlock.ToolOutputError` (all INVALID_ARGUMENT) before anything runs. A
+    respond to a middleware hold is a note to the model, so it skips the output schema.
+    """
+    validate_resume(resume, history, allow_replaced_input=allow_replaced_input)
+    by_name = {t.name: t for t in tools}
+    latest = next((m for m in reversed(history) if m.role == "model"), None)
+    calls: list[PlannedCall] = []
+    for i, part in enumerate(latest.content if latest else ()):
+        if not isinstance(part, ToolRequestPart):
+            continue
+        found = by_name.get(part.name)
+        if part.metadata and md.PENDING_OUTPUT in part.metadata:
+            calls.append(PlannedCall(index=i, request=part, verb="pending"))
+        elif (response := _entry_for(resume.respond, part)) is not None:
+            if found is not None and not md.is_hold(part):
+                found.validate_output(response.output)
+            calls.append(
+                PlannedCall(index=i, request=part, verb="respond", response=response, decision=decision_of(response))
+            )
+        elif (restart := _entry_for(resume.restart, part)) is not None:
+            calls.append(_plan_restart(i, part, restart, found))
+    return ResumePlan(resume=resume, calls=tuple(calls), schemas_checked=bool(tools))
+
+
+def _entry_for(entries: Sequence[ToolRequestPart] | Sequence[ToolResponsePart], part: ToolRequestPart) -> Any:
+    return next((e for e in entries if e.name == part.name and (e.ref or None) == (part.ref or None)), None)
+
+
+def _plan_restart(
+    i: int, part: ToolRequestPart, restart: ToolRequestPart, tool: Tool[Any, Any, Any] | None
+) -> PlannedCall:
+    value, payload = restart.input, None
+    decision = decision_of(restart)
+    if tool is not None:
+        value = tool.validate_input(restart.input)
+        payload = tool.validate_resume(restart.meta(md.RESUMED))
+        if decision is None and payload is not None and tool.approval is not None:
+            decision = _declared(tool, payload)
+    return PlannedCall(
+        index=i,
+        request=part,
+        verb="restart",
+        restart=restart,
+        value=value,
+        payload=payload,
+        original_input=part.meta(md.REPLACED_INPUT, part.input),
+        decision=decision,
+    )
+
+
+def _declared(tool: Tool[Any, Any, Any], payload: Any) -> DecisionLabel:
+    assert tool.approval is not None
+    try:
+        approved = tool.approval(payload)
+    except Exception as exc:
+        raise UsageError(f"the approval rule of tool {tool.name!r} failed on its resume payload: {exc}") from exc
+    return "approve" if approved else "deny"

@@ -1,6 +1,140 @@
-"""The metadata keys of interrupt state, spelled once (Genkit's wire names)."""
+"""The metadata keys of interrupt state, spelled once (Genkit's wire names), and the rules that read them.
+
+A paused turn is just history, in Genkit's format:
+
+========================  ===================================================================
+key                       where, and what it means
+========================  ===================================================================
+``interrupt``             tool request: the call paused the turn; the value is its data
+``pendingOutput``         tool request: a sibling that finished in a paused turn, parked
+``resumed``               restart entry (and the tool message a resume adds): the payload
+``replacedInput``         tool request: the original input a revised restart replaced
+``resolvedInterrupt``     tool request: the data of an interrupt that got its answer
+``interruptResponse``     respond entry: it answers an interrupt (``True`` or a dict)
+``source``                tool response: ``"pending"`` for a parked output reused
+``toolApproved``          in ``resumed``: an explicit approval (``true``) or denial (``false``)
+``toolApproval``          in a hold's interrupt data: our marker of a middleware hold
+``reclaimedFrom``         snapshot: the turn whose lapsed claim a resume took over
+========================  ===================================================================
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, cast
+
+from .errors import UsageError
+
+if TYPE_CHECKING:
+    from .parts import Part
+
+__all__ = [
+    "APPROVAL",
+    "APPROVAL_SNAKE",
+    "DECISION",
+    "HOLD",
+    "INTERRUPT",
+    "INTERRUPT_RESPONSE",
+    "PENDING",
+    "PENDING_OUTPUT",
+    "RECLAIMED_FROM",
+    "REPLACED_INPUT",
+    "RESOLVED_INTERRUPT",
+    "RESUMED",
+    "SOURCE",
+    "approval",
+    "hold_data",
+    "hold_message",
+    "interrupt_value",
+    "is_hold",
+    "without_approval",
+]
+
+INTERRUPT = "interrupt"
+"""Tool request: the call paused its turn; the value is the interrupt data (``True`` when none)."""
+PENDING_OUTPUT = "pendingOutput"
+"""Tool request: the output of a call that finished in a paused turn, parked so it never runs twice."""
+RESUMED = "resumed"
+"""Restart entry: the resume payload (``True`` for none); tool message: the resume's metadata."""
+REPLACED_INPUT = "replacedInput"
+"""Tool request: the original input that a revised restart replaced (the recorded original)."""
+RESOLVED_INTERRUPT = "resolvedInterrupt"
+"""Tool request: the data of an interrupt that was answered."""
+INTERRUPT_RESPONSE = "interruptResponse"
+"""Respond entry: marks it as the answer to an interrupt (``True``, or a dict of notes)."""
+SOURCE = "source"
+"""Tool response: where an output came from (:data:`PENDING` for a parked one)."""
+PENDING = "pending"
+"""The :data:`SOURCE` of a parked output reused by a resume."""
+APPROVAL = "toolApproved"
+"""In ``resumed``: ``true`` approves a call (a hold lets it through), ``false`` denies it explicitly."""
+APPROVAL_SNAKE = "tool_approved"
+"""The same approval, as Genkit's Python clients spell it."""
+HOLD = "toolApproval"
+"""In a hold's interrupt data: marks our own middleware holds (detection does not depend on it)."""
+DECISION = "decision"
+"""In a respond entry's ``interruptResponse`` dict: ``"approve"`` or ``"deny"``, an explicit decision."""
 RECLAIMED_FROM = "reclaimedFrom"
 """Snapshot metadata: the turn whose lapsed claim a resume took over."""
+
+_HOLD_PREFIX = "Tool not in approved list: "
+
+
+def hold_message(tool: str) -> str:
+    """The message of a hold on ``tool``, exactly as Genkit writes it."""
+    return _HOLD_PREFIX + tool
+
+
+def hold_data(tool: str) -> dict[str, Any]:
+    """The interrupt data of a hold placed by tool-approval middleware."""
+    return {"message": hold_message(tool), HOLD: True}
+
+
+def is_hold(part: Part) -> bool:
+    """True when ``part`` is a call held by tool-approval middleware, not paused by the tool itself.
+
+    The one rule (middleware, ``Tool.interrupted()``, the inbox and the tool loop use it):
+    a pending interrupt whose data is a dict whose ``message`` is
+    ``"Tool not in approved list: <the part's tool name>"``, Genkit's format.
+    """
+    if part.kind != "tool_request" or not part.is_interrupt:
+        return False
+    data = part.meta(INTERRUPT)
+    return isinstance(data, dict) and cast(dict[str, Any], data).get("message") == hold_message(part.name)
+
+
+def approval(resumed: Any) -> bool | None:
+    """The explicit approval a restart's ``resumed`` carries: ``True``, ``False``, or ``None`` (none)."""
+    if not isinstance(resumed, dict):
+        return None
+    r = cast(dict[str, Any], resumed)
+    if r.get(APPROVAL) is True or r.get(APPROVAL_SNAKE) is True:
+        return True
+    if r.get(APPROVAL) is False or r.get(APPROVAL_SNAKE) is False:
+        return False
+    return None
+
+
+def without_approval(resumed: Any) -> Any:
+    """``resumed`` without the approval marker (what the tool sees); ``None`` when nothing is left."""
+    if not isinstance(resumed, dict):
+        return resumed
+    r = cast(dict[str, Any], resumed)
+    if APPROVAL not in r and APPROVAL_SNAKE not in r:
+        return r
+    return {k: v for k, v in r.items() if k not in (APPROVAL, APPROVAL_SNAKE)} or None
+
+
+def interrupt_value(data: Any) -> Any:
+    """The ``metadata.interrupt`` value for interrupt ``data`` (JSON): ``True`` for none.
+
+    Falsy data (``false``, ``0``, ``""``) is refused: Genkit clients read a falsy
+    ``interrupt`` as "not paused", which would leave a turn no one can answer.
+    """
+    if data is None or data == {}:
+        return True
+    if data is False or data == "" or (isinstance(data, (int, float)) and data == 0):
+        raise UsageError(
+            f"interrupt data {data!r} reads as 'not interrupted' on the wire; "
+            "interrupt with None (no data), True, or a value that is not false, 0 or an empty string"
+        )
+    return data

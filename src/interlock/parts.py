@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeAlias, TypeVar
 
+from .metadata import INTERRUPT
+
 __all__ = [
     "CustomPart",
     "DataPart",
@@ -91,7 +93,7 @@ class ToolRequestPart(_Base):
     @property
     def is_interrupt(self) -> bool:
         """True when this request paused the turn and still waits for an answer."""
-        value = self.metadata.get("interrupt") if self.metadata else None
+        value = self.metadata.get(INTERRUPT) if self.metadata else None
         return value is not None and value is not False
 
 

@@ -31,7 +31,9 @@ from typing import Any, Generic, NoReturn, TypeVar, cast, overload
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
 
+from . import metadata as md
 from ._json import check_json
+from .decisions import Decision
 from .errors import Interrupt, InvalidArgumentError, ToolInputError, ToolOutputError, UsageError
 from .models import ToolDefinition
 from .parts import ToolRequestPart, ToolResponsePart
@@ -49,13 +51,6 @@ I = TypeVar("I")  # noqa: E741
 O = TypeVar("O")  # noqa: E741
 R = TypeVar("R")
 T = TypeVar("T")
-
-APPROVAL_KEY = "toolApproved"
-"""Key in ``metadata.resumed`` that approves a call held by tool-approval middleware."""
-RECLAIMED_KEY = "reclaimedFrom"
-"""Context key set when a resume took over the claim of a resumer that died mid-turn."""
-HOLD_KEY = "toolApproval"
-"""Key in a hold's interrupt data that marks it as a middleware hold, not the tool's own interrupt."""
 
 
 def to_json(value: Any, where: str = "the value") -> Any:
@@ -101,6 +96,10 @@ class ToolContext(Generic[R]):
             request's input only when a restart replaced it).
         session: the current agent session, when the tool runs inside an agent.
         context: the caller's context (identity, tenant, ...).
+        reclaimed_from: set when this run resumes an interrupt whose previous resumer
+            died mid-turn (the turn whose lapsed claim this one took over). That resumer
+            may have run this tool partly; a tool with side effects should check its own
+            idempotency key (e.g. the request's ``ref``) before acting again.
     """
 
     tool: str
@@ -110,16 +109,7 @@ class ToolContext(Generic[R]):
     original_input: Any = None
     session: Any = None
     context: dict[str, Any] = field(default_factory=dict[str, Any])
-
-    @property
-    def reclaimed_from(self) -> str | None:
-        """Set when this run resumes an interrupt whose previous resumer died mid-turn.
-
-        That resumer may have run this tool partly; a tool with side effects should check
-        its own idempotency key (e.g. the request's ``ref``) before acting again.
-        """
-        value = self.context.get(RECLAIMED_KEY)
-        return value if isinstance(value, str) else None
+    reclaimed_from: str | None = None
 
     @property
     def is_resumed(self) -> bool:
@@ -127,8 +117,14 @@ class ToolContext(Generic[R]):
         return self.resumed is not None
 
     def interrupt(self, data: Any = None) -> NoReturn:
-        """Pause the turn; ``data`` (a pydantic model or JSON) goes to whoever answers it."""
-        raise Interrupt(to_json(data, "the interrupt data"))
+        """Pause the turn; ``data`` (a pydantic model or JSON) goes to whoever answers it.
+
+        Raises :class:`~interlock.UsageError` for data that reads as "not paused" on the
+        wire (``False``, ``0``, ``""``): no one could answer that turn.
+        """
+        value = to_json(data, "the interrupt data")
+        md.interrupt_value(value)  # refuses falsy data here, where the tool raised it
+        raise Interrupt(value)
 
 
 ToolMiddleware = Callable[[ToolContext[Any], Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
@@ -198,6 +194,7 @@ class Tool(Generic[I, O, R]):
         resume_type: Any = None,
         interrupt_data: Any = None,
         signature: _Signature | None = None,
+        approval: Callable[[Any], bool] | None = None,
     ) -> None:
         self.fn = fn
         self.name = name
@@ -206,6 +203,8 @@ class Tool(Generic[I, O, R]):
         self.output_type = output_type
         self.resume_type = resume_type
         self.interrupt_data = interrupt_data
+        self.approval = approval
+        """The tool's declared rule: does a typed resume payload approve the call (for the audit)?"""
         self._sig = signature
         self._is_async = fn is not None and inspect.iscoroutinefunction(fn)
         self._input: TypeAdapter[Any] = TypeAdapter(input_type)
@@ -264,14 +263,19 @@ class Tool(Generic[I, O, R]):
     def validate_resume(self, resumed: Any) -> R | None:
         """The typed resume payload carried by a restart's ``metadata.resumed``.
 
-        ``None`` and a bare ``True`` mean "no payload". The tool-approval marker is not
-        part of the payload. Raises :class:`ToolInputError` (INVALID_ARGUMENT).
+        ``None`` means "no payload"; so does a bare ``True``, unless the resume type admits
+        ``True`` itself (``bool | None``: then it is the payload). The tool-approval marker
+        is not part of the payload. Raises :class:`ToolInputError` (INVALID_ARGUMENT).
         """
-        if self._resume is None or resumed is None or resumed is True:
+        resumed = md.without_approval(resumed)
+        if self._resume is None or resumed is None:
             return None
-        if isinstance(resumed, dict) and APPROVAL_KEY in resumed:
-            resumed = {k: v for k, v in cast(dict[str, Any], resumed).items() if k != APPROVAL_KEY} or None
-            if resumed is None:
+        if resumed is True:
+            if self.resume_type in (Any, object):
+                return None
+            try:
+                return cast(R, self._resume.validate_python(True, strict=True))
+            except ValidationError:
                 return None
         try:
             return cast(R, self._resume.validate_python(resumed))
@@ -286,7 +290,9 @@ class Tool(Generic[I, O, R]):
         """Run the tool body on a validated input; returns JSON output or raises :class:`Interrupt`."""
         if self.fn is None:
             data = self.interrupt_data(value) if callable(self.interrupt_data) else self.interrupt_data
-            raise Interrupt(to_json(data, "the interrupt data"))
+            value = to_json(data, "the interrupt data")
+            md.interrupt_value(value)
+            raise Interrupt(value)
         sig = self._sig
         assert sig is not None
         args: list[Any] = []
@@ -304,14 +310,15 @@ class Tool(Generic[I, O, R]):
         """Claim an interrupt raised by this tool, typed; ``None`` for any other part.
 
         Returns ``None`` for another tool's interrupt, for a part that is not a pending
-        interrupt, and for a hold placed by tool-approval middleware.
+        interrupt, and for a hold placed by tool-approval middleware (:func:`~interlock.is_hold`).
         """
         if not isinstance(part, ToolRequestPart) or part.name != self.name or not part.is_interrupt:
             return None
-        data = part.meta("interrupt")
-        if isinstance(data, dict) and cast(dict[str, Any], data).get(HOLD_KEY):
+        if md.is_hold(part):
             return None
-        return InterruptedCall(tool=self, part=part, input=self.validate_input(part.input), data=data)
+        return InterruptedCall(
+            tool=self, part=part, input=self.validate_input(part.input), data=part.meta(md.INTERRUPT)
+        )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -319,7 +326,8 @@ class InterruptedCall(Generic[I, O, R]):
     """An interrupt claimed by the tool that raised it, with typed input.
 
     Answer it with :meth:`respond` (supply the output; the tool does not run) or
-    :meth:`restart` (run the tool again with a resume payload).
+    :meth:`restart` (run the tool again with a resume payload): thin constructors of a
+    :class:`~interlock.decisions.Decision`, answered to this call.
     """
 
     tool: Tool[I, O, R]
@@ -334,32 +342,33 @@ class InterruptedCall(Generic[I, O, R]):
 
     def respond(self, output: O, *, metadata: dict[str, Any] | None = None) -> ToolResponsePart:
         """A respond entry: ``output`` (validated against the tool's output schema) answers the call."""
-        return ToolResponsePart(
-            name=self.part.name,
-            ref=self.part.ref,
-            output=self.tool.validate_output(output),
-            metadata={"interruptResponse": metadata or True},
-        )
+        entry = Decision.respond(self.tool.validate_output(output), note=metadata).answer(self.part)
+        assert isinstance(entry, ToolResponsePart)
+        return entry
 
     def restart(self, payload: R | None = None) -> ToolRequestPart:
         """A restart entry: the tool runs again with the same input and ``payload``."""
-        return self._restart(self.part.input, payload, replaced=False)
+        return self._restart(Decision.restart(self._payload(payload)))
 
     def restart_with_input(self, input: I, payload: R | None = None) -> ToolRequestPart:
         """A restart entry with a revised input; the original is recorded as ``metadata.replacedInput``.
 
-        Agents refuse revised inputs unless they were built with ``allow_replaced_input=True``.
+        Agents refuse revised inputs unless they were built with ``allow_replaced_input=True``,
+        and then only when ``replacedInput`` is the original history recorded.
         """
-        return self._restart(to_json(input), payload, replaced=True)
+        return self._restart(Decision.restart(self._payload(payload), input=to_json(input)))
 
-    def _restart(self, new_input: Any, payload: Any, *, replaced: bool) -> ToolRequestPart:
-        resumed = to_json(payload) if payload is not None else True
-        if payload is not None:
-            self.tool.validate_resume(resumed)
-        meta: dict[str, Any] = {"resumed": resumed}
-        if replaced:
-            meta["replacedInput"] = self.part.input
-        return ToolRequestPart(name=self.part.name, ref=self.part.ref, input=new_input, metadata=meta)
+    def _payload(self, payload: Any) -> Any:
+        if payload is None:
+            return None
+        resumed = to_json(payload)
+        self.tool.validate_resume(resumed)
+        return resumed
+
+    def _restart(self, decision: Decision) -> ToolRequestPart:
+        entry = decision.answer(self.part)
+        assert isinstance(entry, ToolRequestPart)
+        return entry
 
 
 def _description(fn: Callable[..., Any]) -> str:
@@ -370,15 +379,22 @@ def _description(fn: Callable[..., Any]) -> str:
 def tool(fn: Callable[..., Any], /) -> Tool[Any, Any, Any]: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None
+    *, name: str | None = None, description: str | None = None, approval: Callable[[Any], bool] | None = None
 ) -> Callable[[Callable[..., Any]], Tool[Any, Any, Any]]: ...
 def tool(
-    fn: Callable[..., Any] | None = None, /, *, name: str | None = None, description: str | None = None
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    approval: Callable[[Any], bool] | None = None,
 ) -> Tool[Any, Any, Any] | Callable[[Callable[..., Any]], Tool[Any, Any, Any]]:
     """Define a tool from a typed function, sync or async (usable as ``@tool`` or ``@tool(name=...)``).
 
     Input and output schemas come from the type hints; the description from the
-    docstring's first paragraph. A third parameter makes the tool resumable.
+    docstring's first paragraph. A third parameter makes the tool resumable; ``approval``
+    (``lambda payload: payload.approved``) declares which typed payloads approve the call,
+    so the audit trail can label an ordinary restart ``approve``/``deny``.
     """
     # Hints may name classes local to the caller's function (with postponed annotations).
     caller = sys._getframe(1).f_locals  # pyright: ignore[reportPrivateUsage]
@@ -393,6 +409,7 @@ def tool(
             output_type=sig.output_type,
             resume_type=sig.resume_type,
             signature=sig,
+            approval=approval,
         )
 
     return build(fn) if fn is not None else build
