@@ -9,7 +9,6 @@ were readable through any agent on the store.
 from __future__ import annotations
 
 import asyncio
-import os
 import pathlib
 import time
 from collections.abc import Sequence
@@ -66,7 +65,7 @@ def bank(
     if sync:
 
         @tool
-        def transfer(req: Transfer, ctx: ToolContext[Any], approval: Approval | None) -> str:  # pyright: ignore[reportRedeclaration]
+        def transfer(req: Transfer, ctx: ToolContext[Any], approval: Approval | None) -> str:
             """Move money once approved (a blocking body)."""
             if approval is None:
                 ctx.interrupt({"to": req.to})
@@ -185,7 +184,7 @@ async def test_an_abort_that_lands_while_a_detached_resume_commits_gives_the_int
             assert await bank(store, []).abort(ids[1]) == "pending"
         return await original(updates, tenant=tenant)
 
-    store.save_all = save_all  # type: ignore[method-assign]
+    store.save_all = save_all
     runs: list[str] = []
     out = await bank(store, runs).run(resume=APPROVE, snapshot_id=sid, detach=True)
     assert out.finish_reason == "detached" and out.snapshot_id
@@ -194,7 +193,7 @@ async def test_an_abort_that_lands_while_a_detached_resume_commits_gives_the_int
     await asyncio.sleep(0.05)
     parent = await store.load(sid)
     assert parent is not None and claim_state(parent) == "free"
-    store.save_all = original  # type: ignore[method-assign]
+    store.save_all = original
     assert [i.snapshot_id for i in await Inbox(store, agents=[bank(store, runs)]).pending()] == [sid]
 
 

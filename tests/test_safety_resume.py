@@ -136,6 +136,7 @@ async def test_a_second_revision_must_name_the_first_original() -> None:
     )
     out = await agent.run("pay bob")
     first = transfer.interrupted(out.interrupts[0])
+    assert first is not None
     again = await agent.run(
         resume=Resume(restart=[first.restart_with_input(Transfer(to="bob", amount=20), Confirmation(approved=True))]),
         snapshot_id=out.snapshot_id,
@@ -148,6 +149,7 @@ async def test_a_second_revision_must_name_the_first_original() -> None:
     bad = await agent.run(resume=Resume(restart=[claiming_revision]), snapshot_id=again.snapshot_id)
     assert bad.error is not None and bad.error.status == "INVALID_ARGUMENT"
     second = transfer.interrupted(again.interrupts[0])
+    assert second is not None
     done = await agent.run(
         resume=Resume(restart=[second.restart_with_input(Transfer(to="bob", amount=10), Confirmation(approved=True))]),
         snapshot_id=again.snapshot_id,
@@ -506,3 +508,24 @@ async def test_a_rule_the_tool_declares_labels_an_ordinary_restart() -> None:
             {"name": "transfer", "ref": "r1", "decision": label, "payload": {"approved": answer}}
         ]
         assert audit_record(resume, {})["restart"][0]["decision"] is None  # without the plan, no guess
+
+
+async def test_the_stored_audit_uses_the_rule_the_tool_declares() -> None:
+    @tool(approval=lambda c: c.approved)
+    async def transfer(req: Transfer, ctx: ToolContext[Any], confirmation: Confirmation | None) -> str:
+        """Move money."""
+        if confirmation is None:
+            ctx.interrupt(req)
+        return "sent" if confirmation.approved else "cancelled"
+
+    store = InMemoryStore()
+    model = ScriptedModel([call("transfer", to="bob", amount=5), "done"])
+    agent = PromptAgent("bank", model, tools=[transfer], store=store)
+    paused = await agent.run("pay bob")
+    claimed = transfer.interrupted(paused.interrupts[0])
+    assert claimed is not None and paused.snapshot_id and paused.session_id
+    resume = Resume(restart=[claimed.restart(Confirmation(approved=True))])
+    done = await agent.run(resume=resume, snapshot_id=paused.snapshot_id, context={"identity": "alice"})
+    assert done.finish_reason == "stop", done.error
+    [entry] = await Inbox(store, agents=[agent]).audit(paused.session_id)
+    assert entry.by == "alice" and [a.decision for a in entry.restart] == ["approve"]

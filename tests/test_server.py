@@ -21,6 +21,7 @@ from interlock import (
     Message,
     ModelChunk,
     PromptAgent,
+    Resume,
     SessionRunner,
     TextPart,
     TurnContext,
@@ -340,6 +341,20 @@ async def test_tenancy_through_the_context_hook(hook: Any) -> None:
         job = await remote("blocking", "a").run("work", detach=True)
         assert job.snapshot_id
         assert await remote("blocking", "b").abort(job.snapshot_id) is None
+        raw = await http.post(
+            f"{base}/blocking/abort", json={"data": {"snapshotId": job.snapshot_id}}, headers={"x-tenant": "b"}
+        )
+        # exactly what an unknown id gets (Genkit's abort of an unknown snapshot answers with no status):
+        # another tenant's snapshot is not revealed, and it is not aborted
+        unknown = await http.post(
+            f"{base}/blocking/abort", json={"data": {"snapshotId": "nope"}}, headers={"x-tenant": "b"}
+        )
+        assert raw.status_code == unknown.status_code == 200
+        assert raw.json() == {"result": {"snapshotId": job.snapshot_id}} and unknown.json() == {
+            "result": {"snapshotId": "nope"}
+        }
+        by_session = await b.run(resume=Resume(respond=[]), session_id=mine.session_id)
+        assert by_session.error is not None and by_session.error.status == "NOT_FOUND"
         kept = await remote("blocking", "a").get_snapshot(job.snapshot_id)
         assert kept is not None and kept.status == "pending"
         assert await remote("blocking", "a").abort(job.snapshot_id) == "pending"

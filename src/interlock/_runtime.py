@@ -25,8 +25,8 @@ from .errors import (
     UsageError,
 )
 from .interrupts import ResumePlan
-from .stores import check_tenant
 from .sessions import ErrorInfo, Session, SessionState, Snapshot, new_id, utcnow
+from .stores import check_tenant
 from .turns import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnEnd, TurnResult
 
 if TYPE_CHECKING:
@@ -449,7 +449,7 @@ class Invocation:
             if self.detached_id is not None:
                 self._detached_hold, hold = hold, None  # the detached run's final write commits it
             elif store is not None and turn_id is not None:
-                self.tip = await self._commit(turn_id, parent, finish, turn.input, hold)
+                self.tip = await self._commit(turn_id, parent, finish, plan, hold)
         except Exception as exc:
             session.state = good
             self._failed = True
@@ -483,13 +483,13 @@ class Invocation:
         return self.agent.check_resume(input.resume, self.session.messages)
 
     async def _commit(
-        self, turn_id: str, parent: Snapshot | None, finish: str | None, input: AgentInput, hold: ClaimHold | None
+        self, turn_id: str, parent: Snapshot | None, finish: str | None, plan: ResumePlan | None, hold: ClaimHold | None
     ) -> Snapshot:
         """Write the turn's snapshot; a resumed turn's write is fenced by its claim (ABORTED if it lapsed)."""
         assert self.store is not None
         meta: dict[str, Any] = {"agent": self.agent.name}
-        if input.resume is not None:
-            meta["resume"] = audit_record(input.resume, self.context)
+        if plan is not None:
+            meta["resume"] = audit_record(plan.resume, self.context, plan=plan)
         snap = Snapshot(
             snapshot_id=turn_id,
             session_id=self.session.session_id,
@@ -523,4 +523,3 @@ def _fail_pending(error: ErrorInfo) -> Callable[[Snapshot | None], Snapshot | No
         return cur.evolve(status="failed", finish_reason="failed", error=error, heartbeat_at=None)
 
     return fail
-

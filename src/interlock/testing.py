@@ -711,6 +711,58 @@ async def check_ready(make_store: StoreFactory) -> None:
         _equal(_messages_of(await _must_load(store, "r")), _turn(0), "row after ready")
 
 
+def _entry(key: str, *, snapshot_id: str = "a", session_id: str = "s1", attempt: int = 1, **changes: Any) -> Any:
+    from .journal import JournalEntry
+
+    base = JournalEntry(
+        key=key,
+        session_id=session_id,
+        snapshot_id=snapshot_id,
+        agent="bank",
+        tool="transfer",
+        ref="t1",
+        input_digest="d",
+        attempt=attempt,
+        status="running",
+        started_at=_at(attempt),
+    )
+    return base.evolve(**changes) if changes else base
+
+
+async def check_journal(make_store: StoreFactory) -> None:
+    """The effect journal: intents and results round-trip, writes are conditional on the attempt, tenants apart."""
+    from .errors import ClaimConflictError
+
+    async with make_store() as store:
+        _equal(await store.journal_get("k1"), None, "a key never written")
+        intent = _entry("k1")
+        await store.journal_put(intent, expect=0)
+        _equal(await store.journal_get("k1"), intent, "the intent read back")
+        await _raises(ClaimConflictError, "a second first attempt", store.journal_put(_entry("k1"), expect=0))
+        done = intent.evolve(status="done", output={"id": "tx-1", "amount": 5.5}, steps={"reserve": [1, "a"]})
+        await store.journal_put(done, expect=1)
+        _equal(await store.journal_get("k1"), done, "the result read back")
+        retry = done.evolve(attempt=2, status="running", attempts=({"attempt": 1, "status": "done"},))
+        await _raises(ClaimConflictError, "a stale attempt", store.journal_put(retry, expect=2))
+        await store.journal_put(retry, expect=1)
+        _equal(await store.journal_get("k1"), retry, "the retry read back")
+        _equal(await store.journal_get("k1", tenant="acme"), None, "another tenant's entry")
+        await store.journal_put(_entry("k2", session_id="s2", snapshot_id="b"), expect=0)
+        _equal([e.key for e in await store.journal_entries(session_id="s1")], ["k1"], "entries of one session")
+        _equal(sorted(e.key for e in await store.journal_entries()), ["k1", "k2"], "every entry")
+
+
+async def check_journal_pruned_with_snapshots(make_store: StoreFactory) -> None:
+    """Deleting a snapshot deletes the journal entries of calls made from it."""
+    async with make_store() as store:
+        await _put(store, _snap("a", messages=_turn(0)))
+        await _put(store, _snap("b", parent_id="a", messages=[*_turn(0), *_turn(1)]))
+        await store.journal_put(_entry("ka", snapshot_id="a"), expect=0)
+        await store.journal_put(_entry("kb", snapshot_id="b"), expect=0)
+        await store.delete(["a"])
+        _equal([e.key for e in await store.journal_entries()], ["kb"], "entries after deleting a snapshot")
+
+
 STORE_CHECKS: list[StoreCheck] = [
     check_round_trip,
     check_updater_none_writes_nothing,
@@ -732,5 +784,7 @@ STORE_CHECKS: list[StoreCheck] = [
     check_save_all_is_atomic,
     check_tenant_rule,
     check_ready,
+    check_journal,
+    check_journal_pruned_with_snapshots,
 ]
 """Every store conformance check, in order (each opens its own fresh stores)."""

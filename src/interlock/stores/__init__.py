@@ -15,15 +15,14 @@ Two stores come in the box: :class:`InMemoryStore` and
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from ..errors import FailedPreconditionError, InvalidArgumentError
+from ..journal import JournalEntry
 from ..sessions import Snapshot, utcnow
-from ._prune import prunable
 
 __all__ = [
     "InMemoryStore",
@@ -76,11 +75,30 @@ class SessionStore(Protocol):
     async def save_all(
         self, updates: Sequence[tuple[str, Updater]], *, tenant: str | None = None
     ) -> list[Snapshot | None]:
-        """:meth:`save` several rows (distinct ids) in one transaction: all are written or, if an updater raises, none."""
+        """:meth:`save` several rows (distinct ids) in one transaction.
+
+        All are written, or none when an updater raises (the error propagates).
+        """
         ...
 
     async def ready(self) -> None:
         """Raise the typed error that a write would raise now (missing, read-only or damaged storage)."""
+        ...
+
+    async def journal_get(self, key: str, *, tenant: str | None = None) -> JournalEntry | None:
+        """The effect journal's entry for a call's idempotency key, or ``None``."""
+        ...
+
+    async def journal_put(self, entry: JournalEntry, *, expect: int, tenant: str | None = None) -> None:
+        """Write a journal entry if the stored attempt is ``expect`` (0: none stored).
+
+        Raises:
+            ClaimConflictError: the stored attempt differs (another run took the call over).
+        """
+        ...
+
+    async def journal_entries(self, *, session_id: str | None = None, tenant: str | None = None) -> list[JournalEntry]:
+        """Journal entries (of one session, or all), oldest first; :meth:`delete` drops those of deleted snapshots."""
         ...
 
     def watch(self, snapshot_id: str, *, tenant: str | None = None) -> AsyncIterator[str]:
@@ -155,117 +173,4 @@ def pick_leaf(session_id: str, rows: list[tuple[str, str | None, datetime]], *, 
     return max(leaves)[1]
 
 
-class InMemoryStore:
-    """A store in this process's memory; snapshots share (immutable) messages instead of copying them."""
-
-    def __init__(self, *, reject_branching: bool = False) -> None:
-        self.reject_branching = reject_branching
-        self._rows: dict[tuple[str | None, str], Snapshot] = {}
-        self._by_session: dict[tuple[str | None, str], list[str]] = {}
-        self.poll_interval = 0.01
-
-    async def load(self, snapshot_id: str, *, tenant: str | None = None) -> Snapshot | None:
-        row = self._rows.get((check_tenant(tenant), snapshot_id))
-        return None if row is None else _isolated(row)
-
-    async def latest(self, session_id: str, *, tenant: str | None = None) -> Snapshot | None:
-        tenant = check_tenant(tenant)
-        ids = self._by_session.get((tenant, session_id), [])
-        rows = [(s.snapshot_id, s.parent_id, s.created_at) for i in ids if (s := self._rows.get((tenant, i)))]
-        leaf = pick_leaf(session_id, rows, reject_branching=self.reject_branching)
-        return None if leaf is None else await self.load(leaf, tenant=tenant)
-
-    async def save(self, snapshot_id: str, update: Updater, *, tenant: str | None = None) -> Snapshot | None:
-        return (await self.save_all([(snapshot_id, update)], tenant=tenant))[0]
-
-    async def save_all(
-        self, updates: Sequence[tuple[str, Updater]], *, tenant: str | None = None
-    ) -> list[Snapshot | None]:
-        tenant = check_tenant(tenant)
-        staged: list[tuple[Snapshot | None, Snapshot | None]] = []
-        for snapshot_id, update in updates:  # every updater runs before anything is written
-            current = self._rows.get((tenant, snapshot_id))
-            staged.append((current, apply_update(None if current is None else _isolated(current), update, snapshot_id)))
-        for current, new in staged:
-            if new is not None:
-                self._rows[(tenant, new.snapshot_id)] = _isolated(new)
-                if current is None:
-                    self._by_session.setdefault((tenant, new.session_id), []).append(new.snapshot_id)
-        return [new for _, new in staged]
-
-    async def ready(self) -> None:
-        return None
-
-    async def watch(self, snapshot_id: str, *, tenant: str | None = None) -> AsyncIterator[str]:
-        tenant = check_tenant(tenant)
-        last: str | None = None
-        while True:
-            row = self._rows.get((tenant, snapshot_id))
-            if row is None:
-                return
-            if row.status != last:
-                last = row.status
-                yield last
-            if row.is_terminal:
-                return
-            await asyncio.sleep(self.poll_interval)
-
-    async def list(
-        self, *, tenant: str | None = None, session_id: str | None = None, finish_reason: str | None = None
-    ) -> list[SnapshotInfo]:
-        tenant = check_tenant(tenant)
-        rows = [
-            s
-            for (t, _), s in self._rows.items()
-            if t == tenant
-            and (session_id is None or s.session_id == session_id)
-            and (finish_reason is None or s.finish_reason == finish_reason)
-        ]
-        rows.sort(key=lambda s: (s.created_at, s.snapshot_id), reverse=True)
-        return [_info(s) for s in rows]
-
-    async def delete(self, snapshot_ids: Iterable[str], *, tenant: str | None = None) -> int:
-        tenant = check_tenant(tenant)
-        count = 0
-        for sid in snapshot_ids:
-            row = self._rows.pop((tenant, sid), None)
-            if row is not None:
-                self._by_session[(tenant, row.session_id)].remove(sid)
-                count += 1
-        return count
-
-    async def prune(
-        self,
-        *,
-        session_id: str | None = None,
-        keep_last: int | None = None,
-        older_than: datetime | None = None,
-        tenant: str | None = None,
-    ) -> int:
-        """Delete old snapshots (the rule is :func:`interlock.stores._prune.prunable`'s); returns how many."""
-        tenant = check_tenant(tenant)
-        rows = [
-            (s.snapshot_id, s.parent_id, s.created_at, s.status)
-            for (t, _), s in self._rows.items()
-            if t == tenant and (session_id is None or s.session_id == session_id)
-        ]
-        return await self.delete(prunable(rows, keep_last=keep_last, older_than=older_than), tenant=tenant)
-
-
-def _isolated(s: Snapshot) -> Snapshot:
-    """A copy whose lists and custom state the caller may change without touching the store."""
-    return s if s.state is None else s.evolve(state=s.state.copy())
-
-
-def _info(s: Snapshot) -> SnapshotInfo:
-    agent = (s.metadata or {}).get("agent")
-    return SnapshotInfo(
-        snapshot_id=s.snapshot_id,
-        session_id=s.session_id,
-        parent_id=s.parent_id,
-        created_at=s.created_at,
-        updated_at=s.updated_at,
-        status=s.status,
-        finish_reason=s.finish_reason,
-        agent=agent if isinstance(agent, str) else None,
-    )
+from .memory import InMemoryStore  # noqa: E402  (the in-the-box store is built on the Protocol above)

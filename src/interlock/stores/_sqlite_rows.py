@@ -44,6 +44,7 @@ from ._sqlite_codec import (
     word_out,
     word_out_or_none,
 )
+from ._sqlite_journal import delete_for as delete_journal_for
 from ._sqlite_schema import (
     DROP_SESSION,
     INSERT_SESSION,
@@ -367,6 +368,7 @@ class SnapshotRows(MessageChains):
             sessions.update(cast(int, s) for (s,) in gone)
         for session in sessions:
             con.execute(DROP_SESSION, (session,))
+        delete_journal_for(con, tenant, ids)
         for sid in ids:
             self.cache.pop((tenant, sid), None)
         return deleted

@@ -39,8 +39,10 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from ..errors import InvalidArgumentError, UsageError
+from ..journal import JournalEntry
 from ..sessions import TERMINAL, Snapshot
 from . import SnapshotInfo, Updater, check_tenant
+from . import _sqlite_journal as journal
 from ._sqlite_errors import check_layout, sqlite_error
 from ._sqlite_rows import SnapshotRows
 from ._sqlite_schema import create_schema, path_of
@@ -148,6 +150,15 @@ class SQLiteStore:
             self._wake()
         return written
 
+    async def journal_get(self, key: str, *, tenant: str | None = None) -> JournalEntry | None:
+        return await self._call(self._journal_get, _key(tenant), key)
+
+    async def journal_put(self, entry: JournalEntry, *, expect: int, tenant: str | None = None) -> None:
+        await self._call(self._write_txn, journal.put, _key(tenant), entry, expect)
+
+    async def journal_entries(self, *, session_id: str | None = None, tenant: str | None = None) -> list[JournalEntry]:
+        return await self._call(self._journal_entries, _key(tenant), session_id)
+
     async def ready(self) -> None:
         """Open the file (creating the schema) and check that it takes writes."""
         await self._call(self._check_writable)
@@ -236,6 +247,7 @@ class SQLiteStore:
             con.execute("BEGIN IMMEDIATE")
             try:
                 create_schema(con, self.path)
+                journal.create_journal(con)
                 check_layout(con, self.path)
                 con.execute("COMMIT")
             except BaseException:
@@ -303,6 +315,14 @@ class SQLiteStore:
     def _check_writable(self) -> None:
         # BEGIN IMMEDIATE takes the write lock: it fails now, before a turn runs, where a commit would fail later.
         self._write_txn(_nothing)
+
+    def _journal_get(self, tenant: str, key: str) -> JournalEntry | None:
+        with self._read_txn() as con:
+            return journal.get(con, tenant, key)
+
+    def _journal_entries(self, tenant: str, session_id: str | None) -> list[JournalEntry]:
+        with self._read_txn() as con:
+            return journal.entries(con, tenant, session_id)
 
     def _delete(self, tenant: str, ids: list[str]) -> int:
         return self._write_txn(self._rows.delete, tenant, ids)

@@ -1,0 +1,153 @@
+"""The in-memory store: snapshots and the effect journal in this process's memory."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable, Sequence
+from datetime import datetime
+
+from ..journal import JournalEntry, superseded
+from ..sessions import Snapshot
+from . import SnapshotInfo, Updater, apply_update, check_tenant, pick_leaf
+from ._prune import prunable
+
+__all__ = ["InMemoryStore"]
+
+
+class InMemoryStore:
+    """A store in this process's memory; snapshots share (immutable) messages instead of copying them."""
+
+    def __init__(self, *, reject_branching: bool = False) -> None:
+        self.reject_branching = reject_branching
+        self._rows: dict[tuple[str | None, str], Snapshot] = {}
+        self._by_session: dict[tuple[str | None, str], list[str]] = {}
+        self._journal: dict[tuple[str | None, str], JournalEntry] = {}
+        self.poll_interval = 0.01
+
+    async def load(self, snapshot_id: str, *, tenant: str | None = None) -> Snapshot | None:
+        row = self._rows.get((check_tenant(tenant), snapshot_id))
+        return None if row is None else _isolated(row)
+
+    async def latest(self, session_id: str, *, tenant: str | None = None) -> Snapshot | None:
+        tenant = check_tenant(tenant)
+        ids = self._by_session.get((tenant, session_id), [])
+        rows = [(s.snapshot_id, s.parent_id, s.created_at) for i in ids if (s := self._rows.get((tenant, i)))]
+        leaf = pick_leaf(session_id, rows, reject_branching=self.reject_branching)
+        return None if leaf is None else await self.load(leaf, tenant=tenant)
+
+    async def save(self, snapshot_id: str, update: Updater, *, tenant: str | None = None) -> Snapshot | None:
+        return (await self.save_all([(snapshot_id, update)], tenant=tenant))[0]
+
+    async def save_all(
+        self, updates: Sequence[tuple[str, Updater]], *, tenant: str | None = None
+    ) -> list[Snapshot | None]:
+        tenant = check_tenant(tenant)
+        staged: list[tuple[Snapshot | None, Snapshot | None]] = []
+        for snapshot_id, update in updates:  # every updater runs before anything is written
+            current = self._rows.get((tenant, snapshot_id))
+            staged.append((current, apply_update(None if current is None else _isolated(current), update, snapshot_id)))
+        for current, new in staged:
+            if new is not None:
+                self._rows[(tenant, new.snapshot_id)] = _isolated(new)
+                if current is None:
+                    self._by_session.setdefault((tenant, new.session_id), []).append(new.snapshot_id)
+        return [new for _, new in staged]
+
+    async def ready(self) -> None:
+        return None
+
+    async def journal_get(self, key: str, *, tenant: str | None = None) -> JournalEntry | None:
+        return self._journal.get((check_tenant(tenant), key))
+
+    async def journal_put(self, entry: JournalEntry, *, expect: int, tenant: str | None = None) -> None:
+        slot = (check_tenant(tenant), entry.key)
+        current = self._journal.get(slot)
+        stored = 0 if current is None else current.attempt
+        if stored != expect:
+            raise superseded(entry, stored, expect)
+        self._journal[slot] = entry
+
+    async def journal_entries(self, *, session_id: str | None = None, tenant: str | None = None) -> list[JournalEntry]:
+        tenant = check_tenant(tenant)
+        found = [
+            e
+            for (t, _), e in self._journal.items()
+            if t == tenant and (session_id is None or e.session_id == session_id)
+        ]
+        return sorted(found, key=lambda e: (e.started_at, e.key))
+
+    async def watch(self, snapshot_id: str, *, tenant: str | None = None) -> AsyncIterator[str]:
+        tenant = check_tenant(tenant)
+        last: str | None = None
+        while True:
+            row = self._rows.get((tenant, snapshot_id))
+            if row is None:
+                return
+            if row.status != last:
+                last = row.status
+                yield last
+            if row.is_terminal:
+                return
+            await asyncio.sleep(self.poll_interval)
+
+    async def list(
+        self, *, tenant: str | None = None, session_id: str | None = None, finish_reason: str | None = None
+    ) -> list[SnapshotInfo]:
+        tenant = check_tenant(tenant)
+        rows = [
+            s
+            for (t, _), s in self._rows.items()
+            if t == tenant
+            and (session_id is None or s.session_id == session_id)
+            and (finish_reason is None or s.finish_reason == finish_reason)
+        ]
+        rows.sort(key=lambda s: (s.created_at, s.snapshot_id), reverse=True)
+        return [_info(s) for s in rows]
+
+    async def delete(self, snapshot_ids: Iterable[str], *, tenant: str | None = None) -> int:
+        tenant = check_tenant(tenant)
+        count = 0
+        for sid in snapshot_ids:
+            row = self._rows.pop((tenant, sid), None)
+            for slot in [k for k, e in self._journal.items() if k[0] == tenant and e.snapshot_id == sid]:
+                del self._journal[slot]
+            if row is not None:
+                self._by_session[(tenant, row.session_id)].remove(sid)
+                count += 1
+        return count
+
+    async def prune(
+        self,
+        *,
+        session_id: str | None = None,
+        keep_last: int | None = None,
+        older_than: datetime | None = None,
+        tenant: str | None = None,
+    ) -> int:
+        """Delete old snapshots (the rule is :func:`interlock.stores._prune.prunable`'s); returns how many."""
+        tenant = check_tenant(tenant)
+        rows = [
+            (s.snapshot_id, s.parent_id, s.created_at, s.status)
+            for (t, _), s in self._rows.items()
+            if t == tenant and (session_id is None or s.session_id == session_id)
+        ]
+        return await self.delete(prunable(rows, keep_last=keep_last, older_than=older_than), tenant=tenant)
+
+
+def _isolated(s: Snapshot) -> Snapshot:
+    """A copy whose lists and custom state the caller may change without touching the store."""
+    return s if s.state is None else s.evolve(state=s.state.copy())
+
+
+def _info(s: Snapshot) -> SnapshotInfo:
+    agent = (s.metadata or {}).get("agent")
+    return SnapshotInfo(
+        snapshot_id=s.snapshot_id,
+        session_id=s.session_id,
+        parent_id=s.parent_id,
+        created_at=s.created_at,
+        updated_at=s.updated_at,
+        status=s.status,
+        finish_reason=s.finish_reason,
+        agent=agent if isinstance(agent, str) else None,
+    )
