@@ -84,7 +84,7 @@ def bank(
     """The bank agent resuming snapshot ``label``: its transfer pauses for approval, then logs one line per run."""
     if blocking_sleep:
 
-        @tool
+        @tool(idempotent=True)
         def transfer(req: Transfer, ctx: ToolContext[Any], approval: Approval | None) -> str:
             """Move money once approved (a blocking body)."""
             if approval is None:
@@ -94,7 +94,7 @@ def bank(
             return "sent"
     else:
 
-        @tool
+        @tool(idempotent=True)
         async def transfer(req: Transfer, ctx: ToolContext[Any], approval: Approval | None) -> str:
             """Move money once approved."""
             if approval is None:
@@ -595,8 +595,11 @@ async def crash_and_recover(work: pathlib.Path, run: int, point: str, mode: str)
         fig.problems.append(f"the recovery resume failed: {fig.resumed}")
     if fig.integrity != "ok":
         fig.problems.append(f"integrity_check: {fig.integrity}")
-    if len(fig.tool_runs) != 2:
-        fig.problems.append(f"expected the killed run and the recovery's run of the tool, got {fig.tool_runs}")
+    # The tool is idempotent=True: killed while it ran (its journal entry in doubt), it runs again, flagged;
+    # killed after it returned (at the model call or the commit), its recorded output is replayed: one run.
+    expected_runs = 2 if point == "tool" else 1
+    if len(fig.tool_runs) != expected_runs:
+        fig.problems.append(f"expected {expected_runs} run(s) of the tool after a kill at the {point}: {fig.tool_runs}")
     if fig.tool_runs[:1] != [None] or any(r != holder for r in fig.tool_runs[1:]):
         fig.problems.append(f"a repeated tool run is not flagged with ctx.reclaimed_from={holder}: {fig.tool_runs}")
     return fig

@@ -36,7 +36,7 @@ def bank(
 ) -> PromptAgent:
     """The bank agent: its model pauses on a transfer (``pause``) or answers \"paid\" after a resume."""
 
-    @tool
+    @tool(idempotent=True)
     async def transfer(req: Transfer, ctx: ToolContext[Any], approval: Approval | None) -> str:
         """Move money once approved."""
         if approval is None:

@@ -465,3 +465,11 @@ async def test_16_a_locked_database_stays_unavailable(tmp_path: pathlib.Path) ->
             other.execute("ROLLBACK")
             other.close()
         assert isinstance(await store.save("b", lambda _: _snap("b")), Snapshot)
+
+
+async def test_an_empty_resume_to_a_client_managed_agent_with_no_history_is_a_clear_refusal() -> None:
+    from interlock import PromptAgent, Resume
+    from interlock.testing import EchoModel
+
+    out = await PromptAgent("s", EchoModel()).run(resume=Resume())
+    assert out.error is not None and out.error.status == "FAILED_PRECONDITION", out.error

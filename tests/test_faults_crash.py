@@ -31,6 +31,7 @@ async def test_a_killed_resume_leaves_its_interrupt_answerable_and_the_file_soun
     print(
         f"SIGKILL {mode} at {point}: runs={len(runs)} recovered={sum(r.resumed.get('finish') == 'stop' for r in runs)} "
         f"integrity ok={sum(r.integrity == 'ok' for r in runs)} "
+        f"tool runs={[len(r.tool_runs) for r in runs]} "
         f"re-runs flagged={sum(all(x is not None for x in r.tool_runs[1:]) for r in runs)} "
         f"lapse wait median={statistics.median(r.lapse_wait for r in runs):.2f}s "
         f"wall median={statistics.median(r.wall for r in runs):.2f}s"

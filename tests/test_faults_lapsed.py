@@ -51,7 +51,7 @@ async def test_a_resumer_stopped_past_the_claim_ttl_is_taken_over_and_cannot_com
         )
         winner, loser = _one_commit(run)
         assert winner is run.second and loser is run.first, run  # the takeover commits, the stopped one is refused
-        assert "lapsed" in str(loser["message"]), run
+        assert "lapsed" in str(loser["message"]) or "took it over" in str(loser["message"]), run  # fence or journal
         holder = notes["holder"]
         assert holder is not None and notes["holder_row"] is None, run  # the stopped turn wrote nothing
         assert notes["claimed_by"] == winner["snapshot"] and notes["reclaimed_from"] == holder, run

@@ -59,12 +59,19 @@ APPROVE = Resume(
 
 
 def bank(
-    store: SessionStore, runs: list[str], *, sleep: float = 0.0, sync: bool = False, pay: bool = False, **options: Any
+    store: SessionStore,
+    runs: list[str],
+    *,
+    sleep: float = 0.0,
+    sync: bool = False,
+    pay: bool = False,
+    idempotent: bool = False,
+    **options: Any,
 ) -> PromptAgent:
     """A bank whose model asks for a transfer (``pay``) or says "paid"; the transfer pauses for approval."""
     if sync:
 
-        @tool
+        @tool(idempotent=idempotent)
         def transfer(req: Transfer, ctx: ToolContext[Any], approval: Approval | None) -> str:
             """Move money once approved (a blocking body)."""
             if approval is None:
@@ -74,7 +81,7 @@ def bank(
             return "sent"
     else:
 
-        @tool
+        @tool(idempotent=idempotent)
         async def transfer(req: Transfer, ctx: ToolContext[Any], approval: Approval | None) -> str:
             """Move money once approved."""
             if approval is None:
@@ -120,7 +127,7 @@ async def test_a_blocking_tool_longer_than_the_claim_ttl_keeps_its_claim_and_com
 async def test_a_holder_whose_lease_lapsed_and_was_taken_over_cannot_commit() -> None:
     store, runs = InMemoryStore(), []
     sid = await paused(store)
-    slow = bank(store, runs, sleep=1.5, claim_ttl=0.6)
+    slow = bank(store, runs, sleep=1.5, claim_ttl=0.6, idempotent=True)
     first = asyncio.ensure_future(slow.run(resume=APPROVE, snapshot_id=sid))
     await asyncio.sleep(0.2)
     parent = await store.load(sid)
@@ -128,11 +135,13 @@ async def test_a_holder_whose_lease_lapsed_and_was_taken_over_cannot_commit() ->
     holder = parent.claimed_by
     # Simulate a stalled holder: its lease is left to lapse (as under SIGSTOP), then another resume takes over.
     await store.save(sid, lambda cur: cur.evolve(claim_expires_at=utcnow() - timedelta(seconds=1)) if cur else None)
-    second = await bank(store, runs, claim_ttl=5.0).run(resume=APPROVE, snapshot_id=sid)
+    second = await bank(store, runs, claim_ttl=5.0, idempotent=True).run(resume=APPROVE, snapshot_id=sid)
     assert second.finish_reason == "stop", second.error
     lost = await first
     assert lost.error is not None and lost.error.status == "ABORTED", lost
-    assert "lapsed" in lost.error.message
+    # refused by the claim fence ("lapsed"), or earlier by the effect journal, which the takeover moved on
+    assert "lapsed" in lost.error.message or "took it over" in lost.error.message, lost.error
+    assert (lost.error.details or {}).get("winner") in (None, second.snapshot_id)
     kids = await children(store, sid)
     assert [c.snapshot_id for c in kids] == [second.snapshot_id]  # one commit, no branch
     after = await store.load(sid)

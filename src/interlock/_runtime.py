@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .claims import ClaimHold, Claims, claim_state
 from .decisions import audit_record
+from .effects import Effects
 from .errors import (
     FailedPreconditionError,
     InterlockError,
@@ -443,6 +444,7 @@ class Invocation:
                 context=self.context,
                 plan=plan,
                 reclaimed_from=hold.reclaimed_from if hold else None,
+                effects=self._effects(parent, turn_id),
             )
             result = await handler(turn.input, ctx)
             finish = result.finish_reason if result else None
@@ -465,6 +467,19 @@ class Invocation:
         self.last_finish_reason = finish
         committed = store is not None and self.detached_id is None
         self.emit(TurnEnd(snapshot_id=turn_id if committed else None, finish_reason=finish))
+
+    def _effects(self, parent: Snapshot | None, turn_id: str | None) -> Effects | None:
+        """The turn's effect journal: server-managed agents journal every tool call in their store."""
+        if self.store is None or turn_id is None:
+            return None
+        return Effects(
+            store=self.store,
+            tenant=self.tenant,
+            agent=self.agent.name,
+            session_id=self.session.session_id,
+            snapshot_id=parent.snapshot_id if parent else turn_id,
+            turn_id=turn_id,
+        )
 
     def _plan(self, input: AgentInput) -> ResumePlan | None:
         """The input's resume, validated against the history (``None`` without one)."""

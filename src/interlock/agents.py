@@ -316,6 +316,7 @@ class PromptAgent(Agent):
                 allow_replaced_input=self.allow_replaced_input,
                 tool_input_errors=self.tool_input_errors,
                 reclaimed_from=ctx.reclaimed_from,
+                effects=ctx.effects,
             )
             session.set_messages(result.messages[len(preamble) :])
             # No extra role-"tool" chunk with the interrupts here: Genkit's Python client adds streamed

@@ -12,9 +12,10 @@ import asyncio
 import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from . import metadata as md
+from .effects import Effects
 from .errors import (
     FailedPreconditionError,
     InterlockError,
@@ -28,7 +29,7 @@ from .interrupts import PlannedCall, Resume, ResumePlan, plan_resume
 from .messages import Message
 from .models import ChunkCallback, Model, ModelChunk, ModelRequest, Usage
 from .parts import Part, ToolRequestPart, ToolResponsePart, with_metadata
-from .tools import Tool, ToolContext, ToolMiddleware
+from .tools import Tool, ToolContext, ToolMiddleware, to_json
 
 __all__ = ["GenerateResult", "check_resume", "generate"]
 
@@ -70,6 +71,7 @@ class _Loop:
     tool_input_errors: Literal["raise", "model"]
     tool_choice: Any
     reclaimed_from: str | None = None
+    effects: Effects | None = None
     history: list[Message] = field(default_factory=list[Message])
     message_index: int = 0
 
@@ -92,15 +94,21 @@ class _Loop:
             raise NotFoundError(f"the model asked for tool {name!r}, which this agent does not have")
         return found
 
-    async def call(self, part: ToolRequestPart, planned: PlannedCall | None = None) -> tuple[bool, Any]:
+    async def call(self, part: ToolRequestPart, planned: PlannedCall | None, index: int) -> tuple[bool, Any]:
         """Run one tool request; ``(True, output)`` or ``(False, interrupt data)``.
 
         ``planned`` is a restart the resume plan validated: its input and payload are used as is.
+        ``index`` is the position in the history of the model message that asked for the call.
         """
         tool = self.tool_for(part.name)
+        retry = False
         if planned is not None and planned.restart is not None:
             value, resumed, resume = planned.value, planned.restart.meta(md.RESUMED), planned.payload
             original_input = planned.original_input
+            retry = md.is_in_doubt(planned.request)  # a person answered "run it again"
+            if retry and resume is None:  # the payload it had when it went in doubt
+                resumed = cast(dict[str, Any], planned.request.meta(md.INTERRUPT)).get(md.RESUMED)
+                resume = tool.validate_resume(resumed)
         else:
             try:
                 value = tool.validate_input(part.input)
@@ -121,7 +129,7 @@ class _Loop:
             reclaimed_from=self.reclaimed_from,
         )
         try:
-            return True, await self._through_middleware(tool, ctx, value)
+            return True, await self._through_middleware(tool, ctx, value, index, retry)
         except Interrupt as signal:
             return False, md.interrupt_value(signal.data)
         except InterlockError:
@@ -129,19 +137,27 @@ class _Loop:
         except Exception as exc:
             raise ToolError(f"tool {tool.name!r} failed: {exc}", tool=tool.name) from exc
 
-    async def _through_middleware(self, tool: Tool[Any, Any, Any], ctx: ToolContext[Any], value: Any) -> Any:
-        async def run(index: int, current: Any) -> Any:
-            if index == len(self.middleware):
+    async def _through_middleware(
+        self, tool: Tool[Any, Any, Any], ctx: ToolContext[Any], value: Any, index: int, retry: bool
+    ) -> Any:
+        async def run(depth: int, current: Any) -> Any:
+            if depth < len(self.middleware):
+                return await self.middleware[depth](ctx, current, lambda v: run(depth + 1, v))
+            if self.effects is None or tool.is_interrupt_only:
                 return await tool.invoke(current, ctx)
-            return await self.middleware[index](ctx, current, lambda v: run(index + 1, v))
+            # the body runs through the effect journal: replayed, retried, or asked about (interlock.effects)
+            body = lambda: tool.invoke(current, ctx)  # noqa: E731
+            return await self.effects.run(tool, ctx, to_json(current), index, body, retry=retry)
 
         return await run(0, value)
 
-    async def call_all(self, calls: list[tuple[ToolRequestPart, PlannedCall | None]]) -> list[tuple[bool, Any]]:
+    async def call_all(
+        self, calls: Sequence[tuple[ToolRequestPart, PlannedCall | None]], index: int
+    ) -> list[tuple[bool, Any]]:
         if len(calls) == 1:
             part, planned = calls[0]
-            return [await self.call(part, planned)]
-        results = await asyncio.gather(*(self.call(p, planned) for p, planned in calls), return_exceptions=True)
+            return [await self.call(part, planned, index)]
+        results = await asyncio.gather(*(self.call(p, planned, index) for p, planned in calls), return_exceptions=True)
         for r in results:
             if isinstance(r, BaseException):
                 raise r
@@ -166,7 +182,7 @@ def _paused(message: Message, outcomes: dict[int, tuple[bool, Any]]) -> Message:
 async def _run_requests(loop: _Loop, message: Message) -> tuple[Message, Message | None]:
     """Run a model message's tool requests; returns (model message, tool message or None if paused)."""
     indexed = [(i, p) for i, p in enumerate(message.content) if isinstance(p, ToolRequestPart)]
-    results = await loop.call_all([(p, None) for _, p in indexed])
+    results = await loop.call_all([(p, None) for _, p in indexed], len(loop.history))
     outcomes = {i: r for (i, _), r in zip(indexed, results, strict=True)}
     if not all(ok for ok, _ in results):
         return _paused(message, outcomes), None
@@ -208,24 +224,30 @@ def _plan_for(loop: _Loop, plan: ResumePlan) -> list[PlannedCall]:
 
 async def _resume(loop: _Loop, plan: ResumePlan) -> bool:
     """Carry out a validated resume plan on ``loop.history``; True when a restarted tool paused again."""
+    planned = _plan_for(loop, plan)  # first: it checks the history ends with a paused model message
     history = loop.history
     last = history[-1]
     content = list(last.content)
     responses: dict[int, ToolResponsePart] = {}
     restarts: list[PlannedCall] = []
-    for c in _plan_for(loop, plan):
+    for c in planned:
         part = c.request
         if c.verb == "pending":
             responses[c.index] = _response(part, part.meta(md.PENDING_OUTPUT), {md.SOURCE: md.PENDING})
             content[c.index] = with_metadata(part, drop=(md.PENDING_OUTPUT,))
         elif c.verb == "respond" and c.response is not None:
             responses[c.index] = c.response
+            if loop.effects is not None and md.is_in_doubt(part):  # a person says it did happen: record it
+                key = cast(dict[str, Any], part.meta(md.INTERRUPT)).get("idempotencyKey")
+                if isinstance(key, str):
+                    await loop.effects.mark_done(key, c.response.output)
             content[c.index] = with_metadata(
                 part, drop=(md.INTERRUPT,), **{md.RESOLVED_INTERRUPT: part.meta(md.INTERRUPT)}
             )
         elif c.restart is not None:
             restarts.append(c)
-    results = await loop.call_all([(c.restart, c) for c in restarts if c.restart is not None]) if restarts else []
+    calls = [(c.restart, c) for c in restarts if c.restart is not None]
+    results = await loop.call_all(calls, len(history) - 1) if restarts else []
     paused_again = False
     for c, (ok, value) in zip(restarts, results, strict=True):
         assert c.restart is not None
@@ -277,6 +299,7 @@ async def generate(
     tool_input_errors: Literal["raise", "model"] = "raise",
     tool_choice: Any = None,
     reclaimed_from: str | None = None,
+    effects: Effects | None = None,
 ) -> GenerateResult:
     """Run one turn of the tool loop over ``messages`` (the history, ending with the new input).
 
@@ -308,6 +331,8 @@ async def generate(
         tool_choice: passed to the model request.
         reclaimed_from: the turn whose lapsed claim this turn took over; tools see it as
             ``ctx.reclaimed_from``.
+        effects: the effect journal of the turn (agents with a store pass one): every tool
+            body runs through it, so none is silently repeated (:mod:`interlock.effects`).
     """
     loop = _Loop(
         model=model,
@@ -320,6 +345,7 @@ async def generate(
         tool_input_errors=tool_input_errors,
         tool_choice=tool_choice,
         reclaimed_from=reclaimed_from,
+        effects=effects,
         history=list(messages),
     )
     if plan is None and resume is not None:

@@ -269,7 +269,7 @@ def plan_resume(
         if part.metadata and md.PENDING_OUTPUT in part.metadata:
             calls.append(PlannedCall(index=i, request=part, verb="pending"))
         elif (response := _entry_for(resume.respond, part)) is not None:
-            if found is not None and not md.is_hold(part):
+            if found is not None and not md.is_hold(part) and not md.is_in_doubt(part):  # notes, not outputs
                 found.validate_output(response.output)
             calls.append(
                 PlannedCall(index=i, request=part, verb="respond", response=response, decision=decision_of(response))

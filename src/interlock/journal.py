@@ -42,17 +42,17 @@ def digest(value: Any) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def call_key(
-    *, agent: str | None, session_id: str, base: str, round: int, tool: str, ref: str | None, input: Any
-) -> str:
+def call_key(*, agent: str | None, session_id: str, index: int, tool: str, ref: str | None, input: Any) -> str:
     """The idempotency key of one logical tool call.
 
-    ``base`` names what the turn continues (the resumed snapshot, or the parent snapshot
-    and the new message); ``round`` is the tool-calling round within the turn (0 for the
-    calls a resume answers). The same call, retried, has the same key; a different call,
-    or the same call with a revised input, has another.
+    A call is named by its place in the session (``index``: the position in the history
+    of the model message that asked for it), its tool, its ref and its input. So the same
+    call, retried (the same turn run again after a failure, a takeover, a restart of the
+    paused request), has the same key; another call, or the same call with a revised
+    input, has another. Two branches of a session that ask for the same call at the same
+    place share it: the second replays the first's outcome.
     """
-    parts = [agent or "", session_id, base, str(round), tool, ref or "", digest(input)]
+    parts = [agent or "", session_id, str(index), tool, ref or "", digest(input)]
     return "ik_" + hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:40]
 
 
@@ -135,9 +135,14 @@ class JournalEntry:
         )
 
 
-def superseded(entry: JournalEntry, stored: int, expect: int) -> ClaimConflictError:
+def superseded(entry: JournalEntry, stored: JournalEntry | None, expect: int) -> ClaimConflictError:
     """The refusal of a journal write whose attempt was superseded (another run took the call over)."""
+    attempt = 0 if stored is None else stored.attempt
+    by = None if stored is None else stored.turn_id
     return ClaimConflictError(
-        f"the call {entry.tool}#{entry.ref or ''} (key {entry.key}) is at attempt {stored} in the journal, "
-        f"not {expect}: another run took it over, and this run's outcome was not recorded"
+        f"the call {entry.tool}#{entry.ref or ''} (key {entry.key}) is at attempt {attempt} in the journal, not "
+        f"{expect}: "
+        + (f"turn {by} took it over" if by else "another run took it over")
+        + ", and this run's outcome was not recorded",
+        winner=by,
     )

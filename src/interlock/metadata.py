@@ -15,6 +15,7 @@ key                       where, and what it means
 ``toolApproved``          in ``resumed``: an explicit approval (``true``) or denial (``false``)
 ``toolApproval``          in a hold's interrupt data: our marker of a middleware hold
 ``reclaimedFrom``         snapshot: the turn whose lapsed claim a resume took over
+``effectInDoubt``         in an interrupt's data: the journal cannot tell whether the call took effect
 ========================  ===================================================================
 """
 
@@ -32,6 +33,7 @@ __all__ = [
     "APPROVAL_SNAKE",
     "DECISION",
     "HOLD",
+    "IN_DOUBT",
     "INTERRUPT",
     "INTERRUPT_RESPONSE",
     "PENDING",
@@ -46,6 +48,7 @@ __all__ = [
     "hold_message",
     "interrupt_value",
     "is_hold",
+    "is_in_doubt",
     "without_approval",
 ]
 
@@ -73,6 +76,8 @@ HOLD = "toolApproval"
 """In a hold's interrupt data: marks our own middleware holds (detection does not depend on it)."""
 DECISION = "decision"
 """In a respond entry's ``interruptResponse`` dict: ``"approve"`` or ``"deny"``, an explicit decision."""
+IN_DOUBT = "effectInDoubt"
+"""In an interrupt's data: the effect journal paused this call because an earlier attempt may have taken effect."""
 RECLAIMED_FROM = "reclaimedFrom"
 """Snapshot metadata: the turn whose lapsed claim a resume took over."""
 
@@ -138,3 +143,11 @@ def interrupt_value(data: Any) -> Any:
             "interrupt with None (no data), True, or a value that is not false, 0 or an empty string"
         )
     return data
+
+
+def is_in_doubt(part: Part) -> bool:
+    """True when ``part`` is a call the effect journal paused: an earlier attempt may or may not have taken effect."""
+    if part.kind != "tool_request" or not part.is_interrupt:
+        return False
+    data = part.meta(INTERRUPT)
+    return isinstance(data, dict) and cast(dict[str, Any], data).get(IN_DOUBT) is True

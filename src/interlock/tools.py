@@ -26,7 +26,7 @@ import types
 import typing
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, NoReturn, TypeVar, cast, overload
+from typing import Any, Generic, NoReturn, Protocol, TypeVar, cast, overload
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
@@ -98,8 +98,11 @@ class ToolContext(Generic[R]):
         context: the caller's context (identity, tenant, ...).
         reclaimed_from: set when this run resumes an interrupt whose previous resumer
             died mid-turn (the turn whose lapsed claim this one took over). That resumer
-            may have run this tool partly; a tool with side effects should check its own
-            idempotency key (e.g. the request's ``ref``) before acting again.
+            may have run this tool partly.
+        idempotency_key: the stable key of this logical call in the effect journal (the
+            same on every retry of the call; another for another call or a revised input);
+            pass it to the service the tool calls. ``None`` outside a server-managed agent.
+        attempt: which run of this call this is (1 for the first; ``0`` without a journal).
     """
 
     tool: str
@@ -110,6 +113,20 @@ class ToolContext(Generic[R]):
     session: Any = None
     context: dict[str, Any] = field(default_factory=dict[str, Any])
     reclaimed_from: str | None = None
+    idempotency_key: str | None = None
+    attempt: int = 0
+    steps: StepJournal | None = field(default=None, repr=False)
+
+    async def step(self, name: str, fn: Callable[[], Awaitable[T] | T]) -> T:
+        """Run ``fn`` once for this call: its JSON result is journaled, and a retry gets it back without running it.
+
+        Use it for each side effect of a tool that does several (reserve, then charge), so
+        a retry after a crash or an interrupt between them never repeats the first.
+        """
+        if self.steps is None:
+            result = fn()
+            return cast(T, await result if inspect.isawaitable(result) else result)
+        return await self.steps.step(name, fn)
 
     @property
     def is_resumed(self) -> bool:
@@ -126,6 +143,15 @@ class ToolContext(Generic[R]):
         md.interrupt_value(value)  # refuses falsy data here, where the tool raised it
         raise Interrupt(value)
 
+
+class StepJournal(Protocol):
+    """Where :meth:`ToolContext.step` records sub-step results (the effect journal of a call)."""
+
+    async def step(self, name: str, fn: Callable[[], Awaitable[T] | T]) -> T: ...
+
+
+Reconcile = Callable[[str], Any]
+"""``reconcile(idempotency_key) -> output | None`` (sync or async): did the in-doubt effect happen?"""
 
 ToolMiddleware = Callable[[ToolContext[Any], Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
 """``async def mw(ctx, input, call_next) -> output``: wraps every tool execution, restarts included."""
@@ -195,6 +221,8 @@ class Tool(Generic[I, O, R]):
         interrupt_data: Any = None,
         signature: _Signature | None = None,
         approval: Callable[[Any], bool] | None = None,
+        idempotent: bool = False,
+        reconcile: Reconcile | None = None,
     ) -> None:
         self.fn = fn
         self.name = name
@@ -205,6 +233,10 @@ class Tool(Generic[I, O, R]):
         self.interrupt_data = interrupt_data
         self.approval = approval
         """The tool's declared rule: does a typed resume payload approve the call (for the audit)?"""
+        self.idempotent = idempotent
+        """Safe to run again with the same idempotency key: an in-doubt call is retried, not asked about."""
+        self.reconcile = reconcile
+        """``reconcile(key) -> output | None``: asked first about an in-doubt call (``None``: it did not happen)."""
         self._sig = signature
         self._is_async = fn is not None and inspect.iscoroutinefunction(fn)
         self._input: TypeAdapter[Any] = TypeAdapter(input_type)
@@ -379,7 +411,12 @@ def _description(fn: Callable[..., Any]) -> str:
 def tool(fn: Callable[..., Any], /) -> Tool[Any, Any, Any]: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, approval: Callable[[Any], bool] | None = None
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    approval: Callable[[Any], bool] | None = None,
+    idempotent: bool = False,
+    reconcile: Reconcile | None = None,
 ) -> Callable[[Callable[..., Any]], Tool[Any, Any, Any]]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -388,6 +425,8 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     approval: Callable[[Any], bool] | None = None,
+    idempotent: bool = False,
+    reconcile: Reconcile | None = None,
 ) -> Tool[Any, Any, Any] | Callable[[Callable[..., Any]], Tool[Any, Any, Any]]:
     """Define a tool from a typed function, sync or async (usable as ``@tool`` or ``@tool(name=...)``).
 
@@ -395,6 +434,12 @@ def tool(
     docstring's first paragraph. A third parameter makes the tool resumable; ``approval``
     (``lambda payload: payload.approved``) declares which typed payloads approve the call,
     so the audit trail can label an ordinary restart ``approve``/``deny``.
+
+    Side effects (see :mod:`interlock.journal`): in a server-managed agent every call is
+    journaled under ``ctx.idempotency_key`` and never silently repeated. A call whose
+    earlier attempt may or may not have taken effect pauses for a person, unless the tool
+    is ``idempotent=True`` (it is retried with the same key) or ``reconcile(key)`` says
+    what happened (its output, or ``None`` when the effect did not happen).
     """
     # Hints may name classes local to the caller's function (with postponed annotations).
     caller = sys._getframe(1).f_locals  # pyright: ignore[reportPrivateUsage]
@@ -410,6 +455,8 @@ def tool(
             resume_type=sig.resume_type,
             signature=sig,
             approval=approval,
+            idempotent=idempotent,
+            reconcile=reconcile,
         )
 
     return build(fn) if fn is not None else build

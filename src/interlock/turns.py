@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from .effects import Effects
 from .errors import error_from_status
 from .interrupts import Resume, ResumePlan
 from .messages import Message
@@ -112,6 +113,8 @@ class TurnContext:
     """The turn's resume, validated (``None`` when the input carries no resume)."""
     reclaimed_from: str | None = None
     """The turn whose lapsed claim on the resumed snapshot this turn took over (its tools may have run)."""
+    effects: Effects | None = None
+    """The turn's effect journal (server-managed agents): run tool bodies through it so none repeats silently."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

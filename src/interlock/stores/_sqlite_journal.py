@@ -55,7 +55,7 @@ def put(con: sqlite3.Connection, tenant: str, entry: JournalEntry, expect: int) 
     row = con.execute(f"SELECT attempt FROM {JOURNAL} WHERE tenant = ? AND key = ?", (tenant, entry.key)).fetchone()
     stored = 0 if row is None else cast(int, row[0])
     if stored != expect:
-        raise superseded(entry, stored, expect)
+        raise superseded(entry, get(con, tenant, entry.key), expect)
     con.execute(
         f"""INSERT INTO {JOURNAL} (tenant, key, session_id, snapshot_id, attempt, entry) VALUES (?, ?, ?, ?, ?, ?)
         ON CONFLICT (tenant, key) DO UPDATE SET attempt = excluded.attempt, entry = excluded.entry""",

@@ -64,7 +64,7 @@ class InMemoryStore:
         current = self._journal.get(slot)
         stored = 0 if current is None else current.attempt
         if stored != expect:
-            raise superseded(entry, stored, expect)
+            raise superseded(entry, current, expect)
         self._journal[slot] = entry
 
     async def journal_entries(self, *, session_id: str | None = None, tenant: str | None = None) -> list[JournalEntry]:

@@ -1,0 +1,175 @@
+"""The effect journal as one turn uses it: replay, retry, or ask (see :mod:`interlock.journal`).
+
+:class:`Effects` is built by the runtime for each turn of a server-managed agent and
+handed to the tool loop, which runs every tool body through :meth:`Effects.run`. It is
+the one place that decides whether a call's body runs: a recorded output is replayed, a
+call the tool interrupted or failed runs again, and a call whose earlier attempt may
+have taken effect is retried only when the tool says that is safe (``idempotent``,
+``reconcile``) or a person said so (they answered the in-doubt interrupt by restarting
+it); otherwise it pauses the turn with an in-doubt interrupt.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from . import metadata as md
+from ._json import check_json
+from .errors import Interrupt
+from .journal import JournalEntry, JournalStatus, call_key, digest
+from .sessions import utcnow
+from .stores import SessionStore
+
+if TYPE_CHECKING:
+    from .tools import Tool, ToolContext
+
+__all__ = ["Effects", "in_doubt_data"]
+
+T = TypeVar("T")
+
+
+def in_doubt_data(entry: JournalEntry, resumed: Any) -> dict[str, Any]:
+    """The interrupt data of an in-doubt call: what is known, and how to answer."""
+    return {
+        md.IN_DOUBT: True,
+        "message": (
+            f"The effect of {entry.tool} is unknown: attempt {entry.attempt} started and never reported back "
+            "(its process died or the turn was aborted). Restart the call to run it again with the same "
+            "idempotency key, or respond with its output if it did happen, or with a note for the model to skip it."
+        ),
+        "idempotencyKey": entry.key,
+        "attempts": entry.attempt,
+        md.RESUMED: resumed,
+    }
+
+
+@dataclass(kw_only=True)
+class Effects:
+    """The journal of one turn's tool calls, in one store and tenant."""
+
+    store: SessionStore
+    tenant: str | None
+    agent: str | None
+    session_id: str
+    snapshot_id: str
+    """The snapshot the turn continues (or its own, for a session's first turn): entries are pruned with it."""
+    turn_id: str | None
+
+    def key(self, tool: str, ref: str | None, input: Any, index: int) -> str:
+        """The idempotency key of a call asked for by the model message at ``index`` of the history."""
+        return call_key(agent=self.agent, session_id=self.session_id, index=index, tool=tool, ref=ref, input=input)
+
+    async def run(
+        self,
+        tool: Tool[Any, Any, Any],
+        ctx: ToolContext[Any],
+        input: Any,
+        index: int,
+        body: Callable[[], Awaitable[Any]],
+        *,
+        retry: bool = False,
+    ) -> Any:
+        """Run a tool body at most as often as the journal allows; returns its output (recorded or new).
+
+        ``retry`` is set when a person answered this call's in-doubt interrupt by restarting it.
+        Raises :class:`~interlock.errors.Interrupt` (an in-doubt pause, or the tool's own).
+        """
+        key = self.key(tool.name, ctx.request.ref, input, index)
+        ctx.idempotency_key = key
+        entry = await self.store.journal_get(key, tenant=self.tenant)
+        if entry is not None and entry.status == "done":
+            ctx.attempt = entry.attempt
+            return entry.output  # replayed: the body does not run again
+        if entry is not None and entry.status == "running" and not retry and not tool.idempotent:
+            known = await self._reconcile(tool, entry)
+            if known is None:
+                raise Interrupt(in_doubt_data(entry, ctx.resumed))
+            if known is not _NOT_HAPPENED:
+                await self._record(entry, "done", output=known)
+                return known
+        entry = await self._start(tool, ctx, key, input, entry)
+        ctx.attempt = entry.attempt
+        ctx.steps = _Steps(effects=self, entry=entry)
+        try:
+            output = await body()
+        except Interrupt:
+            await self._record(ctx.steps.entry, "interrupted")
+            raise
+        except Exception:
+            await self._record(ctx.steps.entry, "failed")  # the tool said it failed: a retry may run it again
+            raise
+        # cancelled (an abort) or killed mid-body: the entry stays "running", and the call is in doubt
+        await self._record(ctx.steps.entry, "done", output=output)
+        return output
+
+    async def mark_done(self, key: str, output: Any) -> None:
+        """Record ``output`` for an in-doubt call a person answered with a respond (it did happen)."""
+        entry = await self.store.journal_get(key, tenant=self.tenant)
+        if entry is not None and entry.status == "running":
+            await self._record(entry, "done", output=output)
+
+    async def _reconcile(self, tool: Tool[Any, Any, Any], entry: JournalEntry) -> Any:
+        """The tool's word on an in-doubt call: its output, ``_NOT_HAPPENED``, or ``None`` (ask a person)."""
+        if tool.reconcile is None:
+            return None
+        found = tool.reconcile(entry.key)
+        if inspect.isawaitable(found):
+            found = await found
+        return _NOT_HAPPENED if found is None else tool.validate_output(found)
+
+    async def _start(
+        self, tool: Tool[Any, Any, Any], ctx: ToolContext[Any], key: str, input: Any, entry: JournalEntry | None
+    ) -> JournalEntry:
+        attempt = 1 if entry is None else entry.attempt + 1
+        now = utcnow()
+        history = () if entry is None else entry.attempts
+        intent = JournalEntry(
+            key=key,
+            session_id=self.session_id,
+            snapshot_id=self.snapshot_id if entry is None else entry.snapshot_id,
+            agent=self.agent,
+            tool=tool.name,
+            ref=ctx.request.ref,
+            input_digest=digest(input),
+            attempt=attempt,
+            status="running",
+            steps={} if entry is None else dict(entry.steps),
+            turn_id=self.turn_id,
+            started_at=now if entry is None else entry.started_at,
+            attempts=(*history, {"attempt": attempt, "turn": self.turn_id, "status": "running", "at": now.isoformat()}),
+        )
+        await self.store.journal_put(intent, expect=0 if entry is None else entry.attempt, tenant=self.tenant)
+        return intent
+
+    async def _record(self, entry: JournalEntry, status: JournalStatus, *, output: Any = None) -> JournalEntry:
+        now = utcnow()
+        attempts = list(entry.attempts)
+        if attempts and attempts[-1].get("attempt") == entry.attempt:
+            attempts[-1] = {**attempts[-1], "status": status, "finished": now.isoformat()}
+        done = entry.evolve(status=status, output=output, finished_at=now, attempts=tuple(attempts))
+        await self.store.journal_put(done, expect=entry.attempt, tenant=self.tenant)
+        return done
+
+
+_NOT_HAPPENED: Any = object()
+
+
+@dataclass(kw_only=True)
+class _Steps:
+    """``ctx.step`` for one attempt of one call: each named step's result is journaled once."""
+
+    effects: Effects
+    entry: JournalEntry
+
+    async def step(self, name: str, fn: Callable[[], Awaitable[T] | T]) -> T:
+        if name in self.entry.steps:
+            return cast(T, self.entry.steps[name])
+        result = fn()
+        value = await result if inspect.isawaitable(result) else result
+        check_json(value, f"the result of step {name!r}")
+        self.entry = self.entry.evolve(steps={**self.entry.steps, name: value})
+        await self.effects.store.journal_put(self.entry, expect=self.entry.attempt, tenant=self.effects.tenant)
+        return cast(T, value)
