@@ -468,6 +468,22 @@ async def test_client_managed(runs: Runs, server: Server, client: str) -> None:
 
 
 @clients
+async def test_client_managed_signed(runs: Runs, server: Server, client: str) -> None:
+    """A client-managed agent that signs its state: both clients carry the signature back, so the
+    send, interrupt, respond and send all verify; the model sees the conversation without it."""
+    report = await runs.report(client, "client_managed_signed")
+    hello, paused, resumed, after = report["results"]
+    assert all(r["state"]["custom"]["$interlock"]["sig"].startswith("v1.k1.") for r in report["results"])
+    assert (hello["text"], paused["finishReason"]) == ("Hello there", "interrupted")
+    assert resumed["text"] == tool_answer("approveTransfer", {"approved": False})
+    conversation = ["user", "model", "user", "model", "tool", "model", "user"]
+    assert after["text"] == f"I see 7 messages: {','.join(conversation)}"
+    setup = setup_of(server, client, "client_managed_signed")
+    assert isinstance(setup.model, ScriptedModel)
+    assert [len(r.messages) for r in setup.model.requests] == [1, 3, 5, 7]
+
+
+@clients
 async def test_errors(runs: Runs, server: Server, client: str) -> None:
     """Unknown snapshots, state sent to a store agent, an unknown abort, and a stray resume after which
     the session carries on from its last good snapshot."""

@@ -205,12 +205,18 @@ class Invocation:
         return AgentOutput(
             session_id=state.session_id,
             snapshot_id=self.tip.snapshot_id if self.tip else None,
-            state=None if self.store is not None else self.agent.transform_state(state.copy()),
+            state=None if self.store is not None else self._outgoing(state),
             message=message,
             artifacts=list(result.artifacts) if result and result.artifacts is not None else list(state.artifacts),
             finish_reason=finish,
             error=self.error,
         )
+
+    def _outgoing(self, state: SessionState) -> SessionState:
+        """Client-managed state as it leaves the agent: transformed, then signed (``state_signing``)."""
+        out = self.agent.transform_state(state.copy())
+        keyring = self.agent.state_signing
+        return out if keyring is None else keyring.sign_state(out)
 
     def _resolve(self, output: AgentOutput) -> None:
         if not self.output.done():
@@ -248,6 +254,11 @@ class Invocation:
                     "(client-managed state). Send 'state' instead."
                 )
             state = init.state.copy() if init.state else SessionState()
+            if self.agent.state_signing is not None:  # before anything runs: a forged history runs nothing
+                try:
+                    state = self.agent.state_signing.verify_state(state)
+                except InterlockError as exc:
+                    raise _PreTurnFailure(exc, state.session_id) from None
             state.session_id = state.session_id or new_id()
             return state, None
         if init.state is not None:

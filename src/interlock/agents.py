@@ -21,6 +21,7 @@ from .interrupts import Resume, ResumePlan, plan_resume
 from .messages import Message
 from .models import Model
 from .sessions import SessionState, Snapshot
+from .signing import Keyring
 from .stores import SessionStore, Updater
 from .tools import Tool, ToolMiddleware
 from .turns import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnResult
@@ -110,6 +111,9 @@ class Agent(AgentAPI):
         heartbeat_interval: seconds between heartbeats of a detached turn.
         claim_ttl: seconds a resume's claim on an interrupted snapshot lasts without refresh
             (a crashed resumer's claim expires after this).
+        state_signing: for a client-managed agent, sign the state it hands out and refuse
+            state it did not sign (:class:`interlock.signing.Keyring`). Without it the
+            caller controls client-managed state entirely.
     """
 
     def __init__(
@@ -122,6 +126,7 @@ class Agent(AgentAPI):
         chunk_transform: ChunkTransform | None = None,
         heartbeat_interval: float = 30.0,
         claim_ttl: float = 60.0,
+        state_signing: Keyring | None = None,
     ) -> None:
         if not name:
             raise UsageError("an agent needs a non-empty name")
@@ -132,6 +137,9 @@ class Agent(AgentAPI):
         self.chunk_transform = chunk_transform
         self.heartbeat_interval = heartbeat_interval
         self.claim_ttl = claim_ttl
+        if state_signing is not None and store is not None:
+            raise UsageError("state_signing is for client-managed agents (no store); a store keeps the state itself")
+        self.state_signing = state_signing
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"

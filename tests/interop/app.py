@@ -36,6 +36,7 @@ from interlock import (
     tool,
 )
 from interlock.server import AgentServer, RequestInfo
+from interlock.signing import Keyring
 from interlock.testing import EchoModel, ScriptedModel
 
 CLIENTS = ("js", "py")
@@ -191,6 +192,15 @@ def _client_managed(name: str) -> Setup:
     return Setup(agent=PromptAgent(name, model, tools=[approve_transfer]), store=None, model=model)
 
 
+SIGNING_KEYS = Keyring({"k1": "interop-test-key-0123456789abcdef-0123"})
+
+
+def _client_managed_signed(name: str) -> Setup:
+    setup = _client_managed(name)
+    setup.agent.state_signing = SIGNING_KEYS
+    return setup
+
+
 _BUILDERS: dict[str, Callable[[str], Setup]] = {
     "stream": _stream,
     "interrupt_respond": _interrupt_respond,
@@ -200,6 +210,7 @@ _BUILDERS: dict[str, Callable[[str], Setup]] = {
     "detach_wait": _detach_wait,
     "detach_abort": _detach_abort,
     "client_managed": _client_managed,
+    "client_managed_signed": _client_managed_signed,
     "errors": _echo_with_store,
 }
 SCENARIOS = tuple(_BUILDERS)

@@ -173,6 +173,11 @@ const scenarios = {
     };
   },
 
+  // The same conversation with an agent that signs its state: the client echoes it back unchanged.
+  async client_managed_signed(agent) {
+    return scenarios.client_managed(agent);
+  },
+
   // Errors: unknown snapshot (getSnapshot, send), state sent to a store agent, abort of an unknown
   // id, and a resume that fits no interrupt, after which the session must still be usable.
   async errors(agent) {

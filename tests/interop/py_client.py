@@ -204,6 +204,11 @@ async def client_managed(url: str) -> dict[str, Any]:
     }
 
 
+async def client_managed_signed(url: str) -> dict[str, Any]:
+    """The same conversation with an agent that signs its state (the client carries it back unchanged)."""
+    return await client_managed(url)
+
+
 async def errors(url: str) -> dict[str, Any]:
     """Errors: unknown snapshot, state sent to a store agent, abort of an unknown id, a stray resume.
 
@@ -238,6 +243,7 @@ SCENARIOS: dict[str, Callable[[str], Awaitable[dict[str, Any]]]] = {
         detach_wait,
         detach_abort,
         client_managed,
+        client_managed_signed,
         errors,
     )
 }
