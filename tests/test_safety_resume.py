@@ -450,12 +450,13 @@ def test_the_metadata_keys_are_spelled_in_one_module() -> None:
         "tool_approved",
         "toolApproval",
         "reclaimedFrom",
+        "effectInDoubt",
     ]
     pattern = re.compile("[\"'](" + "|".join(keys) + ")[\"']")
     found = [
         f"{path.relative_to(SRC)}:{n}: {line.strip()}"
         for path in sorted(SRC.rglob("*.py"))
-        if path.name not in ("metadata.py", "testing.py")  # testing.py holds wire-format fixtures
+        if path.name != "metadata.py" and path.parent.name != "testing"  # the test kit holds wire-format fixtures
         for n, line in enumerate(path.read_text().splitlines(), 1)
         if pattern.search(line)
     ]
