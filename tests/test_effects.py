@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
+from banking import APPROVE, PAY, Approval, Transfer
 
 from interlock import InMemoryStore, Message, PromptAgent, Resume, SessionStore, ToolContext, ToolRequestPart, tool
 from interlock import metadata as md
@@ -17,25 +17,6 @@ from interlock.models import ModelRequest, ModelResponse
 from interlock.stores import Updater
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
-
-
-class Transfer(BaseModel):
-    to: str
-    amount: float
-
-
-class Approval(BaseModel):
-    approved: bool
-
-
-PAY = Message(role="model", content=[ToolRequestPart(name="transfer", ref="t1", input={"to": "bob", "amount": 5})])
-APPROVE = Resume(
-    restart=[
-        ToolRequestPart(
-            name="transfer", ref="t1", input={"to": "bob", "amount": 5}, metadata={"resumed": {"approved": True}}
-        )
-    ]
-)
 
 
 class Ledger:

@@ -16,19 +16,16 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
+from banking import APPROVE, PAY, Approval, Transfer
 
 from interlock import (
     ClaimConflictError,
     Inbox,
     InMemoryStore,
-    Message,
     PromptAgent,
-    Resume,
     SessionStore,
     Snapshot,
     ToolContext,
-    ToolRequestPart,
     tool,
 )
 from interlock.claims import claim_state
@@ -37,25 +34,6 @@ from interlock.sessions import utcnow
 from interlock.stores import Updater
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
-
-
-class Transfer(BaseModel):
-    to: str
-    amount: float
-
-
-class Approval(BaseModel):
-    approved: bool
-
-
-PAY = Message(role="model", content=[ToolRequestPart(name="transfer", ref="t1", input={"to": "bob", "amount": 5})])
-APPROVE = Resume(
-    restart=[
-        ToolRequestPart(
-            name="transfer", ref="t1", input={"to": "bob", "amount": 5}, metadata={"resumed": {"approved": True}}
-        )
-    ]
-)
 
 
 def bank(

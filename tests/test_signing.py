@@ -8,9 +8,9 @@ import time
 from typing import Any
 
 import pytest
+from banking import PAY, Approval, Transfer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel
 
 from interlock import Message, PromptAgent, Resume, SessionState, ToolContext, ToolRequestPart, tool
 from interlock.errors import InterlockError, UsageError
@@ -20,18 +20,6 @@ from interlock.wire import state_from_json, state_to_json
 
 OLD = "old-key-0123456789abcdef0123456789abcdef"
 NEW = "new-key-0123456789abcdef0123456789abcdef"
-
-
-class Transfer(BaseModel):
-    to: str
-    amount: float
-
-
-class Approval(BaseModel):
-    approved: bool
-
-
-PAY = Message(role="model", content=[ToolRequestPart(name="transfer", ref="t1", input={"to": "bob", "amount": 5})])
 
 
 def make(keys: Keyring | None, runs: list[str], script: list[Any] | None = None) -> PromptAgent:
