@@ -44,6 +44,9 @@ test: lint typecheck unit
 bench: $(STAMP)
 	$(BIN)/python bench/core.py
 	$(BIN)/python bench/agents.py
+	$(BIN)/python bench/faults.py
+	$(BIN)/python bench/effects_faults.py
+	$(BIN)/python bench/effects.py
 
 clean:
 	rm -rf $(VENV) .interop build dist
