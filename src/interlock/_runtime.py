@@ -121,6 +121,7 @@ class Invocation:
         self._turns: asyncio.Queue[_Turn | object] = asyncio.Queue()
         self._running: _Turn | None = None
         self._detached_hold: ClaimHold | None = None
+        self._store_ready = False
         self._loop = asyncio.get_running_loop()
         self._thread = threading.get_ident()
         self._turn_index = 0
@@ -266,10 +267,6 @@ class Invocation:
                 f"Cannot send 'state' to agent '{name}': this agent uses a server-managed store. "
                 "Send 'snapshotId' or 'sessionId' instead."
             )
-        try:
-            await self.store.ready()  # before any model or tool runs: an unusable store fails the turn now
-        except InterlockError as exc:
-            raise _PreTurnFailure(exc, init.session_id) from None
         if init.snapshot_id:
             return await self._load_snapshot(init.snapshot_id, init.session_id)
         if init.session_id:
@@ -446,6 +443,9 @@ class Invocation:
             if plan is not None and parent is not None and parent.finish_reason == "interrupted" and turn_id:
                 assert self.claims is not None
                 hold = await self.claims.take(parent.snapshot_id, turn_id)
+            if hold is None and store is not None and not self._store_ready:
+                await store.ready()  # before any model or tool runs (a claim's write has checked it already)
+                self._store_ready = True
             if turn.input.message is not None:
                 session.add_messages(turn.input.message)
             ctx = TurnContext(

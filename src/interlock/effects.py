@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from . import metadata as md
 from ._json import check_json
-from .errors import Interrupt
+from .errors import ClaimConflictError, Interrupt
 from .journal import JournalEntry, JournalStatus, call_key, digest
 from .sessions import utcnow
 from .stores import SessionStore
@@ -79,7 +79,13 @@ class Effects:
         """
         key = self.key(tool.name, ctx.request.ref, input, index)
         ctx.idempotency_key = key
-        entry = await self.store.journal_get(key, tenant=self.tenant)
+        if ctx.is_resumed:  # a restart: the call was journaled when it paused
+            entry = await self.store.journal_get(key, tenant=self.tenant)
+        else:
+            try:  # a call the model just asked for is usually new: its intent in one write
+                return await self._run_body(ctx, await self._start(tool, ctx, key, input, None), body)
+            except _SeenBefore:
+                entry = await self.store.journal_get(key, tenant=self.tenant)
         if entry is not None and entry.status == "done":
             ctx.attempt = entry.attempt
             return entry.output  # replayed: the body does not run again
@@ -91,6 +97,10 @@ class Effects:
                 await self._record(entry, "done", output=known)
                 return known
         entry = await self._start(tool, ctx, key, input, entry)
+        return await self._run_body(ctx, entry, body)
+
+    async def _run_body(self, ctx: ToolContext[Any], entry: JournalEntry, body: Callable[[], Awaitable[Any]]) -> Any:
+        """Run the body of the attempt ``entry`` records, and record how it ended."""
         ctx.attempt = entry.attempt
         ctx.steps = _Steps(effects=self, entry=entry)
         try:
@@ -141,7 +151,12 @@ class Effects:
             started_at=now if entry is None else entry.started_at,
             attempts=(*history, {"attempt": attempt, "turn": self.turn_id, "status": "running", "at": now.isoformat()}),
         )
-        await self.store.journal_put(intent, expect=0 if entry is None else entry.attempt, tenant=self.tenant)
+        try:
+            await self.store.journal_put(intent, expect=0 if entry is None else entry.attempt, tenant=self.tenant)
+        except ClaimConflictError:
+            if entry is None:
+                raise _SeenBefore from None
+            raise
         return intent
 
     async def _record(self, entry: JournalEntry, status: JournalStatus, *, output: Any = None) -> JournalEntry:
@@ -150,11 +165,17 @@ class Effects:
         if attempts and attempts[-1].get("attempt") == entry.attempt:
             attempts[-1] = {**attempts[-1], "status": status, "finished": now.isoformat()}
         done = entry.evolve(status=status, output=output, finished_at=now, attempts=tuple(attempts))
-        await self.store.journal_put(done, expect=entry.attempt, tenant=self.tenant)
+        # Not flushed to disk before the turn goes on: a process crash keeps it; a power failure may lose
+        # it, and then the call asks (in doubt) instead of replaying. The intent before the body is flushed.
+        await self.store.journal_put(done, expect=entry.attempt, tenant=self.tenant, durable=False)
         return done
 
 
 _NOT_HAPPENED: Any = object()
+
+
+class _SeenBefore(Exception):
+    """The journal already has the call an optimistic first intent was written for."""
 
 
 @dataclass(kw_only=True)
@@ -171,5 +192,7 @@ class _Steps:
         value = await result if inspect.isawaitable(result) else result
         check_json(value, f"the result of step {name!r}")
         self.entry = self.entry.evolve(steps={**self.entry.steps, name: value})
-        await self.effects.store.journal_put(self.entry, expect=self.entry.attempt, tenant=self.effects.tenant)
+        await self.effects.store.journal_put(
+            self.entry, expect=self.entry.attempt, tenant=self.effects.tenant, durable=False
+        )
         return cast(T, value)

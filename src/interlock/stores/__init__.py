@@ -89,8 +89,13 @@ class SessionStore(Protocol):
         """The effect journal's entry for a call's idempotency key, or ``None``."""
         ...
 
-    async def journal_put(self, entry: JournalEntry, *, expect: int, tenant: str | None = None) -> None:
+    async def journal_put(
+        self, entry: JournalEntry, *, expect: int, tenant: str | None = None, durable: bool = True
+    ) -> None:
         """Write a journal entry if the stored attempt is ``expect`` (0: none stored).
+
+        ``durable=False`` allows the store not to flush this write to disk before returning
+        (it must survive a process crash, not necessarily a power failure).
 
         Raises:
             ClaimConflictError: the stored attempt differs (another run took the call over).

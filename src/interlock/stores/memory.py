@@ -59,7 +59,9 @@ class InMemoryStore:
     async def journal_get(self, key: str, *, tenant: str | None = None) -> JournalEntry | None:
         return self._journal.get((check_tenant(tenant), key))
 
-    async def journal_put(self, entry: JournalEntry, *, expect: int, tenant: str | None = None) -> None:
+    async def journal_put(
+        self, entry: JournalEntry, *, expect: int, tenant: str | None = None, durable: bool = True
+    ) -> None:
         slot = (check_tenant(tenant), entry.key)
         current = self._journal.get(slot)
         stored = 0 if current is None else current.attempt

@@ -153,8 +153,10 @@ class SQLiteStore:
     async def journal_get(self, key: str, *, tenant: str | None = None) -> JournalEntry | None:
         return await self._call(self._journal_get, _key(tenant), key)
 
-    async def journal_put(self, entry: JournalEntry, *, expect: int, tenant: str | None = None) -> None:
-        await self._call(self._write_txn, journal.put, _key(tenant), entry, expect)
+    async def journal_put(
+        self, entry: JournalEntry, *, expect: int, tenant: str | None = None, durable: bool = True
+    ) -> None:
+        await self._call(self._journal_put, _key(tenant), entry, expect, durable)
 
     async def journal_entries(self, *, session_id: str | None = None, tenant: str | None = None) -> list[JournalEntry]:
         return await self._call(self._journal_entries, _key(tenant), session_id)
@@ -315,6 +317,17 @@ class SQLiteStore:
     def _check_writable(self) -> None:
         # BEGIN IMMEDIATE takes the write lock: it fails now, before a turn runs, where a commit would fail later.
         self._write_txn(_nothing)
+
+    def _journal_put(self, tenant: str, entry: JournalEntry, expect: int, durable: bool) -> None:
+        if durable:
+            self._write_txn(journal.put, tenant, entry, expect)
+            return
+        con = self._db()
+        con.execute("PRAGMA synchronous = NORMAL")  # WAL: the commit survives a process crash without an fsync
+        try:
+            self._write_txn(journal.put, tenant, entry, expect)
+        finally:
+            con.execute("PRAGMA synchronous = FULL")
 
     def _journal_get(self, tenant: str, key: str) -> JournalEntry | None:
         with self._read_txn() as con:
