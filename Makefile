@@ -47,6 +47,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/faults.py
 	$(BIN)/python bench/effects_faults.py
 	$(BIN)/python bench/effects.py
+	$(BIN)/python bench/tokens.py
 
 clean:
 	rm -rf $(VENV) .interop build dist

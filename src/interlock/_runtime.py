@@ -28,6 +28,7 @@ from .errors import (
 from .interrupts import ResumePlan
 from .sessions import ErrorInfo, Session, SessionState, Snapshot, new_id, utcnow
 from .stores import check_tenant
+from .tokens import check_tokens, mint_tokens
 from .turns import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnEnd, TurnResult
 
 if TYPE_CHECKING:
@@ -386,6 +387,10 @@ class Invocation:
         hold, self._detached_hold = self._detached_hold, None
         state = self.session.state.copy()
         error, finish = self.error, ("failed" if self.error else (self.last_finish_reason or "stop"))
+        if finish == "interrupted":
+            state.messages = mint_tokens(
+                self.agent, state.messages, session_id=self.session.session_id, snapshot_id=self.detached_id
+            )
 
         def finalize(cur: Snapshot | None) -> Snapshot | None:
             if cur is None or cur.status != "pending":  # aborted meanwhile: nothing may commit
@@ -439,10 +444,10 @@ class Invocation:
         turn_index, self._turn_index = self._turn_index, self._turn_index + 1
         hold: ClaimHold | None = None
         try:
-            plan = self._plan(turn.input)  # before anything runs or is claimed: a refusal changes nothing
+            plan, nonces = self._plan(turn.input)  # before anything runs or is claimed: a refusal changes nothing
             if plan is not None and parent is not None and parent.finish_reason == "interrupted" and turn_id:
                 assert self.claims is not None
-                hold = await self.claims.take(parent.snapshot_id, turn_id)
+                hold = await self.claims.take(parent.snapshot_id, turn_id, nonces=nonces)
             if hold is None and store is not None and not self._store_ready:
                 await store.ready()  # before any model or tool runs (a claim's write has checked it already)
                 self._store_ready = True
@@ -492,10 +497,13 @@ class Invocation:
             turn_id=turn_id,
         )
 
-    def _plan(self, input: AgentInput) -> ResumePlan | None:
-        """The input's resume, validated against the history (``None`` without one)."""
+    def _plan(self, input: AgentInput) -> tuple[ResumePlan | None, tuple[str, ...]]:
+        """The input's resume, validated against the history (``None`` without one), and its tokens' nonces.
+
+        The resume tokens are checked here (:func:`interlock.tokens.check_tokens`), once.
+        """
         if input.resume is None:
-            return None
+            return None, ()
         if input.message is not None:
             raise InvalidArgumentError(
                 "an agent input carries a message or a resume, not both: send the resume first, "
@@ -506,7 +514,9 @@ class Invocation:
                 f"there is no snapshot to resume in session {self.session.session_id}: "
                 "resume by the snapshotId or sessionId of the interrupted turn"
             )
-        return self.agent.check_resume(input.resume, self.session.messages)
+        plan = self.agent.check_resume(input.resume, self.session.messages)
+        tip = self.tip.snapshot_id if self.tip else None
+        return plan, check_tokens(self.agent, plan, session_id=self.session.session_id, snapshot_id=tip)
 
     async def _commit(
         self, turn_id: str, parent: Snapshot | None, finish: str | None, plan: ResumePlan | None, hold: ClaimHold | None
@@ -516,6 +526,10 @@ class Invocation:
         meta: dict[str, Any] = {"agent": self.agent.name}
         if plan is not None:
             meta["resume"] = audit_record(plan.resume, self.context, plan=plan)
+        if finish == "interrupted":  # each pending interrupt gets a token bound to this snapshot
+            self.session.set_messages(
+                mint_tokens(self.agent, self.session.messages, session_id=self.session.session_id, snapshot_id=turn_id)
+            )
         snap = Snapshot(
             snapshot_id=turn_id,
             session_id=self.session.session_id,

@@ -20,9 +20,11 @@ from .generate import check_resume, generate
 from .interrupts import Resume, ResumePlan, plan_resume
 from .messages import Message
 from .models import Model
+from .parts import ToolRequestPart
 from .sessions import SessionState, Snapshot
 from .signing import Keyring
 from .stores import SessionStore, Updater
+from .tokens import TokenDecision, TokenSigner
 from .tools import Tool, ToolMiddleware
 from .turns import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnResult
 
@@ -114,7 +116,15 @@ class Agent(AgentAPI):
         state_signing: for a client-managed agent, sign the state it hands out and refuse
             state it did not sign (:class:`interlock.signing.Keyring`). Without it the
             caller controls client-managed state entirely.
+        resume_tokens: for a server-managed agent, mint a signed, single-use, expiring
+            token into every pending interrupt (:class:`interlock.tokens.TokenSigner`);
+            tokens that come back are checked.
+        require_resume_tokens: refuse (PERMISSION_DENIED) every resume entry without a
+            valid token for the interrupt it answers.
     """
+
+    allow_replaced_input: bool = False
+    """Accept restarts with revised inputs (prompt agents take it as an argument)."""
 
     def __init__(
         self,
@@ -127,6 +137,8 @@ class Agent(AgentAPI):
         heartbeat_interval: float = 30.0,
         claim_ttl: float = 60.0,
         state_signing: Keyring | None = None,
+        resume_tokens: TokenSigner | None = None,
+        require_resume_tokens: bool = False,
     ) -> None:
         if not name:
             raise UsageError("an agent needs a non-empty name")
@@ -140,6 +152,12 @@ class Agent(AgentAPI):
         if state_signing is not None and store is not None:
             raise UsageError("state_signing is for client-managed agents (no store); a store keeps the state itself")
         self.state_signing = state_signing
+        if resume_tokens is not None and store is None:
+            raise UsageError("resume_tokens are for server-managed agents: a token binds a stored snapshot")
+        if require_resume_tokens and resume_tokens is None:
+            raise UsageError("require_resume_tokens needs resume_tokens=TokenSigner(...) to mint and check them")
+        self.resume_tokens = resume_tokens
+        self.require_resume_tokens = require_resume_tokens
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
@@ -160,6 +178,13 @@ class Agent(AgentAPI):
         Returns the validated plan (given to the turn handler as ``ctx.plan``).
         """
         return plan_resume(resume, history)
+
+    def token_decisions(self, part: ToolRequestPart) -> tuple[TokenDecision, ...]:
+        """The decisions a resume token minted for the interrupt ``part`` allows (override to narrow).
+
+        Respond and restart; edit (a revised input) too when the agent allows revised inputs.
+        """
+        return ("respond", "restart", "edit") if self.allow_replaced_input else ("respond", "restart")
 
     # egress transforms ---------------------------------------------------------------------
 
@@ -304,6 +329,11 @@ class PromptAgent(Agent):
 
     def check_resume(self, resume: Resume, history: list[Message]) -> ResumePlan:
         return check_resume(resume, history, self.tools, allow_replaced_input=self.allow_replaced_input)
+
+    def token_decisions(self, part: ToolRequestPart) -> tuple[TokenDecision, ...]:
+        """As :meth:`Agent.token_decisions`; a tool that never runs (``interrupt_tool``) is answered by respond only."""
+        found = self._by_name.get(part.name)
+        return ("respond",) if found is not None and found.is_interrupt_only else super().token_decisions(part)
 
     async def invoke(self, runner: SessionRunner) -> AgentResult | None:
         async def turn(input: AgentInput, ctx: TurnContext) -> TurnResult:

@@ -24,14 +24,14 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, cast
 
-from .errors import ClaimConflictError, SnapshotNotFoundError
-from .metadata import RECLAIMED_FROM
+from .errors import ClaimConflictError, PermissionDeniedError, SnapshotNotFoundError
+from .metadata import CONSUMED_TOKENS, RECLAIMED_FROM
 from .sessions import ErrorInfo, Snapshot, utcnow
 from .stores import SessionStore, Updater
 
-__all__ = ["ClaimHold", "ClaimState", "Claims", "claim_state", "is_answerable"]
+__all__ = ["ClaimHold", "ClaimState", "Claims", "claim_state", "consumed_tokens", "is_answerable"]
 
 ClaimState: TypeAlias = Literal["free", "held", "answered", "lapsed"]
 """``free``: nobody claimed it; ``held``: a resume is running; ``answered``: a resume committed;
@@ -60,22 +60,29 @@ class Claims:
         self.tenant = tenant
         self.ttl = ttl
 
-    async def take(self, parent_id: str, turn_id: str) -> ClaimHold:
+    async def take(self, parent_id: str, turn_id: str, *, nonces: Sequence[str] = ()) -> ClaimHold:
         """Claim ``parent_id`` for ``turn_id`` and keep the lease fresh until the hold ends.
 
+        ``nonces`` are the resume tokens' (:mod:`interlock.tokens`): refused when one was
+        already spent on ``parent_id``; they are spent by the hold's fenced commit, in the
+        same transaction (a hold released without committing leaves them unspent).
+
         Raises:
+            PermissionDeniedError: a token was already spent (``replayed``), whoever holds the claim.
             ClaimConflictError: another resume holds the claim, or already answered.
             SnapshotNotFoundError: there is no such snapshot.
         """
         steal: str | None = None
         for _ in range(3):
-            take = _Take(turn_id=turn_id, ttl=self.ttl, steal=steal)
+            take = _Take(turn_id=turn_id, ttl=self.ttl, steal=steal, nonces=tuple(nonces))
             writes: list[tuple[str, Updater]] = [(parent_id, take)]
             if steal is not None:
                 writes.append((steal, _fail_taken_over(turn_id)))
             written = await self.store.save_all(writes, tenant=self.tenant)
             if written[0] is not None:
-                hold = ClaimHold(claims=self, parent_id=parent_id, turn_id=turn_id, reclaimed_from=steal)
+                hold = ClaimHold(
+                    claims=self, parent_id=parent_id, turn_id=turn_id, reclaimed_from=steal, nonces=tuple(nonces)
+                )
                 hold.start()
                 return hold
             assert take.lapsed is not None
@@ -94,6 +101,8 @@ class ClaimHold:
     parent_id: str
     turn_id: str
     reclaimed_from: str | None = None
+    nonces: tuple[str, ...] = ()
+    """The resume tokens' nonces this hold's commit spends (``metadata.consumedTokens``)."""
     lost: str | None = None
     """Why the lease was lost while the turn ran (then :meth:`commit_updater` refuses)."""
     done: bool = False
@@ -124,7 +133,8 @@ class ClaimHold:
     def commit_updater(self) -> Updater:
         """The updater that fences a commit: the claim must still be held by this turn; it becomes answered.
 
-        Write it with the turn's snapshot in one :meth:`~interlock.stores.SessionStore.save_all`.
+        It spends the hold's token nonces in the same write. Write it with the turn's
+        snapshot in one :meth:`~interlock.stores.SessionStore.save_all`.
         """
 
         def confirm(cur: Snapshot | None) -> Snapshot | None:
@@ -132,7 +142,10 @@ class ClaimHold:
                 raise SnapshotNotFoundError(f"Snapshot {self.parent_id} was deleted while turn {self.turn_id} ran")
             if cur.claimed_by != self.turn_id or claim_state(cur) != "held":
                 raise conflict(self.parent_id, cur.claimed_by, answered=False, lapsed=True)
-            return cur.evolve(claim_expires_at=None)
+            if not self.nonces:
+                return cur.evolve(claim_expires_at=None)
+            meta = {**(cur.metadata or {}), CONSUMED_TOKENS: [*consumed_tokens(cur), *self.nonces]}
+            return cur.evolve(claim_expires_at=None, metadata=meta)
 
         return confirm
 
@@ -183,11 +196,18 @@ class _Take:
     turn_id: str
     ttl: float
     steal: str | None
+    nonces: tuple[str, ...] = ()
     lapsed: str | None = None
 
     def __call__(self, cur: Snapshot | None) -> Snapshot | None:
         if cur is None:
             raise SnapshotNotFoundError("Snapshot not found")
+        if self.nonces and not set(self.nonces).isdisjoint(consumed_tokens(cur)):  # before the claim: says why
+            raise PermissionDeniedError(
+                f"a resume token for snapshot {cur.snapshot_id} was already used by a committed answer (replayed); "
+                "each token answers its interrupt once",
+                details={"reason": "replayed"},
+            )
         now = utcnow()
         state = claim_state(cur, now)
         if state in ("held", "answered") and cur.claimed_by != self.turn_id:
@@ -199,6 +219,12 @@ class _Take:
         if self.steal:
             meta[RECLAIMED_FROM] = self.steal
         return cur.evolve(claimed_by=self.turn_id, claim_expires_at=now + timedelta(seconds=self.ttl), metadata=meta)
+
+
+def consumed_tokens(snap: Snapshot) -> list[str]:
+    """The resume-token nonces spent on ``snap`` by its committed answer (``metadata.consumedTokens``)."""
+    spent = (snap.metadata or {}).get(CONSUMED_TOKENS)
+    return [n for n in cast(list[Any], spent) if isinstance(n, str)] if isinstance(spent, list) else []
 
 
 def _fail_taken_over(turn_id: str) -> Updater:

@@ -92,15 +92,21 @@ class Decision:
         return cls.respond(output, decision="deny")
 
     def answer(self, part: ToolRequestPart) -> ToolRequestPart | ToolResponsePart:
-        """The resume entry that carries this decision to the paused request ``part``."""
+        """The resume entry that carries this decision to the paused request ``part``.
+
+        The interrupt's resume token (``metadata.resumeToken``, :mod:`interlock.tokens`),
+        when it has one, is copied into the entry.
+        """
+        token = md.resume_token(part)
+        carried: dict[str, Any] = {} if token is None else {md.RESUME_TOKEN: token}
         if self.verb == "respond":
             note: Any = True
             if self.note or self.decision:
                 note = {**(self.note or {}), **({md.DECISION: self.decision} if self.decision else {})}
             return ToolResponsePart(
-                name=part.name, ref=part.ref, output=self.output, metadata={md.INTERRUPT_RESPONSE: note}
+                name=part.name, ref=part.ref, output=self.output, metadata={md.INTERRUPT_RESPONSE: note, **carried}
             )
-        meta: dict[str, Any] = {md.RESUMED: self._resumed()}
+        meta: dict[str, Any] = {md.RESUMED: self._resumed(), **carried}
         new_input = part.input
         if self.input is not _KEEP:
             new_input = self.input

@@ -16,6 +16,8 @@ key                       where, and what it means
 ``toolApproval``          in a hold's interrupt data: our marker of a middleware hold
 ``reclaimedFrom``         snapshot: the turn whose lapsed claim a resume took over
 ``effectInDoubt``         in an interrupt's data: the journal cannot tell whether the call took effect
+``resumeToken``           tool request (interrupt) and the resume entry answering it: its signed token
+``consumedTokens``        snapshot: the nonces of the resume tokens its committed answer used
 ========================  ===================================================================
 """
 
@@ -39,6 +41,8 @@ __all__ = [
     "PENDING",
     "PENDING_OUTPUT",
     "RECLAIMED_FROM",
+    "RESUME_TOKEN",
+    "CONSUMED_TOKENS",
     "REPLACED_INPUT",
     "RESOLVED_INTERRUPT",
     "RESUMED",
@@ -49,6 +53,7 @@ __all__ = [
     "interrupt_value",
     "is_hold",
     "is_in_doubt",
+    "resume_token",
     "without_approval",
 ]
 
@@ -80,6 +85,10 @@ IN_DOUBT = "effectInDoubt"
 """In an interrupt's data: the effect journal paused this call because an earlier attempt may have taken effect."""
 RECLAIMED_FROM = "reclaimedFrom"
 """Snapshot metadata: the turn whose lapsed claim a resume took over."""
+RESUME_TOKEN = "resumeToken"
+"""Interrupted tool request: its server-minted resume token (:mod:`interlock.tokens`); an answer carries it back."""
+CONSUMED_TOKENS = "consumedTokens"
+"""Snapshot metadata: the nonces of the resume tokens spent by the answer committed to it (single use)."""
 
 _HOLD_PREFIX = "Tool not in approved list: "
 
@@ -151,3 +160,9 @@ def is_in_doubt(part: Part) -> bool:
         return False
     data = part.meta(INTERRUPT)
     return isinstance(data, dict) and cast(dict[str, Any], data).get(IN_DOUBT) is True
+
+
+def resume_token(part: Part) -> str | None:
+    """The resume token ``part`` carries (an interrupt, or the resume entry answering it), or ``None``."""
+    token = part.meta(RESUME_TOKEN)
+    return token if isinstance(token, str) else None
