@@ -189,11 +189,13 @@ class HookStore(SQLiteStore):
             updates[-1] = (sid, hang)
         return await super().save_all(updates, tenant=tenant)
 
-    async def journal_put(self, entry: JournalEntry, *, expect: int, tenant: str | None = None) -> None:
+    async def journal_put(
+        self, entry: JournalEntry, *, expect: int, tenant: str | None = None, durable: bool = True
+    ) -> None:
         before, after = _JOURNAL_POINTS.get((entry.status, tuple(sorted(entry.steps))), ("", ""))
         if self.point == before:
             await self._hang()
-        await super().journal_put(entry, expect=expect, tenant=tenant)
+        await super().journal_put(entry, expect=expect, tenant=tenant, durable=durable)
         if self.point == after:
             await self._hang()
 

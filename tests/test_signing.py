@@ -285,3 +285,13 @@ def _restart_json(amount: float) -> dict[str, Any]:
         "toolRequest": {"name": "transfer", "ref": "t1", "input": {"to": "bob", "amount": amount}},
         "metadata": {"resumed": {"approved": True}},
     }
+
+
+async def test_non_ascii_digits_and_leading_zeros_in_the_issued_time_are_refused() -> None:
+    keys = Keyring({"k1": NEW})
+    good = as_json(await paused_state(keys))
+    version, kid, issued, mac = good["custom"][ENVELOPE]["sig"].split(".")
+    for bad in (f"{version}.{kid}.²{issued}.{mac}", f"{version}.{kid}.0{issued}.{mac}"):
+        state = copy.deepcopy(good)
+        state["custom"][ENVELOPE]["sig"] = bad
+        await refused(keys, state)

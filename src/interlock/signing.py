@@ -89,7 +89,7 @@ class Keyring:
                 f"the state was signed by key {kid!r}, which this agent does not know (unknown or retired); "
                 "start a new session"
             )
-        if not issued_text.isdigit():
+        if not (issued_text.isascii() and issued_text.isdigit()) or issued_text != str(int(issued_text)):
             raise PermissionDeniedError("the state's signature is malformed; send back the state as it was returned")
         issued = int(issued_text)
         if not hmac.compare_digest(mac, self._mac(kid, issued, payload)):
