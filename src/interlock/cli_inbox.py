@@ -2,7 +2,7 @@
 
 ::
 
-    interlock inbox list --store sessions.db [--agent A] [--tool T] [--tenant T] [--older-than 10m] [--json]
+    interlock inbox list --store sessions.db [--agent A] [--tool T] [--older-than 10m] [--in-doubt] [--json]
     interlock inbox show SNAPSHOT_ID --store sessions.db [--json]
     interlock inbox approve SNAPSHOT_ID --store sessions.db --agents app:agents [--ref R] [--as NAME] [--payload JSON]
     interlock inbox reject SNAPSHOT_ID ... [--payload JSON | --output JSON]
@@ -14,7 +14,12 @@
 ``(store) -> agents`` (so an app can build its agents over the command's store). ``--server
 URL`` answers through an agent served over HTTP (its URL, or the server's with ``--agent``);
 listing needs ``--store``: Genkit's protocol has no call that lists snapshots. Answers
-are recorded as ``--as NAME`` (default: ``$USER``). Exit codes: 0 done, 1 failed
+are recorded as ``--as NAME`` (default: ``$USER``).
+
+A call whose effect is unknown (an earlier attempt started and never reported back: see
+:mod:`interlock.journal`) is listed as ``IN DOUBT``; ``show`` prints each call's attempt
+history from the effect journal. ``approve`` runs it again with the same idempotency key,
+``respond`` says it did happen (with its output), ``reject`` skips it. Exit codes: 0 done, 1 failed
 (e.g. no such pending interrupt, or another answer won the race), 2 bad usage.
 """
 
@@ -36,6 +41,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 from .cli import Command, CommandError, load_target, register
 from .errors import InterlockError, InvalidArgumentError, UnimplementedError, UsageError
 from .inbox import Approve, AuditAnswer, Inbox, PendingInterrupt, Reject, Respond, ResumableAgent, open_store
+from .journal import JournalEntry
 from .metadata import INTERRUPT
 from .sessions import utcnow
 from .stores import SessionStore, SnapshotInfo
@@ -92,6 +98,13 @@ def _configure_inbox(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--tool", help="only calls to this tool")
     p.add_argument("--older-than", type=parse_duration, metavar="AGE", help="only those waiting at least AGE (10m)")
     p.add_argument("--newer-than", type=parse_duration, metavar="AGE", help="only those waiting less than AGE")
+    doubt = p.add_mutually_exclusive_group()
+    doubt.add_argument(
+        "--in-doubt", dest="in_doubt", action="store_const", const=True, help="only calls whose effect is unknown"
+    )
+    doubt.add_argument(
+        "--not-in-doubt", dest="in_doubt", action="store_const", const=False, help="no calls whose effect is unknown"
+    )
     p = actions.add_parser("show", help="the interrupts one snapshot waits on, in full")
     p.add_argument("snapshot_id", metavar="SNAPSHOT_ID")
     _where(p)
@@ -224,7 +237,12 @@ async def _inbox_list(args: argparse.Namespace) -> int:
         )
     async with _inbox(args) as inbox:
         items = await inbox.pending(
-            agent=args.agent, tool=args.tool, tenant=args.tenant, older_than=args.older_than, newer_than=args.newer_than
+            agent=args.agent,
+            tool=args.tool,
+            tenant=args.tenant,
+            older_than=args.older_than,
+            newer_than=args.newer_than,
+            in_doubt=args.in_doubt,
         )
     if args.json:
         _print_json([i.to_json() for i in items])
@@ -239,19 +257,51 @@ async def _inbox_list(args: argparse.Namespace) -> int:
 async def _inbox_show(args: argparse.Namespace) -> int:
     async with _inbox(args) as inbox:
         items = await inbox.get(args.snapshot_id, tenant=args.tenant)
+        journal = [await inbox.journal_entry(i) if inbox.store is not None else None for i in items]
     if args.json:
-        _print_json([i.to_json() for i in items])
+        _print_json([i.to_json() | {"journal": e and e.to_json()} for i, e in zip(items, journal, strict=True)])
         return 0
     first = items[0]
     print(f"snapshot  {first.snapshot_id}\nsession   {first.session_id}\nagent     {first.agent or '-'}")
     print(f"waiting   {_age(first.age)} (since {first.created_at.isoformat(timespec='seconds')})")
-    for item in items:
-        kind = "held for approval by tool_approval" if item.is_hold else "paused by the tool"
-        print(f"\n{item.label}: {kind}")
+    for item, entry in zip(items, journal, strict=True):
+        print(f"\n{item.label}: {_kind(item)}")
         print(f"  input  {_indent(item.input)}")
-        if not item.is_hold:
+        if item.in_doubt:
+            if entry is None:
+                print(f"  key    {item.idempotency_key or '-'}")
+            print("  answer approve: run it again (same key) | respond --output: it did happen | reject: skip it")
+        elif not item.is_hold:
             print(f"  data   {_indent(item.data)}")
+        if entry is not None:
+            _attempts(entry)
     return 0
+
+
+def _kind(item: PendingInterrupt) -> str:
+    if item.in_doubt:
+        tried = f"attempt {item.attempts}" if item.attempts else "an attempt"
+        return f"IN DOUBT: {tried} started and never reported back; its effect is unknown"
+    return "held for approval by tool_approval" if item.is_hold else "paused by the tool"
+
+
+def _attempts(entry: JournalEntry) -> None:
+    """A call's attempt history, from its journal entry."""
+    print(f"  journal  {entry.key}: {entry.status}, attempt {entry.attempt}")
+    rows = [
+        [
+            str(a.get("attempt", "?")),
+            str(a.get("turn") or "-"),
+            str(a.get("status", "?")),
+            _when(a.get("at")),
+            _when(a.get("finished")),
+        ]
+        for a in entry.attempts
+    ]
+    if rows:
+        _table(["ATTEMPT", "TURN", "STATUS", "STARTED", "FINISHED"], rows, indent="    ")
+    if entry.steps:
+        print(f"    steps done: {', '.join(entry.steps)}")
 
 
 _DONE = {"approve": "approved", "reject": "rejected", "respond": "answered"}
@@ -416,10 +466,20 @@ def _print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, default=str))
 
 
-def _table(headers: list[str], rows: list[list[str]]) -> None:
+def _table(headers: list[str], rows: list[list[str]], *, indent: str = "") -> None:
     widths = [max(len(h), *(len(r[c]) for r in rows)) for c, h in enumerate(headers)]
     for row in [headers, *rows]:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        print(indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+def _when(value: Any) -> str:
+    """An ISO 8601 time of the journal, to the second (``-`` for none)."""
+    if not isinstance(value, str):
+        return "-"
+    try:
+        return datetime.fromisoformat(value).isoformat(timespec="seconds")
+    except ValueError:
+        return value
 
 
 def _age(age: timedelta) -> str:
@@ -436,6 +496,8 @@ def _compact(value: Any, limit: int = 60) -> str:
 
 
 def _summary(item: PendingInterrupt) -> str:
+    if item.in_doubt:
+        return f"IN DOUBT (attempt {item.attempts or '?'}): " + _compact(item.input)
     if item.is_hold:
         return "held: " + _compact(item.input)
     return _compact(item.input if item.data is True else item.data)

@@ -16,18 +16,33 @@ then takes it over). An answer runs through the agent named
 in the snapshot with ``context={"identity": ..., "tenant": ...}``: the resumed snapshot's
 ``metadata["resume"]`` records who answered and when, and a second answer fails (``ABORTED``).
 
-Each verb is a thin constructor of a :class:`~interlock.decisions.Decision`:
+Each verb is a thin constructor of a :class:`~interlock.decisions.Decision`; what it does
+depends on what paused the call:
 
-* **approve**: a tool-approval hold gets :func:`~interlock.middleware.approve`; a tool's
-  own interrupt is restarted with ``payload`` (default ``{"approved": true}``) plus the
-  approval marker ``toolApproved: true`` (tools never see it; the audit records the
-  decision ``approve``, and a ``tool_approval`` middleware around the tool lets the
-  restart through).
-* **reject**: a hold gets :func:`~interlock.middleware.deny` (the tool never runs;
-  ``output`` is the note the model sees); a tool's own interrupt is restarted with
-  ``payload`` (default ``{"approved": false}``) plus ``toolApproved: false``, or answered
-  with ``output`` when given. Either way the audit records the decision ``deny``.
-* **respond**: ``output`` answers the call; the tool does not run (no decision label).
+=======  ========================  ==========================  ==============================
+verb     a tool-approval hold      the tool's own interrupt    an in-doubt call
+                                                               (:attr:`PendingInterrupt
+                                                               .in_doubt`)
+=======  ========================  ==========================  ==============================
+approve  :func:`~interlock         restart with ``payload``    *run it again*: a restart with
+         .middleware.approve`:     (default ``{"approved":     the same idempotency key,
+         the tool runs             true}``)                    carrying the payload it had
+                                                               (``payload`` replaces it)
+reject   :func:`~interlock         restart with ``payload``    *skip it*: respond with
+         .middleware.deny`: the    (default ``{"approved":     ``output`` (default
+         tool never runs;          false}``), or respond with  ``{"skipped": true,
+         ``output`` is the note    ``output`` when given       "message": ...}``); the tool
+         the model sees                                        does not run
+respond  ``output`` answers the    ``output`` answers the      *it did happen*: the journal
+         call; no decision label   call; no decision label     records ``output`` as the
+                                                               call's result (``done``)
+=======  ========================  ==========================  ==============================
+
+A restart from approve carries the approval marker ``toolApproved: true`` and one from
+reject ``toolApproved: false`` (tools never see it; the audit records the decision
+``approve``/``deny``, and a ``tool_approval`` middleware around the tool lets an approved
+restart through); a respond from reject is marked ``deny``. An in-doubt call's attempt
+history is its :class:`~interlock.journal.JournalEntry` (:meth:`Inbox.journal_entry`).
 
 A marker needs a JSON object payload: a scalar payload (``True`` for a ``bool`` tool)
 travels as is, and the audit labels it only through the tool's declared ``approval`` rule.
@@ -46,14 +61,14 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timedelta
-from typing import Any, Protocol, TypeAlias, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from pydantic import TypeAdapter
 
 from . import metadata as md
-from .agents import PromptAgent
+from ._inbox_answers import Answer, Approve, Reject, Respond, entry, match_all
 from .claims import claim_state, is_answerable
-from .decisions import Decision, DecisionLabel
+from .decisions import DecisionLabel
 from .errors import (
     ClaimConflictError,
     FailedPreconditionError,
@@ -63,12 +78,10 @@ from .errors import (
     UsageError,
 )
 from .interrupts import Resume
-from .middleware import approve as approve_hold
-from .middleware import deny as deny_hold
+from .journal import JournalEntry
 from .parts import ToolRequestPart, ToolResponsePart
 from .sessions import Snapshot, utcnow
 from .stores import SessionStore, SnapshotInfo
-from .tools import to_json
 from .turns import AgentOutput
 
 __all__ = [
@@ -109,6 +122,12 @@ class PendingInterrupt:
     Attributes:
         data: the interrupt data (``metadata.interrupt``; ``True`` when the tool gave none).
         is_hold: the call is held by tool-approval middleware (not paused by the tool itself).
+        in_doubt: the effect journal paused the call: an earlier attempt started and never
+            reported back, so it may or may not have taken effect
+            (:func:`interlock.metadata.is_in_doubt`). Approve runs it again, respond marks it
+            done, reject skips it.
+        idempotency_key: an in-doubt call's key (the same on every attempt), else ``None``.
+        attempts: how many attempts an in-doubt call has had, else ``None``.
         created_at: when the paused turn ended; ``age`` is measured from it.
         part: the paused tool request itself.
     """
@@ -124,6 +143,9 @@ class PendingInterrupt:
     created_at: datetime
     age: timedelta
     tenant: str | None = None
+    in_doubt: bool = False
+    idempotency_key: str | None = None
+    attempts: int | None = None
     part: ToolRequestPart = field(repr=False, compare=False)
 
     @property
@@ -139,32 +161,6 @@ class PendingInterrupt:
         """A JSON-ready dict (the time as ISO 8601, the age in seconds)."""
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("part", "age")}
         return out | {"created_at": self.created_at.isoformat(), "age_seconds": round(self.age.total_seconds(), 3)}
-
-
-@dataclass(frozen=True, slots=True)
-class Approve:
-    """Approve a call; ``payload`` (default ``{"approved": true}``) is the restart's resume payload."""
-
-    payload: Any = None
-
-
-@dataclass(frozen=True, slots=True)
-class Reject:
-    """Reject a call: restart with ``payload`` (default ``{"approved": false}``), or respond with ``output``."""
-
-    payload: Any = None
-    output: Any = None
-
-
-@dataclass(frozen=True, slots=True)
-class Respond:
-    """Answer a call with ``output``; the tool does not run."""
-
-    output: Any
-
-
-Answer: TypeAlias = Approve | Reject | Respond
-"""One decision on one interrupt."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -258,13 +254,15 @@ class Inbox:
         tenant: str | None = None,
         older_than: timedelta | None = None,
         newer_than: timedelta | None = None,
+        in_doubt: bool | None = None,
         now: datetime | None = None,
     ) -> list[PendingInterrupt]:
         """Interrupts waiting for an answer in ``tenant``'s sessions, the longest-waiting first.
 
-        Filters: the snapshot's ``agent``, the paused ``tool``, and the age of the paused
-        turn (``older_than``: at least that old; ``newer_than``: younger than that), measured
-        at ``now`` (default: the current time).
+        Filters: the snapshot's ``agent``, the paused ``tool``, the age of the paused turn
+        (``older_than``: at least that old; ``newer_than``: younger than that), measured at
+        ``now`` (default: the current time), and ``in_doubt`` (``True``: only in-doubt calls,
+        ``False``: none of them, ``None``: all).
         """
         store = self._require_store("listing pending interrupts")
         now = now or utcnow()
@@ -278,7 +276,11 @@ class Inbox:
             snap = await store.load(info.snapshot_id, tenant=tenant)
             if snap is None or snap.read_status() != "completed" or not is_answerable(snap, now):
                 continue
-            found += [i for i in _items(snap, now, tenant, info.agent) if tool is None or i.tool == tool]
+            found += [
+                i
+                for i in _items(snap, now, tenant, info.agent)
+                if tool in (None, i.tool) and in_doubt in (None, i.in_doubt)
+            ]
         return found
 
     async def get(self, snapshot_id: str, *, tenant: str | None = None) -> list[PendingInterrupt]:
@@ -329,6 +331,31 @@ class Inbox:
             if entry is not None:
                 entries.append(entry)
         return sorted(entries, key=lambda e: (e.at is None, e.at or datetime.min, e.snapshot_id))
+
+    async def journal(self, session_id: str, *, tenant: str | None = None) -> list[JournalEntry]:
+        """The effect journal of a session: one entry per tool call, with its attempts, oldest first."""
+        store = self._require_store("reading the effect journal")
+        return await store.journal_entries(session_id=session_id, tenant=tenant)
+
+    async def journal_entry(self, item: PendingInterrupt) -> JournalEntry | None:
+        """The journal entry of a pending call, with its attempt history; ``None`` when it has none.
+
+        An in-doubt call is found by its idempotency key; a call the tool paused itself, by
+        the attempt that paused in the item's snapshot. A hold has none (the tool has not run).
+        """
+        store = self._require_store("reading the effect journal")
+        if item.idempotency_key is not None:
+            return await store.journal_get(item.idempotency_key, tenant=item.tenant)
+        if item.is_hold:
+            return None
+        found = [
+            e
+            for e in await store.journal_entries(session_id=item.session_id, tenant=item.tenant)
+            if e.tool == item.tool
+            and (e.ref or None) == (item.ref or None)
+            and any(a.get("turn") == item.snapshot_id for a in e.attempts)
+        ]
+        return found[-1] if found else None
 
     # answering -------------------------------------------------------------------------------
 
@@ -388,7 +415,7 @@ class Inbox:
         call to that tool) to an answer, which must cover every interrupt.
         """
         items = await self.get(snapshot_id, tenant=tenant)
-        return await self._resume(snapshot_id, _match_all(snapshot_id, items, answers), identity, tenant)
+        return await self._resume(snapshot_id, match_all(snapshot_id, items, answers), identity, tenant)
 
     async def answer(
         self,
@@ -416,7 +443,7 @@ class Inbox:
         self, snapshot_id: str, pairs: list[tuple[PendingInterrupt, Answer]], identity: Any, tenant: str | None
     ) -> AgentOutput:
         agent = self._agent_named(snapshot_id, pairs[0][0].agent)
-        entries = [_entry(item, answer, agent) for item, answer in pairs]
+        entries = [entry(item, answer, agent) for item, answer in pairs]
         resume = Resume(
             respond=[e for e in entries if isinstance(e, ToolResponsePart)],
             restart=[e for e in entries if isinstance(e, ToolRequestPart)],
@@ -499,56 +526,24 @@ def _items(snap: Snapshot, now: datetime, tenant: str | None, agent: str | None)
             created_at=snap.created_at,
             age=now - snap.created_at,
             tenant=tenant,
+            **_doubt(part),
             part=part,
         )
         for part in cast(list[ToolRequestPart], snap.interrupts)
     ]
 
 
-def _match_all(
-    snapshot_id: str, items: list[PendingInterrupt], answers: Answer | Mapping[str, Answer]
-) -> list[tuple[PendingInterrupt, Answer]]:
-    if isinstance(answers, (Approve, Reject, Respond)):
-        return [(item, answers) for item in items]
-    keys = {i.ref for i in items if i.ref} | {i.tool for i in items}
-    unknown = [k for k in answers if k not in keys]
-    if unknown:
-        raise InvalidArgumentError(f"snapshot {snapshot_id} has no interrupt with ref or tool {', '.join(unknown)}")
-    pairs: list[tuple[PendingInterrupt, Answer]] = []
-    for item in items:
-        answer = answers.get(item.ref) if item.ref and item.ref in answers else answers.get(item.tool)
-        if answer is None:
-            raise UsageError(
-                f"no answer for {item.label}: a resume must answer every interrupt of snapshot {snapshot_id}"
-            )
-        pairs.append((item, answer))
-    return pairs
-
-
-def _entry(item: PendingInterrupt, answer: Answer, agent: ResumableAgent) -> ToolRequestPart | ToolResponsePart:
-    """The resume entry that carries ``answer`` to ``item`` (the rules are in the module docs)."""
-    part = item.part
-    if isinstance(answer, Respond) or (isinstance(answer, Reject) and answer.output is not None and not item.is_hold):
-        label: DecisionLabel | None = "deny" if isinstance(answer, Reject) else None
-        return Decision.respond(to_json(answer.output), decision=label).answer(part)
-    if item.is_hold:
-        if isinstance(answer, Approve):
-            return approve_hold(part, **_payload_dict(answer.payload, item))
-        if answer.payload is not None:
-            raise UsageError(f"{item.label} is held for approval: a rejection never runs it, so it takes no payload")
-        return deny_hold(part, None if answer.output is None else to_json(answer.output))
-    if isinstance(agent, PromptAgent) and any(t.name == item.tool and t.is_interrupt_only for t in agent.tools):
-        raise UsageError(f"tool {item.tool!r} never runs (it only asks); answer {item.label} with respond")
-    approved = isinstance(answer, Approve)
-    payload: Any = {"approved": approved} if answer.payload is None else to_json(answer.payload)
-    return Decision.restart(payload, decision="approve" if approved else "deny").answer(part)
-
-
-def _payload_dict(payload: Any, item: PendingInterrupt) -> dict[str, Any]:
-    value: Any = {} if payload is None else to_json(payload)
-    if not isinstance(value, dict):
-        raise InvalidArgumentError(f"the approval of hold {item.label} takes a JSON object as payload, not {value!r}")
-    return cast(dict[str, Any], value)
+def _doubt(part: ToolRequestPart) -> dict[str, Any]:
+    """``in_doubt``, ``idempotency_key`` and ``attempts`` of a paused call (as its interrupt data says)."""
+    if not md.is_in_doubt(part):
+        return {}
+    data = cast(dict[str, Any], part.meta(md.INTERRUPT))
+    key, attempts = data.get("idempotencyKey"), data.get("attempts")
+    return {
+        "in_doubt": True,
+        "idempotency_key": key if isinstance(key, str) else None,
+        "attempts": attempts if isinstance(attempts, int) and not isinstance(attempts, bool) else None,
+    }
 
 
 def _entry_of(snap: Snapshot, record: dict[str, Any]) -> AuditEntry:

@@ -1,0 +1,139 @@
+"""The inbox's answers (:class:`Approve`, :class:`Reject`, :class:`Respond`) and the resume entries they become.
+
+The rules are in :mod:`interlock.inbox`'s docs; :func:`entry` applies them to one call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
+
+from . import metadata as md
+from .agents import PromptAgent
+from .decisions import Decision, DecisionLabel
+from .errors import InvalidArgumentError, UsageError
+from .middleware import approve as approve_hold
+from .middleware import deny as deny_hold
+from .parts import ToolRequestPart, ToolResponsePart
+from .tools import to_json
+
+if TYPE_CHECKING:
+    from .inbox import PendingInterrupt, ResumableAgent
+
+__all__ = ["Answer", "Approve", "Reject", "Respond", "entry", "match_all", "skip_note"]
+
+
+@dataclass(frozen=True, slots=True)
+class Approve:
+    """Approve a call; ``payload`` (default ``{"approved": true}``) is the restart's resume payload.
+
+    An in-doubt call is run again with the same idempotency key; ``payload`` defaults to
+    the payload it had.
+    """
+
+    payload: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """Reject a call: restart with ``payload`` (default ``{"approved": false}``), or respond with ``output``.
+
+    An in-doubt call is skipped: it is answered with ``output`` (default :func:`skip_note`)
+    and does not run again.
+    """
+
+    payload: Any = None
+    output: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Respond:
+    """Answer a call with ``output``; the tool does not run (an in-doubt call is marked done with it)."""
+
+    output: Any
+
+
+Answer: TypeAlias = Approve | Reject | Respond
+"""One decision on one interrupt."""
+
+
+def skip_note(item: PendingInterrupt) -> dict[str, Any]:
+    """What the model sees for an in-doubt call a person rejected: it was skipped, not run again."""
+    return {
+        "skipped": True,
+        "message": (
+            f"The call to {item.tool} was skipped: an earlier attempt may or may not have taken effect, "
+            "and it was not run again."
+        ),
+    }
+
+
+def match_all(
+    snapshot_id: str, items: list[PendingInterrupt], answers: Answer | Mapping[str, Answer]
+) -> list[tuple[PendingInterrupt, Answer]]:
+    """Pair every interrupt with its answer: one for all, or by ref (or tool name)."""
+    if isinstance(answers, (Approve, Reject, Respond)):
+        return [(item, answers) for item in items]
+    keys = {i.ref for i in items if i.ref} | {i.tool for i in items}
+    unknown = [k for k in answers if k not in keys]
+    if unknown:
+        raise InvalidArgumentError(f"snapshot {snapshot_id} has no interrupt with ref or tool {', '.join(unknown)}")
+    pairs: list[tuple[PendingInterrupt, Answer]] = []
+    for item in items:
+        answer = answers.get(item.ref) if item.ref and item.ref in answers else answers.get(item.tool)
+        if answer is None:
+            raise UsageError(
+                f"no answer for {item.label}: a resume must answer every interrupt of snapshot {snapshot_id}"
+            )
+        pairs.append((item, answer))
+    return pairs
+
+
+def entry(item: PendingInterrupt, answer: Answer, agent: ResumableAgent) -> ToolRequestPart | ToolResponsePart:
+    """The resume entry that carries ``answer`` to ``item`` (the rules are in the inbox's module docs)."""
+    part = item.part
+    if item.in_doubt:
+        return _in_doubt(item, answer)
+    if isinstance(answer, Respond) or (isinstance(answer, Reject) and answer.output is not None and not item.is_hold):
+        label: DecisionLabel | None = "deny" if isinstance(answer, Reject) else None
+        return Decision.respond(to_json(answer.output), decision=label).answer(part)
+    if item.is_hold:
+        if isinstance(answer, Approve):
+            return approve_hold(part, **_payload_dict(answer.payload, item))
+        if answer.payload is not None:
+            raise UsageError(f"{item.label} is held for approval: a rejection never runs it, so it takes no payload")
+        return deny_hold(part, None if answer.output is None else to_json(answer.output))
+    if isinstance(agent, PromptAgent) and any(t.name == item.tool and t.is_interrupt_only for t in agent.tools):
+        raise UsageError(f"tool {item.tool!r} never runs (it only asks); answer {item.label} with respond")
+    approved = isinstance(answer, Approve)
+    payload: Any = {"approved": approved} if answer.payload is None else to_json(answer.payload)
+    return Decision.restart(payload, decision="approve" if approved else "deny").answer(part)
+
+
+def _in_doubt(item: PendingInterrupt, answer: Answer) -> ToolRequestPart | ToolResponsePart:
+    """Approve: run it again (the payload it had); respond: it did happen; reject: skip it."""
+    part = item.part
+    if isinstance(answer, Respond):
+        return Decision.respond(to_json(answer.output)).answer(part)
+    if isinstance(answer, Reject):
+        if answer.payload is not None:
+            raise UsageError(
+                f"{item.label} is in doubt: a rejection skips it (it does not run again), so it takes no payload; "
+                "give --output for the note the model sees, or approve to run it again"
+            )
+        note = skip_note(item) if answer.output is None else to_json(answer.output)
+        return Decision.respond(note, decision="deny").answer(part)
+    data: Any = item.data
+    had: Any = cast(dict[str, Any], data).get(md.RESUMED) if isinstance(data, dict) else None
+    payload: Any = had if answer.payload is None else to_json(answer.payload)
+    if payload is True:  # a bare restart: the runtime uses the payload the call had
+        payload = None
+    return Decision.restart(payload, decision="approve").answer(part)
+
+
+def _payload_dict(payload: Any, item: PendingInterrupt) -> dict[str, Any]:
+    value: Any = {} if payload is None else to_json(payload)
+    if not isinstance(value, dict):
+        raise InvalidArgumentError(f"the approval of hold {item.label} takes a JSON object as payload, not {value!r}")
+    return cast(dict[str, Any], value)
