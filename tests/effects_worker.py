@@ -326,7 +326,7 @@ async def _recover(run: EffectRun, db: pathlib.Path, effects: pathlib.Path, snap
             cur = await store.load(snap)
             return cur is not None and claim_state(cur) in ("lapsed", "free")
 
-        run.lapse_wait = await _until("the killed holder's lease to lapse", answerable, 5)
+        run.lapse_wait = await _until("the killed holder's lease to lapse", answerable, 15)
         service = Service(effects, dedupe=run.variant == "idempotent")
         agent = booking_agent(store, service, idempotent=run.variant == "idempotent", claim_ttl=5.0)
         before = len(effect_lines(effects))

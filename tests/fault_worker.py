@@ -559,7 +559,7 @@ async def crash_and_recover(work: pathlib.Path, run: int, point: str, mode: str)
             cur = await store.load(snap)
             return cur is not None and claim_state(cur) in ("lapsed", "free")
 
-        fig.lapse_wait = await _until("the killed holder's lease to lapse", lapsed, 5)
+        fig.lapse_wait = await _until("the killed holder's lease to lapse", lapsed, 15)
         agent = bank(store, log, snap, claim_ttl=5.0)
         fig.local = [p.ref or "" for p in await agent.pending_interrupts(snap)]
         fig.inbox = [i.snapshot_id for i in await Inbox(store, agents=[agent]).pending()]

@@ -34,7 +34,7 @@ async def test_a_killed_two_step_tool_turn_never_repeats_an_effect_silently_nor_
     tmp_path: pathlib.Path,
 ) -> None:
     start = time.monotonic()
-    runs = await effect_runs(tmp_path, runs=RUNS, parallel=20)
+    runs = await effect_runs(tmp_path, runs=RUNS, parallel=12)
     print(f"\n{render(*table(runs))}\n{len(runs)} runs in {time.monotonic() - start:.1f} s")
     assert len(runs) == 2 * len(POINTS) * 2 * RUNS
     problems = [f"{r.variant} {r.point} {r.mode}: {p}" for r in runs for p in r.problems]
