@@ -30,14 +30,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fault_worker import _reap, _until, integrity, outcome
+from fault_worker import HangingModel, _reap, _until, integrity, outcome
 from pydantic import BaseModel
 
 from interlock import Message, PromptAgent, Resume, Snapshot, ToolContext, ToolRequestPart, ToolResponsePart, tool
 from interlock import metadata as md
 from interlock.claims import claim_state
 from interlock.journal import JournalEntry
-from interlock.models import ModelRequest, ModelResponse
 from interlock.stores import Updater
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
@@ -148,18 +147,6 @@ def booking_agent(
 # the worker -------------------------------------------------------------------------------------
 
 
-class _HangingModel:
-    name = "test/hanging"
-
-    def __init__(self, marker: pathlib.Path) -> None:
-        self.marker = marker
-
-    async def generate(self, request: ModelRequest, *, on_chunk: Any = None) -> ModelResponse:
-        self.marker.write_text("model")
-        await asyncio.sleep(3600)
-        raise AssertionError("unreachable")
-
-
 class HookStore(SQLiteStore):
     """A SQLite store that writes ``marker`` and hangs at ``point`` (the claim, a journal write, the commit)."""
 
@@ -208,7 +195,7 @@ async def _worker(
             store,
             Service(effects, dedupe=variant == "idempotent"),
             idempotent=variant == "idempotent",
-            model=_HangingModel(marker) if point == "model" else None,
+            model=HangingModel(marker) if point == "model" else None,
             claim_ttl=1.0,
         )
         out = await agent.run(resume=APPROVE, snapshot_id=snap, detach=mode == "detached")

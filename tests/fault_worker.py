@@ -31,9 +31,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel
+from banking import APPROVE, PAY, Approval, Transfer
 
-from interlock import AgentOutput, Inbox, Message, PromptAgent, Resume, Snapshot, ToolContext, ToolRequestPart, tool
+from interlock import AgentOutput, Inbox, PromptAgent, Snapshot, ToolContext, tool
 from interlock.claims import claim_state
 from interlock.models import ModelRequest, ModelResponse
 from interlock.stores import Updater
@@ -44,25 +44,6 @@ HERE = pathlib.Path(__file__).resolve().parent
 WORKER = HERE / "fault_worker.py"
 POINTS = ("tool", "model", "commit")
 MODES = ("attached", "detached")
-
-
-class Transfer(BaseModel):
-    to: str
-    amount: float
-
-
-class Approval(BaseModel):
-    approved: bool
-
-
-PAY = Message(role="model", content=[ToolRequestPart(name="transfer", ref="t1", input={"to": "bob", "amount": 5})])
-APPROVE = Resume(
-    restart=[
-        ToolRequestPart(
-            name="transfer", ref="t1", input={"to": "bob", "amount": 5}, metadata={"resumed": {"approved": True}}
-        )
-    ]
-)
 
 
 def _record(log: pathlib.Path, label: str, reclaimed_from: str | None) -> None:
@@ -474,7 +455,7 @@ class CrashRun:
     problems: list[str] = field(default_factory=list[str])
 
 
-class _HangingModel:
+class HangingModel:
     """Writes a marker at its first call, then never answers (the worker is killed there)."""
 
     name = "test/hanging"
@@ -521,7 +502,7 @@ async def _crash_worker(db: str, log: pathlib.Path, snap: str, point: str, mode:
             claim_ttl=1.0,
             tool_marker=marker if point == "tool" else None,
             tool_sleep=3600 if point == "tool" else 0.0,
-            model=_HangingModel(marker) if point == "model" else None,
+            model=HangingModel(marker) if point == "model" else None,
         )
         out = await agent.run(resume=APPROVE, snapshot_id=snap, detach=mode == "detached")
         print(json.dumps(outcome(out)), flush=True)
