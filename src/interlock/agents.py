@@ -16,7 +16,7 @@ from ._api import AgentAPI, InputLike, as_input
 from ._runtime import END, Invocation, SessionRunner
 from .claims import release_by
 from .errors import InvalidArgumentError, UsageError
-from .generate import check_resume, generate
+from .generate import ToolErrors, check_resume, generate
 from .interrupts import Resume, ResumePlan, plan_resume
 from .messages import Message
 from .models import Model
@@ -278,8 +278,33 @@ CustomAgentFn = Callable[[SessionRunner], Awaitable[AgentResult | None]]
 class CustomAgent(Agent):
     """An agent driven by your async function, which runs turns through a :class:`SessionRunner`."""
 
-    def __init__(self, name: str, fn: CustomAgentFn, **options: Any) -> None:
-        super().__init__(name, **options)
+    def __init__(
+        self,
+        name: str,
+        fn: CustomAgentFn,
+        *,
+        store: SessionStore | None = None,
+        description: str = "",
+        state_transform: StateTransform | None = None,
+        chunk_transform: ChunkTransform | None = None,
+        heartbeat_interval: float = 30.0,
+        claim_ttl: float = 60.0,
+        state_signing: Keyring | None = None,
+        resume_tokens: TokenSigner | None = None,
+        require_resume_tokens: bool = False,
+    ) -> None:
+        super().__init__(
+            name,
+            store=store,
+            description=description,
+            state_transform=state_transform,
+            chunk_transform=chunk_transform,
+            heartbeat_interval=heartbeat_interval,
+            claim_ttl=claim_ttl,
+            state_signing=state_signing,
+            resume_tokens=resume_tokens,
+            require_resume_tokens=require_resume_tokens,
+        )
         self.fn = fn
 
     async def invoke(self, runner: SessionRunner) -> AgentResult | None:
@@ -298,8 +323,14 @@ class PromptAgent(Agent):
         max_turns: tool-calling rounds per turn before the turn fails.
         middleware: tool middleware (e.g. :func:`interlock.tool_approval`).
         allow_replaced_input: accept restarts with revised inputs (unsafe for untrusted callers).
-        tool_input_errors: ``"raise"`` fails the turn on invalid tool input; ``"model"`` tells the model.
-        **options: see :class:`Agent`.
+        tool_errors: ``"raise"`` fails the turn when a tool raises or the model names an
+            unknown tool; ``"model"`` sends the error back to the model as the call's output
+            (see :func:`interlock.generate.generate`).
+        tool_input_errors: the same for a model input that fails a tool's schema
+            (``None``: as ``tool_errors``).
+        tool_retries: errors of one tool a turn sends back to the model before it fails.
+
+    The other keyword arguments are :class:`Agent`'s.
     """
 
     def __init__(
@@ -313,10 +344,31 @@ class PromptAgent(Agent):
         max_turns: int = 5,
         middleware: Sequence[ToolMiddleware] = (),
         allow_replaced_input: bool = False,
-        tool_input_errors: Literal["raise", "model"] = "raise",
-        **options: Any,
+        tool_errors: ToolErrors = "raise",
+        tool_input_errors: ToolErrors | None = None,
+        tool_retries: int = 2,
+        store: SessionStore | None = None,
+        description: str = "",
+        state_transform: StateTransform | None = None,
+        chunk_transform: ChunkTransform | None = None,
+        heartbeat_interval: float = 30.0,
+        claim_ttl: float = 60.0,
+        state_signing: Keyring | None = None,
+        resume_tokens: TokenSigner | None = None,
+        require_resume_tokens: bool = False,
     ) -> None:
-        super().__init__(name, **options)
+        super().__init__(
+            name,
+            store=store,
+            description=description,
+            state_transform=state_transform,
+            chunk_transform=chunk_transform,
+            heartbeat_interval=heartbeat_interval,
+            claim_ttl=claim_ttl,
+            state_signing=state_signing,
+            resume_tokens=resume_tokens,
+            require_resume_tokens=require_resume_tokens,
+        )
         self.model = model
         self.instructions = instructions
         self.tools = list(tools)
@@ -324,7 +376,9 @@ class PromptAgent(Agent):
         self.max_turns = max_turns
         self.middleware = list(middleware)
         self.allow_replaced_input = allow_replaced_input
-        self.tool_input_errors: Literal["raise", "model"] = tool_input_errors
+        self.tool_errors: ToolErrors = tool_errors
+        self.tool_input_errors: ToolErrors | None = tool_input_errors
+        self.tool_retries = tool_retries
         self._by_name = {t.name: t for t in self.tools}
 
     def check_resume(self, resume: Resume, history: list[Message]) -> ResumePlan:
@@ -352,7 +406,9 @@ class PromptAgent(Agent):
                 session=session,
                 context=ctx.context,
                 allow_replaced_input=self.allow_replaced_input,
+                tool_errors=self.tool_errors,
                 tool_input_errors=self.tool_input_errors,
+                tool_retries=self.tool_retries,
                 reclaimed_from=ctx.reclaimed_from,
                 effects=ctx.effects,
             )
