@@ -299,6 +299,12 @@ async def test_interrupt_respond(runs: Runs, server: Server, client: str) -> Non
     assert paused["finishReason"] == "interrupted"
     assert paused["interrupts"] == [{"name": "approveTransfer", "ref": "t1", "input": {"amount": 100, "to": "acct-1"}}]
     assert paused["message"]["content"][1]["metadata"] == {"interrupt": True}
+    # The paused request streams as the turn's last model chunk, role "tool" (as Genkit JS and Go
+    # servers send it); the client collects it with its own chunk API, before the result arrives.
+    assert report["streamedInterrupts"] == [paused["message"]["content"][1]]
+    paused_chunks = report["interruptedChunks"]
+    assert paused_chunks[-2]["modelChunk"]["role"] == "tool"
+    assert paused_chunks[-1] == {"turnEnd": {"snapshotId": paused["snapshotId"], "finishReason": "interrupted"}}
 
     output = {"approved": True, "by": client}
     assert (resumed["text"], resumed["finishReason"]) == (tool_answer("approveTransfer", output), "stop")
@@ -449,6 +455,8 @@ async def test_client_managed(runs: Runs, server: Server, client: str) -> None:
         "interrupted",
         [{"name": "approveTransfer", "ref": "t7", "input": {"amount": 100, "to": "acct-1"}}],
     )
+    # The paused request streamed too; the history the client rebuilt from the chunks stays exact (below).
+    assert report["streamedInterrupts"] == [p for p in paused["message"]["content"] if "toolRequest" in p]
     assert resumed["text"] == tool_answer("approveTransfer", {"approved": False})
     conversation = ["user", "model", "user", "model", "tool", "model", "user"]
     assert after["text"] == f"I see 7 messages: {','.join(conversation)}"

@@ -413,8 +413,6 @@ class PromptAgent(Agent):
                 effects=ctx.effects,
             )
             session.set_messages(result.messages[len(preamble) :])
-            # No extra role-"tool" chunk with the interrupts here: Genkit's Python client adds streamed
-            # chunks to its history and would corrupt it; the output message carries the interrupts.
             return TurnResult(finish_reason=result.finish_reason)
 
         await runner.run(turn)
