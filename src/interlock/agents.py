@@ -12,10 +12,10 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Literal
 
-from ._api import AgentAPI, InputLike, as_input
+from ._api import AgentAPI
 from ._runtime import END, Invocation, SessionRunner
 from .claims import release_by
-from .errors import InvalidArgumentError, UsageError
+from .errors import InvalidArgumentError, SnapshotNotFoundError, UsageError
 from .generate import ToolErrors, check_resume, generate
 from .interrupts import Resume, ResumePlan, plan_resume
 from .messages import Message
@@ -26,7 +26,17 @@ from .signing import Keyring
 from .stores import SessionStore, Updater
 from .tokens import TokenDecision, TokenSigner
 from .tools import Tool, ToolMiddleware
-from .turns import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnResult
+from .turns import (
+    AgentInit,
+    AgentInput,
+    AgentOutput,
+    AgentResult,
+    InputLike,
+    StreamChunk,
+    TurnContext,
+    TurnResult,
+    as_input,
+)
 
 __all__ = ["Agent", "AgentConnection", "CustomAgent", "PromptAgent", "StateTransform", "ChunkTransform"]
 
@@ -213,10 +223,6 @@ class Agent(AgentAPI):
         init = AgentInit(snapshot_id=snapshot_id, session_id=session_id, state=state)
         return AgentConnection(Invocation(self, init, context))
 
-    def run_sync(self, input: InputLike = None, **kwargs: Any) -> AgentOutput:
-        """:meth:`run` for code without an event loop."""
-        return asyncio.run(self.run(input, **kwargs))
-
     def _require_store(self) -> SessionStore:
         if self.store is None:
             raise UsageError(f"agent {self.name!r} has no session store; snapshots need a server-managed agent")
@@ -224,24 +230,29 @@ class Agent(AgentAPI):
 
     async def get_snapshot(
         self, snapshot_id: str | None = None, *, session_id: str | None = None, context: dict[str, Any] | None = None
-    ) -> Snapshot | None:
-        """A stored snapshot by id, or a session's latest; ``None`` when there is none.
+    ) -> Snapshot:
+        """A stored snapshot by id, or a session's latest.
 
         With both ids the snapshot must belong to the session. The status reads as
         ``expired`` for a pending snapshot whose heartbeat stopped; the state transform applies.
+
+        Raises:
+            SnapshotNotFoundError: no such snapshot or session (NOT_FOUND), in this tenant,
+                for this agent.
         """
         store = self._require_store()
         tenant = (context or {}).get("tenant")
         if snapshot_id:
             snap = await store.load(snapshot_id, tenant=tenant)
             if snap is not None and session_id and snap.session_id != session_id:
-                return None
+                snap = None
         elif session_id:
             snap = await store.latest(session_id, tenant=tenant)
         else:
             raise InvalidArgumentError("get_snapshot needs a snapshot_id or a session_id")
         if snap is None or not snap.belongs_to(self.name):
-            return None
+            what = f"Snapshot {snapshot_id!r}" if snapshot_id else f"Session {session_id!r}"
+            raise SnapshotNotFoundError(f"{what} not found for agent {self.name!r}")
         state = self.transform_state(snap.state) if snap.state is not None else None
         return snap.evolve(status=snap.read_status(), state=state)
 

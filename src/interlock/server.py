@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import parse_qsl
 
-from ._api import as_input
 from ._http import (
     Action,
     ASGIMessage,
@@ -70,7 +69,7 @@ from .errors import (
     UnimplementedError,
 )
 from .sessions import Snapshot, check_state
-from .turns import AgentInput, AgentOutput
+from .turns import AgentInput, AgentOutput, as_input
 from .wire import chunk_to_json, init_from_json, input_from_json, output_to_json, snapshot_to_json
 
 __all__ = ["AgentServer", "ContextProvider", "RequestInfo", "create_app"]
@@ -285,16 +284,16 @@ class AgentServer:
                 snap = await self._wait(agent, snapshot_id, session_id, context, receive)
             else:
                 snap = await agent.get_snapshot(snapshot_id, session_id=session_id, context=context)
-        except InterlockError as exc:
-            raise Reject(exc) from None
-        if snap is None:
+        except NotFoundError:
             missing = NotFoundError(f"Snapshot '{snapshot_id or session_id}' not found for agent '{agent.name}'.")
             return error_body(missing), 404
+        except InterlockError as exc:
+            raise Reject(exc) from None
         return {"result": snapshot_to_json(snap)}, 200
 
     async def _wait(
         self, agent: Agent, snapshot_id: str | None, session_id: str | None, context: dict[str, Any], receive: Receive
-    ) -> Snapshot | None:
+    ) -> Snapshot:
         """Poll until the snapshot settles, ``wait_timeout`` passes, or the client goes away (ClientGone)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.wait_timeout
@@ -302,7 +301,7 @@ class AgentServer:
         try:
             while True:
                 snap = await agent.get_snapshot(snapshot_id, session_id=session_id, context=context)
-                if snap is None or snap.status in _SETTLED or loop.time() >= deadline:
+                if snap.status in _SETTLED or loop.time() >= deadline:
                     return snap
                 await asyncio.wait({gone}, timeout=0.1)
                 if gone.done():

@@ -18,8 +18,8 @@ from ..parts import Part, ToolRequestPart
 __all__ = [
     "ChunkCallback",
     "ModelFactory",
-    "FinishReason",
     "Model",
+    "ModelFinishReason",
     "ModelChunk",
     "ModelRequest",
     "ModelResponse",
@@ -29,7 +29,7 @@ __all__ = [
     "resolve_model",
 ]
 
-FinishReason: TypeAlias = Literal["stop", "length", "blocked", "aborted", "interrupted", "other", "unknown"]
+ModelFinishReason: TypeAlias = Literal["stop", "length", "blocked", "aborted", "interrupted", "other", "unknown"]
 """Why a model (or a tool-loop turn) stopped. Unknown values from providers are kept as strings."""
 
 
@@ -71,7 +71,7 @@ class ModelResponse:
     """A model's answer."""
 
     message: Message
-    finish_reason: FinishReason | str = "stop"
+    finish_reason: ModelFinishReason | str = "stop"
     finish_message: str | None = None
     usage: Usage | None = None
     custom: dict[str, Any] | None = None

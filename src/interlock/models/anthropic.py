@@ -15,7 +15,7 @@ from typing import Any, cast
 from ..errors import InterlockError, InvalidArgumentError, ModelError
 from ..messages import Message
 from ..parts import CustomPart, DataPart, MediaPart, Part, ReasoningPart, TextPart, ToolRequestPart, ToolResponsePart
-from . import ChunkCallback, FinishReason, ModelChunk, ModelRequest, ModelResponse, ToolDefinition, Usage
+from . import ChunkCallback, ModelChunk, ModelFinishReason, ModelRequest, ModelResponse, ToolDefinition, Usage
 from ._retry import (
     OwnsClient,
     RetryPolicy,
@@ -37,7 +37,7 @@ except ImportError as _exc:  # pragma: no cover - exercised by blocking the impo
 
 __all__ = ["AnthropicModel"]
 
-_FINISH: dict[str, FinishReason] = {
+_FINISH: dict[str, ModelFinishReason] = {
     "end_turn": "stop",
     "stop_sequence": "stop",
     "tool_use": "stop",

@@ -24,7 +24,7 @@ import pydantic
 from ..errors import InterlockError, InvalidArgumentError, UnauthenticatedError
 from ..messages import Message
 from ..parts import CustomPart, DataPart, MediaPart, Part, ReasoningPart, TextPart, ToolRequestPart, ToolResponsePart
-from . import ChunkCallback, FinishReason, ModelChunk, ModelRequest, ModelResponse, ToolDefinition, Usage
+from . import ChunkCallback, ModelChunk, ModelFinishReason, ModelRequest, ModelResponse, ToolDefinition, Usage
 from ._retry import (
     OwnsClient,
     RetryPolicy,
@@ -45,7 +45,7 @@ except ImportError as _exc:  # pragma: no cover - exercised by blocking the impo
 
 __all__ = ["GeminiModel", "gemini_model", "googleai_model"]
 
-_FINISH: dict[str, FinishReason] = {
+_FINISH: dict[str, ModelFinishReason] = {
     "STOP": "stop",
     "MAX_TOKENS": "length",
     **dict.fromkeys(

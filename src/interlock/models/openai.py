@@ -20,7 +20,7 @@ from typing import Any, Literal, cast
 from ..errors import InterlockError, InvalidArgumentError, ModelError, UnauthenticatedError
 from ..messages import Message
 from ..parts import DataPart, MediaPart, Part, ReasoningPart, TextPart, ToolRequestPart, ToolResponsePart
-from . import ChunkCallback, FinishReason, ModelChunk, ModelRequest, ModelResponse, ToolDefinition, Usage
+from . import ChunkCallback, ModelChunk, ModelFinishReason, ModelRequest, ModelResponse, ToolDefinition, Usage
 from ._retry import (
     OwnsClient,
     RetryPolicy,
@@ -44,7 +44,7 @@ __all__ = ["OpenAIModel", "compatible_model", "ollama_model", "openai_model"]
 
 OLLAMA_BASE_URL = "http://127.0.0.1:11434/v1"
 
-_FINISH: dict[str, FinishReason] = {
+_FINISH: dict[str, ModelFinishReason] = {
     "stop": "stop",
     "tool_calls": "stop",
     "function_call": "stop",
@@ -315,7 +315,7 @@ def _usage(usage: CompletionUsage | None) -> Usage | None:
     )
 
 
-def _finish(reason: str | None, refusal: str | None) -> FinishReason | str:
+def _finish(reason: str | None, refusal: str | None) -> ModelFinishReason | str:
     if refusal:
         return "blocked"
     return _FINISH.get(reason or "", "other")
