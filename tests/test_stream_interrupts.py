@@ -12,12 +12,12 @@ from http_helpers import serve
 from pydantic import BaseModel
 
 from interlock import InMemoryStore, Message, PromptAgent, RemoteAgent, Resume, ToolContext, tool
+from interlock.agent_io import StreamChunk, TurnEnd
+from interlock.http.server import AgentServer
 from interlock.models import ModelChunk
 from interlock.parts import TextPart, ToolRequestPart
-from interlock.server import AgentServer
 from interlock.testing import ScriptedModel
 from interlock.tokens import TokenSigner
-from interlock.turns import StreamChunk, TurnEnd
 
 
 class Transfer(BaseModel):

@@ -3,7 +3,7 @@
 Both share one interface: :meth:`Agent.connect` opens a connection (send messages and
 resumes, iterate stream chunks, take the output), :meth:`Agent.run` does one input, and
 :meth:`Agent.get_snapshot`, :meth:`Agent.abort` and :meth:`Agent.wait` work on stored
-snapshots. The remote client (:mod:`interlock.client`) has the same interface over HTTP.
+snapshots. The remote client (:mod:`interlock.http.client`) has the same interface over HTTP.
 """
 
 from __future__ import annotations
@@ -12,21 +12,8 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Literal
 
-from ._api import AgentAPI
-from ._runtime import END, Invocation, SessionRunner
-from .claims import release_by
-from .errors import InvalidArgumentError, SnapshotNotFoundError, UsageError
-from .generate import ToolErrors, check_resume, generate
-from .interrupts import Resume, ResumePlan, plan_resume
-from .messages import Message
-from .models import Model
-from .parts import ToolRequestPart
-from .sessions import SessionState, Snapshot
-from .signing import Keyring
-from .stores import SessionStore, Updater
-from .tokens import TokenDecision, TokenSigner
-from .tools import Tool, ToolMiddleware
-from .turns import (
+from .agent_interface import AgentAPI
+from .agent_io import (
     AgentInit,
     AgentInput,
     AgentOutput,
@@ -37,6 +24,19 @@ from .turns import (
     TurnResult,
     as_input,
 )
+from .claims import release_by
+from .errors import InvalidArgumentError, SnapshotNotFoundError, UsageError
+from .generate import ToolErrors, check_resume, generate
+from .interrupts import Resume, ResumePlan, plan_resume
+from .messages import Message
+from .models import Model
+from .parts import ToolRequestPart
+from .runtime import END, Invocation, SessionRunner
+from .sessions import SessionState, Snapshot
+from .signing import Keyring
+from .stores import SessionStore, Updater
+from .tokens import TokenDecision, TokenSigner
+from .tools import Tool, ToolMiddleware
 
 __all__ = ["Agent", "AgentConnection", "CustomAgent", "PromptAgent", "StateTransform", "ChunkTransform"]
 

@@ -15,7 +15,7 @@
 
 Each turn continues from the previous output: its snapshot id for a server-managed agent,
 its state for a client-managed one (or the init the chat was made with, before the first
-output). A failed turn raises :class:`~interlock.turns.AgentError` (``raise_on_error=False``
+output). A failed turn raises :class:`~interlock.agent_io.AgentError` (``raise_on_error=False``
 returns the output) and leaves the chat at the last good snapshot or state, its interrupts
 still pending. The chat works over the connection interface that :class:`~interlock.Agent`
 and :class:`~interlock.RemoteAgent` share.
@@ -27,12 +27,12 @@ import inspect
 from collections.abc import AsyncIterator, Iterable
 from typing import Any, Protocol
 
+from .agent_io import AgentInput, AgentOutput, Connection, InputLike, OnChunk, StreamChunk, as_input
 from .claims import is_answerable
 from .errors import InvalidArgumentError
 from .interrupts import Resume
 from .parts import ToolRequestPart, ToolResponsePart
 from .sessions import SessionState, Snapshot
-from .turns import AgentInput, AgentOutput, Connection, InputLike, OnChunk, StreamChunk, as_input
 
 __all__ = ["Chat", "ChatTurn"]
 
@@ -57,7 +57,7 @@ class Chat:
         agent: the agent (local or remote).
         context: the caller's context, sent with every turn (local agents; a remote server
             derives its own from the request).
-        raise_on_error: raise :class:`~interlock.turns.AgentError` for a failed turn (the
+        raise_on_error: raise :class:`~interlock.agent_io.AgentError` for a failed turn (the
             default), or return its output.
         last: the last turn's output, ``None`` before the first.
         snapshot: the snapshot :meth:`~interlock.Agent.load_chat` loaded, if any.
@@ -173,7 +173,7 @@ class Chat:
     def track(self, output: AgentOutput) -> AgentOutput:
         """Take a turn's output: where the next turn continues from, and what waits for an answer.
 
-        Returns it, or raises its :class:`~interlock.turns.AgentError` (``raise_on_error``).
+        Returns it, or raises its :class:`~interlock.agent_io.AgentError` (``raise_on_error``).
         """
         self.last = output
         self._snapshot_id = output.snapshot_id or self._snapshot_id

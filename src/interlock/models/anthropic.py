@@ -15,7 +15,6 @@ from typing import Any, cast
 from ..errors import InterlockError, InvalidArgumentError, ModelError
 from ..messages import Message
 from ..parts import CustomPart, DataPart, MediaPart, Part, ReasoningPart, TextPart, ToolRequestPart, ToolResponsePart
-from . import ChunkCallback, ModelChunk, ModelFinishReason, ModelRequest, ModelResponse, ToolDefinition, Usage
 from ._retry import (
     OwnsClient,
     RetryPolicy,
@@ -28,6 +27,7 @@ from ._retry import (
     retry_after_seconds,
     timeout_error,
 )
+from .base import ChunkCallback, FinishReason, ModelChunk, ModelRequest, ModelResponse, ToolDefinition, Usage
 
 try:
     import anthropic
@@ -37,7 +37,7 @@ except ImportError as _exc:  # pragma: no cover - exercised by blocking the impo
 
 __all__ = ["AnthropicModel"]
 
-_FINISH: dict[str, ModelFinishReason] = {
+_FINISH: dict[str, FinishReason] = {
     "end_turn": "stop",
     "stop_sequence": "stop",
     "tool_use": "stop",

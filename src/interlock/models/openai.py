@@ -20,7 +20,6 @@ from typing import Any, Literal, cast
 from ..errors import InterlockError, InvalidArgumentError, ModelError, UnauthenticatedError
 from ..messages import Message
 from ..parts import DataPart, MediaPart, Part, ReasoningPart, TextPart, ToolRequestPart, ToolResponsePart
-from . import ChunkCallback, ModelChunk, ModelFinishReason, ModelRequest, ModelResponse, ToolDefinition, Usage
 from ._retry import (
     OwnsClient,
     RetryPolicy,
@@ -32,6 +31,7 @@ from ._retry import (
     retry_after_seconds,
     timeout_error,
 )
+from .base import ChunkCallback, FinishReason, ModelChunk, ModelRequest, ModelResponse, ToolDefinition, Usage
 
 try:
     import openai
@@ -44,7 +44,7 @@ __all__ = ["OpenAIModel", "compatible_model", "ollama_model", "openai_model"]
 
 OLLAMA_BASE_URL = "http://127.0.0.1:11434/v1"
 
-_FINISH: dict[str, ModelFinishReason] = {
+_FINISH: dict[str, FinishReason] = {
     "stop": "stop",
     "tool_calls": "stop",
     "function_call": "stop",
@@ -315,7 +315,7 @@ def _usage(usage: CompletionUsage | None) -> Usage | None:
     )
 
 
-def _finish(reason: str | None, refusal: str | None) -> ModelFinishReason | str:
+def _finish(reason: str | None, refusal: str | None) -> FinishReason | str:
     if refusal:
         return "blocked"
     return _FINISH.get(reason or "", "other")

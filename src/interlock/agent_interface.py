@@ -9,13 +9,13 @@ import asyncio
 import inspect
 from typing import Any
 
+from .agent_io import AgentOutput, Connection, InputLike, OnChunk, as_input
 from .chat import Chat
 from .claims import is_answerable
 from .errors import DeadlineExceededError, InvalidArgumentError
 from .interrupts import Resume
 from .parts import ToolRequestPart
 from .sessions import SessionState, Snapshot, check_state
-from .turns import AgentOutput, Connection, InputLike, OnChunk, as_input
 
 __all__ = ["SETTLED", "AgentAPI"]
 
@@ -62,7 +62,7 @@ class AgentAPI:
     ) -> AgentOutput:
         """Run one input (a message, a resume, or both) and return the output.
 
-        A failed invocation raises :class:`~interlock.turns.AgentError` (its ``output``
+        A failed invocation raises :class:`~interlock.agent_io.AgentError` (its ``output``
         attached: status, message, the last good snapshot or state); with
         ``raise_on_error=False`` it is returned, ``finish_reason`` ``failed``.
         """

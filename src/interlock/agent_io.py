@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, TypeAlias, cast
 
-from ._json import check_message, check_resume, type_name
+from ._json import check_message, type_name
 from .effects import Effects
 from .errors import InterlockError, InvalidArgumentError, error_class
-from .interrupts import Resume, ResumePlan
+from .interrupts import Resume, ResumePlan, check_resume_shape
 from .messages import Message
 from .models import ModelChunk
 from .parts import ToolRequestPart
@@ -24,7 +24,7 @@ __all__ = [
     "AgentOutput",
     "AgentResult",
     "Connection",
-    "FinishReason",
+    "AgentFinishReason",
     "InputLike",
     "OnChunk",
     "StreamChunk",
@@ -35,10 +35,10 @@ __all__ = [
 ]
 
 
-class FinishReason(StrEnum):
+class AgentFinishReason(StrEnum):
     """Why an invocation (or a turn) ended: the model's reasons plus ``aborted``, ``detached`` and ``failed``.
 
-    Members equal their wire strings (``FinishReason.INTERRUPTED == "interrupted"``); outputs
+    Members equal their wire strings (``AgentFinishReason.INTERRUPTED == "interrupted"``); outputs
     carry the plain string, and a value this version does not know is kept as given.
     """
 
@@ -223,7 +223,7 @@ def as_input(value: InputLike | object, *, resume: Resume | None = None, detach:
     if value.message is not None:
         check_message(value.message, "message")
     if value.resume is not None:
-        check_resume(value.resume)
+        check_resume_shape(value.resume)
     flag: Any = value.detach
     if not isinstance(flag, bool):
         raise InvalidArgumentError("'detach' must be a boolean")
