@@ -288,7 +288,7 @@ async def run_case(
             await _send(agent, step, captured, set_model)
         elif kind == "getSnapshotData":
             snap = await agent.get_snapshot(step.get("snapshotId"), session_id=step.get("sessionId"))
-            check_snapshot(None if snap is None else snapshot_to_json(snap), step.get("expectSnapshot") or {})
+            check_snapshot(snapshot_to_json(snap), step.get("expectSnapshot") or {})
         elif kind == "abort":
             previous = await agent.abort(step["snapshotId"])
             assert previous == step.get("expectPreviousStatus"), f"abort returned {previous!r}"
@@ -304,7 +304,7 @@ async def _wait(agent: Any, snapshot_id: str, timeout: float) -> dict[str, Any]:
     deadline = loop.time() + timeout
     while True:
         snap = await agent.get_snapshot(snapshot_id)
-        if snap is not None and snap.status in ("completed", "failed", "aborted"):
+        if snap.status in ("completed", "failed", "aborted"):
             return snapshot_to_json(snap)
         assert loop.time() < deadline, f"snapshot {snapshot_id} did not complete in {timeout} s"
         await asyncio.sleep(0.02)

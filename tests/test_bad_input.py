@@ -241,7 +241,7 @@ async def test_14_a_tool_interrupting_with_data_that_is_not_json_fails_cleanly()
 
     store = InMemoryStore()
     agent = PromptAgent("a", ScriptedModel([asking("odd"), "done"]), tools=[odd], store=store)
-    out = await agent.run("go")
+    out = await agent.run("go", raise_on_error=False)
     assert out.error is not None and out.error.status == "INVALID_ARGUMENT"
     assert "interrupt data" in out.error.message
     app = AgentServer([agent])
@@ -471,5 +471,5 @@ async def test_an_empty_resume_to_a_client_managed_agent_with_no_history_is_a_cl
     from interlock import PromptAgent, Resume
     from interlock.testing import EchoModel
 
-    out = await PromptAgent("s", EchoModel()).run(resume=Resume())
+    out = await PromptAgent("s", EchoModel()).run(resume=Resume(), raise_on_error=False)
     assert out.error is not None and out.error.status == "FAILED_PRECONDITION", out.error

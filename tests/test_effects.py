@@ -92,7 +92,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Any:
 async def test_a_model_failure_after_the_tool_replays_the_recorded_result(store: Any, tmp_path: pathlib.Path) -> None:
     ledger = Ledger(tmp_path / "effects.log")
     sid = await paused(store, ledger)
-    failed = await bank(store, ledger, FailingModel(1)).run(resume=APPROVE, snapshot_id=sid)
+    failed = await bank(store, ledger, FailingModel(1)).run(resume=APPROVE, snapshot_id=sid, raise_on_error=False)
     assert failed.error is not None and failed.error.status == "UNAVAILABLE"
     done = await bank(store, ledger, FailingModel(0)).run(resume=APPROVE, snapshot_id=sid)
     assert done.finish_reason == "stop", done.error
@@ -113,7 +113,7 @@ class FailingCommit(InMemoryStore):
 async def test_a_commit_failure_after_the_tool_replays_the_recorded_result(tmp_path: pathlib.Path) -> None:
     store, ledger = FailingCommit(), Ledger(tmp_path / "effects.log")
     sid = await paused(store, ledger)
-    failed = await bank(store, ledger).run(resume=APPROVE, snapshot_id=sid)
+    failed = await bank(store, ledger).run(resume=APPROVE, snapshot_id=sid, raise_on_error=False)
     assert failed.error is not None and failed.error.status == "UNAVAILABLE"
     store.failing = False
     done = await bank(store, ledger).run(resume=APPROVE, snapshot_id=sid)

@@ -111,7 +111,7 @@ async def assert_refused(
     store: InMemoryStore, runs: list[str], agent: PromptAgent, resume: Resume, reason: str, **where: Any
 ) -> str:
     before, ran = await rows(store), list(runs)
-    out = await agent.run(resume=resume, **where)
+    out = await agent.run(resume=resume, **where, raise_on_error=False)
     assert out.error is not None and out.error.status == "PERMISSION_DENIED", out
     assert out.error.details == {"reason": reason}, out.error
     assert runs == ran, "a refused resume ran a tool"
@@ -377,7 +377,7 @@ async def test_a_resume_that_failed_before_committing_leaves_its_token_usable() 
 
     agent = bank(store, runs, [PAY, down, "paid"])
     sid, [part] = await paused(agent)
-    failed = await agent.run(resume=restart(part), snapshot_id=sid)
+    failed = await agent.run(resume=restart(part), snapshot_id=sid, raise_on_error=False)
     assert failed.error is not None and runs == ["bob"]
     after = await store.load(sid)
     assert after is not None and consumed_tokens(after) == []
@@ -414,7 +414,9 @@ async def test_racing_resumes_with_one_token_run_it_once() -> None:
     store, runs = InMemoryStore(), []
     agent = bank(store, runs, [PAY, *["paid"] * 8])
     sid, [part] = await paused(agent)
-    outs = await asyncio.gather(*(agent.run(resume=restart(part), snapshot_id=sid) for _ in range(8)))
+    outs = await asyncio.gather(
+        *(agent.run(resume=restart(part), snapshot_id=sid, raise_on_error=False) for _ in range(8))
+    )
     assert [o.finish_reason for o in outs].count("stop") == 1
     assert {o.error.status for o in outs if o.error} <= {"ABORTED", "PERMISSION_DENIED"}
     assert runs == ["bob"]
@@ -455,14 +457,14 @@ async def test_over_http_the_token_travels_and_is_checked() -> None:
         token = md.resume_token(part)
         assert token and [md.resume_token(p) for p in await remote.pending_interrupts(out.snapshot_id)] == [token]
         before = await rows(store)
-        bare = await remote.run(resume=restart(part, None), snapshot_id=out.snapshot_id)
+        bare = await remote.run(resume=restart(part, None), snapshot_id=out.snapshot_id, raise_on_error=False)
         assert bare.error is not None and bare.error.status == "PERMISSION_DENIED"
-        forged = await remote.run(resume=restart(part, token[:-2]), snapshot_id=out.snapshot_id)
+        forged = await remote.run(resume=restart(part, token[:-2]), snapshot_id=out.snapshot_id, raise_on_error=False)
         assert forged.error is not None and forged.error.status == "PERMISSION_DENIED"
         assert await rows(store) == before and runs == []
         done = await remote.run(resume=restart(part), snapshot_id=out.snapshot_id)
         assert done.finish_reason == "stop", done.error
-        replay = await remote.run(resume=restart(part), snapshot_id=out.snapshot_id)
+        replay = await remote.run(resume=restart(part), snapshot_id=out.snapshot_id, raise_on_error=False)
         assert replay.error is not None and replay.error.status == "PERMISSION_DENIED"
         assert "replayed" in replay.error.message
     assert runs == ["bob"]

@@ -20,7 +20,7 @@ from banking import APPROVE, PAY, Approval, Transfer
 
 from interlock import ClaimConflictError, Inbox, InMemoryStore, PromptAgent, SessionStore, Snapshot, ToolContext, tool
 from interlock.claims import claim_state
-from interlock.errors import UnavailableError
+from interlock.errors import SnapshotNotFoundError, UnavailableError
 from interlock.sessions import utcnow
 from interlock.stores import Updater
 from interlock.stores.sqlite import SQLiteStore
@@ -83,7 +83,7 @@ async def test_a_blocking_tool_longer_than_the_claim_ttl_keeps_its_claim_and_com
         bank(store, runs, sleep=3.0, sync=True, claim_ttl=1.0).run(resume=APPROVE, snapshot_id=sid)
     )
     await asyncio.sleep(1.8)  # past claim_ttl: the blocking body runs off the event loop, so the lease is fresh
-    second = await bank(store, runs, claim_ttl=1.0).run(resume=APPROVE, snapshot_id=sid)
+    second = await bank(store, runs, claim_ttl=1.0).run(resume=APPROVE, snapshot_id=sid, raise_on_error=False)
     assert second.error is not None and second.error.status == "ABORTED"
     done = await first
     assert done.finish_reason == "stop", done.error
@@ -97,7 +97,7 @@ async def test_a_holder_whose_lease_lapsed_and_was_taken_over_cannot_commit() ->
     store, runs = InMemoryStore(), []
     sid = await paused(store)
     slow = bank(store, runs, sleep=1.5, claim_ttl=0.6, idempotent=True)
-    first = asyncio.ensure_future(slow.run(resume=APPROVE, snapshot_id=sid))
+    first = asyncio.ensure_future(slow.run(resume=APPROVE, snapshot_id=sid, raise_on_error=False))
     await asyncio.sleep(0.2)
     parent = await store.load(sid)
     assert parent is not None and claim_state(parent) == "held"
@@ -135,7 +135,7 @@ class FailingCommits(InMemoryStore):
 async def test_a_failed_commit_gives_the_claim_back_and_names_no_phantom_winner() -> None:
     store, runs = FailingCommits(), []
     sid = await paused(store)
-    failed = await bank(store, runs).run(resume=APPROVE, snapshot_id=sid)
+    failed = await bank(store, runs).run(resume=APPROVE, snapshot_id=sid, raise_on_error=False)
     assert failed.error is not None and failed.error.status == "UNAVAILABLE"
     parent = await store.load(sid)
     assert parent is not None and claim_state(parent) == "free"
@@ -213,7 +213,7 @@ async def test_an_input_with_a_message_and_a_resume_is_refused_before_it_claims(
     sid = await paused(store)
     before = await store.load(sid)
     runs: list[str] = []
-    out = await bank(store, runs).run("and also this", resume=APPROVE, snapshot_id=sid)
+    out = await bank(store, runs).run("and also this", resume=APPROVE, snapshot_id=sid, raise_on_error=False)
     assert out.error is not None and out.error.status == "INVALID_ARGUMENT"
     assert "not both" in out.error.message
     assert await store.load(sid) == before and runs == []
@@ -262,13 +262,15 @@ async def test_another_agent_on_the_same_store_cannot_read_or_answer_a_snapshot(
     other = PromptAgent("ops", ScriptedModel(["ok"]), store=store)
     thief = bank(store, runs)
     thief.name = "ops-bank"
-    assert await other.get_snapshot(sid) is None
-    assert await other.pending_interrupts(sid) == []
-    out = await thief.run(resume=APPROVE, snapshot_id=sid)
+    with pytest.raises(SnapshotNotFoundError):
+        await other.get_snapshot(sid)
+    with pytest.raises(SnapshotNotFoundError):
+        await other.pending_interrupts(sid)
+    out = await thief.run(resume=APPROVE, snapshot_id=sid, raise_on_error=False)
     assert out.error is not None and out.error.status == "NOT_FOUND" and runs == []
     parent = await store.load(sid)
     assert parent is not None
-    by_session = await thief.run(resume=APPROVE, session_id=parent.session_id)
+    by_session = await thief.run(resume=APPROVE, session_id=parent.session_id, raise_on_error=False)
     assert by_session.error is not None and by_session.error.status == "NOT_FOUND" and runs == []
     assert await other.abort(sid) is None
     assert parent.claimed_by is None and claim_state(parent) == "free"
@@ -281,7 +283,7 @@ async def test_a_missing_directory_fails_the_turn_before_the_model_runs(tmp_path
     model = ScriptedModel(["hello"])
     store = SQLiteStore(tmp_path / "no" / "such" / "dir.db")
     try:
-        out = await PromptAgent("a", model, store=store).run("hi")
+        out = await PromptAgent("a", model, store=store).run("hi", raise_on_error=False)
     finally:
         await store.close()
     assert out.error is not None and out.error.status not in ("INTERNAL", "UNKNOWN"), out.error
@@ -294,7 +296,7 @@ async def test_a_damaged_file_fails_the_turn_before_the_model_runs(tmp_path: pat
     model = ScriptedModel(["hello"])
     store = SQLiteStore(path)
     try:
-        out = await PromptAgent("a", model, store=store).run("hi")
+        out = await PromptAgent("a", model, store=store).run("hi", raise_on_error=False)
     finally:
         await store.close()
     assert out.error is not None and out.error.status not in ("INTERNAL", "UNKNOWN"), out.error
@@ -310,7 +312,9 @@ async def test_resuming_by_another_tenants_session_id_is_not_found() -> None:
     agent = bank(store, runs)
     out = await bank(store, runs, pay=True).run("pay bob 5", context={"tenant": "acme"})
     assert out.session_id
-    theirs = await agent.run(resume=APPROVE, session_id=out.session_id, context={"tenant": "globex"})
+    theirs = await agent.run(
+        resume=APPROVE, session_id=out.session_id, context={"tenant": "globex"}, raise_on_error=False
+    )
     assert theirs.error is not None and theirs.error.status == "NOT_FOUND" and runs == []
 
 

@@ -58,7 +58,7 @@ def as_json(state: SessionState) -> dict[str, Any]:
 async def refused(keys: Keyring, state: SessionState | dict[str, Any], resume: Resume | None = None) -> str:
     runs: list[str] = []
     st_obj = state_from_json(state) if isinstance(state, dict) else state
-    out = await make(keys, runs).run(resume=resume or approve(), state=st_obj)
+    out = await make(keys, runs).run(resume=resume or approve(), state=st_obj, raise_on_error=False)
     assert out.error is not None, out
     assert out.error.status == "PERMISSION_DENIED", out.error
     assert runs == [], "a refused state ran a tool"
@@ -155,7 +155,9 @@ async def test_a_fresh_state_needs_no_signature_but_a_non_empty_one_does() -> No
     keys = Keyring({"k1": NEW})
     out = await make(keys, [], ["hi"]).run("hello", state=SessionState(messages=[]))
     assert out.error is None and out.state is not None
-    unsigned_custom = await make(keys, [], ["hi"]).run("hello", state=SessionState(custom={"admin": True}))
+    unsigned_custom = await make(keys, [], ["hi"]).run(
+        "hello", state=SessionState(custom={"admin": True}), raise_on_error=False
+    )
     assert unsigned_custom.error is not None and unsigned_custom.error.status == "PERMISSION_DENIED"
 
 
@@ -239,7 +241,7 @@ async def test_fuzz_no_tampered_state_is_accepted(signed_doc: dict[str, Any], da
         return
     agent = make(keys, runs)
     try:
-        out = await agent.run(resume=approve(), state=state)
+        out = await agent.run(resume=approve(), state=state, raise_on_error=False)
     except InterlockError as exc:  # refused at the edge, before the signature is even read
         assert exc.status == "INVALID_ARGUMENT" and runs == []
         return
