@@ -31,8 +31,9 @@ from http_helpers import serve
 from interop.app import BASE_PATH, CLIENTS, SCENARIOS, Setup, build, create_server
 
 from interlock import Snapshot
+from interlock.messages import message_to_json, messages_to_json
 from interlock.testing import ScriptedModel
-from interlock.wire import message_to_json, messages_to_json, snapshot_to_json
+from interlock.wire import snapshot_to_json
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from interlock.errors import InvalidArgumentError
-from interlock.messages import Message
+from interlock.messages import Message, message_from_json, message_to_json, messages_from_json, messages_to_json
 from interlock.parts import (
     CustomPart,
     DataPart,
@@ -25,12 +25,6 @@ from interlock.parts import (
     TextPart,
     ToolRequestPart,
     ToolResponsePart,
-)
-from interlock.wire import (
-    message_from_json,
-    message_to_json,
-    messages_from_json,
-    messages_to_json,
     part_from_json,
     part_to_json,
 )
