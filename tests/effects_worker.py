@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fault_worker import HangingModel, _reap, _until, integrity, outcome
+from fault_worker import HangingModel, _reap, _until, integrity, outcome  # pyright: ignore[reportPrivateUsage]
 from pydantic import BaseModel
 
 from interlock import Message, PromptAgent, Resume, Snapshot, ToolContext, ToolRequestPart, ToolResponsePart, tool

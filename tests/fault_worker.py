@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import os
 import pathlib
@@ -29,7 +30,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from banking import APPROVE, PAY, Approval, Transfer
 
@@ -93,7 +94,7 @@ def bank(
 def outcome(out: AgentOutput) -> dict[str, Any]:
     err = out.error
     details: Any = err.details if err is not None else None
-    winner = details.get("winner") if isinstance(details, dict) else None
+    winner: Any = cast(dict[str, Any], details).get("winner") if isinstance(details, dict) else None
     return {
         "finish": out.finish_reason,
         "snapshot": out.snapshot_id,
@@ -164,7 +165,7 @@ async def _until(what: str, check: Any, timeout: float, proc: asyncio.subprocess
     """Poll ``check()`` until true; the seconds it took. Fails on timeout, or when ``proc`` exits first."""
     start = time.monotonic()
     while True:
-        if await check() if asyncio.iscoroutinefunction(check) else check():
+        if await check() if inspect.iscoroutinefunction(check) else check():
             return time.monotonic() - start
         if proc is not None and proc.returncode is not None:
             err = await proc.stderr.read() if proc.stderr else b""
@@ -272,8 +273,9 @@ async def race_across_processes(
             if p.returncode != 0:
                 raise AssertionError(f"a race worker failed ({p.returncode}): {stderr.decode()[-3000:]}")
             for line in stdout.decode().splitlines():
-                r = json.loads(line)
-                results[r.pop("rep")].append(r)
+                r: dict[str, Any] = json.loads(line)
+                rep: int = r.pop("rep")
+                results[rep].append(r)
     finally:
         for p in procs:
             await _reap(p)

@@ -148,7 +148,8 @@ def _pending(snapshot_id: str, session_id: str) -> Any:
 
 async def test_state_transform_redacts_output_and_snapshots() -> None:
     def redact(state: SessionState) -> SessionState:
-        state.custom = {k: v for k, v in (state.custom or {}).items() if k != "secret"}
+        custom: dict[str, Any] = state.custom or {}
+        state.custom = {k: v for k, v in custom.items() if k != "secret"}
         return state
 
     async def fn(runner: SessionRunner) -> AgentResult | None:
@@ -474,7 +475,11 @@ async def test_branching_session_can_be_refused() -> None:
 async def test_tools_see_the_live_session_and_stream_custom_patches() -> None:
     @tool
     def remember(input: dict[str, Any], ctx: ToolContext[Any]) -> str:
-        ctx.session.update_custom(lambda c: {**(c or {}), "fact": input["fact"]})
+        def add_fact(c: Any) -> dict[str, Any]:
+            before: dict[str, Any] = c or {}
+            return {**before, "fact": input["fact"]}
+
+        ctx.session.update_custom(add_fact)
         return "noted"
 
     agent = PromptAgent("a", ScriptedModel([call("remember", fact="sky is blue"), "ok"]), tools=[remember])

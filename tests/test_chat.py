@@ -59,7 +59,11 @@ async def wrap(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
     RUNS.clear()
     served: list[PromptAgent] = []
     if request.param == "local":
-        yield lambda agent: agent
+
+        def local(agent: PromptAgent) -> AgentAPI:
+            return agent
+
+        yield local
         return
 
     class Late:

@@ -229,10 +229,14 @@ async def test_reconcile_decides_an_in_doubt_call(store: Any, tmp_path: pathlib.
     assert entry.status == "done" and entry.key == asked[0]
 
 
+def _did_not_happen(key: str) -> None:
+    return None
+
+
 async def test_reconcile_saying_it_did_not_happen_runs_the_tool(store: Any, tmp_path: pathlib.Path) -> None:
     ledger = Ledger(tmp_path / "effects.log")
-    sid, _ = await in_doubt_after_an_abort_mid_tool(store, ledger, reconcile=lambda key: None)
-    done = await bank(store, ledger, reconcile=lambda key: None).run(resume=APPROVE, snapshot_id=sid)
+    sid, _ = await in_doubt_after_an_abort_mid_tool(store, ledger, reconcile=_did_not_happen)
+    done = await bank(store, ledger, reconcile=_did_not_happen).run(resume=APPROVE, snapshot_id=sid)
     assert done.finish_reason == "stop", done.error
     assert len(ledger.effects) == 1
 

@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from typing import Any
 
 import pytest
 from race_worker import APPROVE, bank
@@ -45,7 +46,7 @@ def test_eight_resumes_from_two_processes_exactly_one_wins(tmp_path: pathlib.Pat
         )
         for _ in range(2)
     ]
-    results = []
+    results: list[dict[str, Any]] = []
     for p in procs:
         stdout, _ = p.communicate(timeout=60)
         assert p.returncode == 0

@@ -139,7 +139,7 @@ class Runs:
 
     server: Server
     clients: Clients
-    tasks: dict[tuple[str, str], asyncio.Task[Run]] = field(default_factory=dict)
+    tasks: dict[tuple[str, str], asyncio.Task[Run]] = field(default_factory=dict[tuple[str, str], "asyncio.Task[Run]"])
     limit: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(PARALLEL))
 
     def start(self, client: str, scenario: str) -> asyncio.Task[Run]:
@@ -195,7 +195,9 @@ async def runs(request: pytest.FixtureRequest, server: Server, interop_clients: 
     for item in request.session.items:
         callspec = getattr(item, "callspec", None)
         scenario = getattr(item, "originalname", "").removeprefix("test_")
-        if getattr(item, "module", None) is request.module and callspec is not None and scenario in SCENARIOS:
+        module: object = getattr(item, "module", None)
+        mine: object = request.module  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        if module is mine and callspec is not None and scenario in SCENARIOS:
             all_runs.start(callspec.params["client"], scenario)
     yield all_runs
     await all_runs.aclose()

@@ -77,7 +77,7 @@ async def children(store: SessionStore, parent_id: str) -> list[Snapshot]:
 
 
 async def test_a_blocking_tool_longer_than_the_claim_ttl_keeps_its_claim_and_commits_alone() -> None:
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
     sid = await paused(store)
     first = asyncio.ensure_future(
         bank(store, runs, sleep=3.0, sync=True, claim_ttl=1.0).run(resume=APPROVE, snapshot_id=sid)
@@ -94,7 +94,7 @@ async def test_a_blocking_tool_longer_than_the_claim_ttl_keeps_its_claim_and_com
 
 
 async def test_a_holder_whose_lease_lapsed_and_was_taken_over_cannot_commit() -> None:
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
     sid = await paused(store)
     slow = bank(store, runs, sleep=1.5, claim_ttl=0.6, idempotent=True)
     first = asyncio.ensure_future(slow.run(resume=APPROVE, snapshot_id=sid, raise_on_error=False))
@@ -110,7 +110,8 @@ async def test_a_holder_whose_lease_lapsed_and_was_taken_over_cannot_commit() ->
     assert lost.error is not None and lost.error.status == "ABORTED", lost
     # refused by the claim fence ("lapsed"), or earlier by the effect journal, which the takeover moved on
     assert "lapsed" in lost.error.message or "took it over" in lost.error.message, lost.error
-    assert (lost.error.details or {}).get("winner") in (None, second.snapshot_id)
+    details: dict[str, Any] = lost.error.details or {}
+    assert details.get("winner") in (None, second.snapshot_id)
     kids = await children(store, sid)
     assert [c.snapshot_id for c in kids] == [second.snapshot_id]  # one commit, no branch
     after = await store.load(sid)
@@ -139,7 +140,7 @@ class FailingCommits(InMemoryStore):
 
 
 async def test_a_failed_commit_gives_the_claim_back_and_names_no_phantom_winner() -> None:
-    store, runs = FailingCommits(), []
+    store, runs = FailingCommits(), list[str]()
     sid = await paused(store)
     failed = await bank(store, runs).run(resume=APPROVE, snapshot_id=sid, raise_on_error=False)
     assert failed.error is not None and failed.error.status == "UNAVAILABLE"
@@ -187,7 +188,7 @@ async def test_an_abort_that_lands_while_a_detached_resume_commits_gives_the_int
 
 
 async def test_a_lapsed_detached_holder_is_taken_over_and_its_pending_row_fails() -> None:
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
     sid = await paused(store)
     # A detached resumer that died: its pending row stays pending, its claim lease runs out.
     dead = "dead-detached-turn"
@@ -268,7 +269,7 @@ async def test_remote_pending_interrupts_see_the_claim(tmp_path: pathlib.Path) -
 
 
 async def test_another_agent_on_the_same_store_cannot_read_or_answer_a_snapshot() -> None:
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
     sid = await paused(store)
     other = PromptAgent("ops", ScriptedModel(["ok"]), store=store)
     thief = bank(store, runs)
@@ -319,7 +320,7 @@ async def test_a_damaged_file_fails_the_turn_before_the_model_runs(tmp_path: pat
 
 
 async def test_resuming_by_another_tenants_session_id_is_not_found() -> None:
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
     agent = bank(store, runs)
     out = await bank(store, runs, pay=True).run("pay bob 5", context={"tenant": "acme"})
     assert out.session_id

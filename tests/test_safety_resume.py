@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pathlib
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -350,7 +351,7 @@ def test_sessions_show_never_calls_an_ordinary_restart_rejected(
 ) -> None:
     import asyncio
 
-    import interlock.cli.inbox  # noqa: F401
+    import interlock.cli.inbox  # noqa: F401  # pyright: ignore[reportUnusedImport]
     from interlock.cli import main
 
     db = tmp_path / "s.db"
@@ -390,7 +391,9 @@ async def test_a_resume_is_validated_once(monkeypatch: pytest.MonkeyPatch) -> No
     )
     restart = transfer.interrupted(first.interrupts[0]).restart(Confirmation(approved=True))
     counts = {"resume": 0, "payload": 0, "input": 0}
-    real_validate, real_payload, real_input = interrupts.validate_resume, Tool.validate_resume, Tool.validate_input
+    real_validate = interrupts.validate_resume
+    real_payload: Callable[..., Any] = Tool[Any, Any, Any].validate_resume
+    real_input: Callable[..., Any] = Tool[Any, Any, Any].validate_input
 
     def counting_validate(*a: Any, **kw: Any) -> None:
         counts["resume"] += 1

@@ -164,7 +164,7 @@ async def test_exactly_one_final_frame_when_a_turn_breaks(site: Any, agent: str,
 
 
 async def _no_followers(app: AgentServer) -> bool:
-    return not app._followers
+    return not app._followers  # pyright: ignore[reportPrivateUsage]
 
 
 async def test_init_misuse_is_an_error_frame_when_streaming(site: Any, store: InMemoryStore) -> None:

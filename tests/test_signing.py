@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import time
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from banking import PAY, Approval, Transfer
@@ -66,7 +66,7 @@ async def refused(keys: Keyring, state: SessionState | dict[str, Any], resume: R
 
 
 async def test_the_signed_round_trip_pauses_and_resumes() -> None:
-    keys, runs = Keyring({"k1": NEW}), []
+    keys, runs = Keyring({"k1": NEW}), list[str]()
     state = await paused_state(keys)
     assert state.custom[ENVELOPE]["sig"].startswith("v1.k1.")
     done = await make(keys, runs).run(resume=approve(), state=state)
@@ -191,10 +191,10 @@ def _store() -> Any:
 def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     found = [prefix]
     if isinstance(value, dict):
-        for k, v in value.items():
+        for k, v in cast(dict[str, Any], value).items():
             found += _paths(v, (*prefix, k))
     elif isinstance(value, list):
-        for i, v in enumerate(value):
+        for i, v in enumerate(cast(list[Any], value)):
             found += _paths(v, (*prefix, i))
     return found
 
@@ -264,7 +264,7 @@ async def test_over_http_a_remote_client_carries_the_signature_and_a_forgery_is_
 
     from interlock import AgentServer, RemoteAgent
 
-    keys, runs = Keyring({"k1": NEW}), []
+    keys, runs = Keyring({"k1": NEW}), list[str]()
     agent = make(keys, runs, [PAY, "paid"])
     async with serve(AgentServer([agent])) as base, RemoteAgent(f"{base}/bank", state_management="client") as remote:
         paused = await remote.run("pay bob 5")

@@ -135,7 +135,7 @@ def test_name_and_description_overrides() -> None:
 def test_a_tool_takes_at_most_input_ctx_and_resume() -> None:
     with pytest.raises(UsageError, match="at most"):
 
-        @tool  # pyright: ignore[reportCallIssue, reportArgumentType]
+        @tool  # pyright: ignore[reportCallIssue, reportArgumentType, reportUntypedFunctionDecorator]
         def too_many(a: int, b: int, c: int) -> int:
             return a + b + c
 

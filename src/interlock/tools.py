@@ -518,10 +518,12 @@ happened (its output, or ``None`` when the effect did not happen).
 
 @overload
 def interrupt_tool(
-    name: str, *, input: type[I], output: type[O], description: str = "", data: Any = None
+    name: str, *, input: type[I], output: type[O], description: str = "", data: Callable[[I], object] | object = None
 ) -> Tool[I, O, None]: ...
 @overload
-def interrupt_tool(name: str, *, input: type[I], description: str = "", data: Any = None) -> Tool[I, Any, None]: ...
+def interrupt_tool(
+    name: str, *, input: type[I], description: str = "", data: Callable[[I], object] | object = None
+) -> Tool[I, Any, None]: ...
 @overload
 def interrupt_tool(
     name: str, *, output: type[O], description: str = "", data: Any = None
