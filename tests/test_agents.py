@@ -479,6 +479,7 @@ async def test_tools_see_the_live_session_and_stream_custom_patches() -> None:
             before: dict[str, Any] = c or {}
             return {**before, "fact": input["fact"]}
 
+        assert ctx.session is not None
         ctx.session.update_custom(add_fact)
         return "noted"
 

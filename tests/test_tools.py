@@ -14,6 +14,7 @@ from interlock.generate import generate
 from interlock.interrupts import interrupt_as, is_interrupt
 from interlock.messages import Message
 from interlock.parts import TextPart, ToolRequestPart, ToolResponsePart
+from interlock.sessions import Session, SessionState
 from interlock.testing import ScriptedModel
 from interlock.tools import InterruptedCall, ToolContext, interrupt_tool, tool
 
@@ -191,7 +192,7 @@ async def test_tool_context_is_injected() -> None:
     model = ScriptedModel(
         [Message(role="model", content=[ToolRequestPart(name="whoami", ref="w", input=None)]), "you are ann"]
     )
-    session = object()
+    session = Session(SessionState())
     result = await generate(model, [Message.user("?")], tools=[whoami], session=session, context={"user": "ann"})
     assert result.messages[2].tool_responses[0].output == "ann"
     (ctx,) = seen

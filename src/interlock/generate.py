@@ -29,6 +29,7 @@ from .interrupts import PlannedCall, Resume, ResumePlan, plan_resume
 from .messages import Message
 from .models import ChunkCallback, Model, ModelChunk, ModelRequest, Usage
 from .parts import Part, ToolRequestPart, ToolResponsePart, with_metadata
+from .sessions import Session
 from .tools import Tool, ToolContext, ToolMiddleware, to_json
 
 __all__ = ["GenerateResult", "check_resume", "generate"]
@@ -69,7 +70,7 @@ class _Loop:
     config: dict[str, Any] | None
     on_chunk: ChunkCallback | None
     middleware: Sequence[ToolMiddleware]
-    session: Any
+    session: Session | None
     context: dict[str, Any]
     tool_input_errors: ToolErrors
     tool_choice: Any
@@ -307,7 +308,7 @@ async def generate(
     max_turns: int = 5,
     on_chunk: ChunkCallback | None = None,
     middleware: Sequence[ToolMiddleware] = (),
-    session: Any = None,
+    session: Session | None = None,
     context: dict[str, Any] | None = None,
     allow_replaced_input: bool = False,
     tool_errors: ToolErrors = "raise",

@@ -37,6 +37,7 @@ from .decisions import Decision
 from .errors import Interrupt, InvalidArgumentError, ToolInputError, ToolOutputError, UsageError
 from .models import ToolDefinition
 from .parts import ToolRequestPart, ToolResponsePart
+from .sessions import Session
 
 __all__ = [
     "InterruptedCall",
@@ -110,7 +111,7 @@ class ToolContext(Generic[R]):
     resumed: Any = None
     resume: R | None = None
     original_input: Any = None
-    session: Any = None
+    session: Session | None = None
     context: dict[str, Any] = field(default_factory=dict[str, Any])
     reclaimed_from: str | None = None
     idempotency_key: str | None = None
