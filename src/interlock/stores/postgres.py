@@ -1,0 +1,510 @@
+"""The PostgreSQL store: many processes on many hosts sharing one database (``interlock[postgres]``).
+
+:class:`PostgresStore` keeps the SQLite store's layout and rules (delta rows, so storage
+stays linear in the conversation; the effect journal; tenants) in PostgreSQL, through
+psycopg 3's async API and a connection pool:
+
+* **Atomic, fenced saves across processes.** :meth:`PostgresStore.save_all` runs in one
+  transaction that first takes a transaction-scoped advisory lock on every row it saves
+  (in one order, so two saves cannot deadlock on them), then reads each row ``FOR UPDATE``,
+  runs the updater (the claim rules of :mod:`interlock.claims` live in updaters) and
+  writes. Nothing is serialised inside the process: concurrent saves of different rows run
+  on different connections, and PostgreSQL's WAL group commit batches their commits. A
+  deadlock or serialization failure between transactions is retried (updaters are pure).
+* **Watch by LISTEN/NOTIFY.** A save that changes a row's status notifies channel
+  ``interlock_snapshots`` in its transaction (delivered at commit); one listening
+  connection per store wakes the watchers of that row, which then read its status. No
+  polling: after a lost connection the listener reconnects and wakes every watcher once.
+* **Schema versions.** An empty database gets the current tables on open; an older one is
+  refused with ``FAILED_PRECONDITION`` naming ``interlock db upgrade --store URL``, which
+  opens the store with ``upgrade=True`` (see :mod:`interlock.stores._versions`).
+
+Errors are typed: an unreachable server is ``UNAVAILABLE``, a refused login
+``UNAUTHENTICATED``, a missing database or foreign tables ``FAILED_PRECONDITION``, a read-only
+server ``PERMISSION_DENIED``, a value PostgreSQL cannot store (a NUL character in an id)
+``INVALID_ARGUMENT``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from types import TracebackType
+from typing import TypeVar
+
+try:
+    import psycopg
+    from psycopg import AsyncConnection, conninfo, errors
+    from psycopg_pool import AsyncConnectionPool, PoolTimeout
+except ImportError as exc:  # pragma: no cover - exercised by the test that hides psycopg
+    raise ModuleNotFoundError(
+        f"interlock.stores.postgres needs psycopg 3 and psycopg_pool ({exc}): pip install 'interlock[postgres]'",
+        name=exc.name,
+    ) from exc
+
+from ..errors import (
+    FailedPreconditionError,
+    InterlockError,
+    InvalidArgumentError,
+    PermissionDeniedError,
+    ResourceExhaustedError,
+    UnauthenticatedError,
+    UnavailableError,
+    UsageError,
+)
+from ..journal import JournalEntry
+from ..sessions import TERMINAL, Snapshot
+from . import SnapshotInfo, Updater, check_tenant
+from ._pg_rows import Conn, PgRows
+from ._pg_schema import (
+    CHANNEL,
+    CREATE_VERSIONS,
+    CURRENT,
+    LOCK_KEYS,
+    LOCK_SCHEMA,
+    MIGRATIONS,
+    SELECT_VERSION,
+    STAMP,
+    TABLE,
+    lock_key,
+)
+from ._versions import plan_upgrade
+
+__all__ = ["PostgresStore"]
+
+_R = TypeVar("_R")
+_RETRIES = 20
+_RETRYABLE = (errors.SerializationFailure, errors.DeadlockDetected)
+
+
+class PostgresStore:
+    """A :class:`~interlock.stores.SessionStore` in a PostgreSQL database (15 or later).
+
+    Use it as an async context manager (or call :meth:`setup` and :meth:`close`)::
+
+        async with PostgresStore("postgresql://user@host/db") as store:
+            ...
+
+    Args:
+        dsn: a libpq connection string or ``postgresql://`` URL.
+        reject_branching: make :meth:`latest` raise ``FailedPreconditionError`` for a
+            session with several leaves instead of returning the newest.
+        upgrade: apply forward migrations on open (what ``interlock db upgrade`` does);
+            without it an older schema is refused.
+        min_size, max_size: the connection pool's bounds.
+        connect_timeout: seconds to wait for the server (and for a free pooled connection).
+        cache_size: how many snapshots' message lists the LRU cache keeps.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        reject_branching: bool = False,
+        upgrade: bool = False,
+        min_size: int = 1,
+        max_size: int = 10,
+        connect_timeout: float = 30.0,
+        cache_size: int = 256,
+    ) -> None:
+        if not isinstance(dsn, str) or not dsn.strip():  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise InvalidArgumentError("the PostgreSQL store needs a connection string, e.g. postgresql://user@host/db")
+        self.dsn = dsn
+        self.reject_branching = reject_branching
+        self.upgrade = upgrade
+        self.connect_timeout = connect_timeout
+        self.upgraded_from: int | None = None
+        """The schema version found on open when migrations ran (``None``: none were needed)."""
+        self._rows = PgRows(cache_size)
+        self._pool = AsyncConnectionPool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            kwargs={"autocommit": True},
+            open=False,
+            timeout=connect_timeout,
+        )
+        self._listener = _Listener(self)
+        self._opened = False
+        self._closed = False
+        self._opening: asyncio.Lock | None = None
+
+    @classmethod
+    @asynccontextmanager
+    async def from_url(
+        cls, url: str, *, reject_branching: bool = False, upgrade: bool = False
+    ) -> AsyncGenerator[PostgresStore, None]:
+        """Open a store from a ``postgresql://`` (or ``postgres://``) URL; closed on exit."""
+        store = cls(url, reject_branching=reject_branching, upgrade=upgrade)
+        try:
+            await store.setup()
+            yield store
+        finally:
+            await store.close()
+
+    async def __aenter__(self) -> PostgresStore:
+        await self.setup()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    @property
+    def where(self) -> str:
+        """The store, for messages (the DSN without its password)."""
+        try:
+            info = conninfo.conninfo_to_dict(self.dsn)
+        except psycopg.ProgrammingError:
+            return "the PostgreSQL store"
+        return f"the PostgreSQL store {info.get('dbname', '')!s}@{info.get('host', '')!s}:{info.get('port', '')!s}"
+
+    async def setup(self) -> None:
+        """Connect, check (or create, or with ``upgrade`` migrate) the schema and open the pool (idempotent)."""
+        if self._closed:
+            raise UsageError(f"{self.where} is closed")
+        if self._opened:
+            return
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if self._opened:
+                return
+            await self._guard(self._prepare_schema)
+            await self._pool.open(wait=False)
+            self._opened = True
+
+    async def close(self) -> None:
+        """Stop the listener and close the pool (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._listener.stop()
+        await self._pool.close()
+
+    # SessionStore ---------------------------------------------------------------------------
+
+    async def load(self, snapshot_id: str, *, tenant: str | None = None) -> Snapshot | None:
+        t = _key(tenant)
+        return await self._read(lambda con: self._rows.read(con, t, snapshot_id))
+
+    async def latest(self, session_id: str, *, tenant: str | None = None) -> Snapshot | None:
+        t = _key(tenant)
+        return await self._read(lambda con: self._rows.latest(con, t, session_id, self.reject_branching))
+
+    async def save(self, snapshot_id: str, update: Updater, *, tenant: str | None = None) -> Snapshot | None:
+        return (await self.save_all([(snapshot_id, update)], tenant=tenant))[0]
+
+    async def save_all(
+        self, updates: Sequence[tuple[str, Updater]], *, tenant: str | None = None
+    ) -> list[Snapshot | None]:
+        t = _key(tenant)
+        todo = list(updates)
+
+        async def save_each(con: Conn) -> list[Snapshot | None]:
+            await con.execute(LOCK_KEYS, ([lock_key(t, sid) for sid, _ in todo],))
+            written: list[Snapshot | None] = []
+            changed: list[str] = []
+            for sid, update in todo:
+                new, status_changed = await self._rows.save(con, t, sid, update)
+                written.append(new)
+                if status_changed:
+                    changed.append(json.dumps([t, sid]))
+            if changed:  # delivered to listeners when (and only if) the transaction commits
+                await con.execute("SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p", (CHANNEL, changed))
+            return written
+
+        return await self._write(save_each)
+
+    async def ready(self) -> None:
+        """Connect (creating or checking the schema) and check that the server takes writes."""
+        await self.setup()
+
+        async def check(con: Conn) -> None:
+            found = await (await con.execute("SELECT pg_is_in_recovery()")).fetchone()
+            if found is not None and found[0]:
+                raise PermissionDeniedError(f"{self.where} is a read-only standby; point the store at the primary")
+
+        await self._read(check)
+
+    async def journal_get(self, key: str, *, tenant: str | None = None) -> JournalEntry | None:
+        t = _key(tenant)
+        return await self._read(lambda con: self._rows.journal_get(con, t, key))
+
+    async def journal_put(
+        self, entry: JournalEntry, *, expect: int, tenant: str | None = None, durable: bool = True
+    ) -> None:
+        t = _key(tenant)
+
+        async def put(con: Conn) -> None:
+            if not durable:  # the commit survives a crash of this process, and of the server's once it is flushed
+                await con.execute("SET LOCAL synchronous_commit = off")
+            await self._rows.journal_put(con, t, entry, expect)
+
+        await self._write(put)
+
+    async def journal_entries(self, *, session_id: str | None = None, tenant: str | None = None) -> list[JournalEntry]:
+        t = _key(tenant)
+        return await self._read(lambda con: self._rows.journal_entries(con, t, session_id))
+
+    async def watch(self, snapshot_id: str, *, tenant: str | None = None) -> AsyncIterator[str]:
+        t = _key(tenant)
+        await self.setup()
+        wake = asyncio.Event()
+        async with self._listener.waiting(t, snapshot_id, wake):
+            last: str | None = None
+            while True:
+                wake.clear()
+                status = await self._read(lambda con: self._rows.status(con, t, snapshot_id), consistent=False)
+                if status is None:
+                    return
+                if status != last:
+                    last = status
+                    yield status
+                if status in TERMINAL:
+                    return
+                await wake.wait()
+
+    async def list(
+        self, *, tenant: str | None = None, session_id: str | None = None, finish_reason: str | None = None
+    ) -> list[SnapshotInfo]:
+        t = _key(tenant)
+        return await self._read(lambda con: self._rows.list(con, t, session_id, finish_reason), consistent=False)
+
+    async def delete(self, snapshot_ids: Iterable[str], *, tenant: str | None = None) -> int:
+        t = _key(tenant)
+        ids = list(dict.fromkeys(snapshot_ids))
+        return await self._write(lambda con: self._locked(con, t, ids, self._rows.delete(con, t, ids)))
+
+    async def prune(
+        self,
+        *,
+        session_id: str | None = None,
+        keep_last: int | None = None,
+        older_than: datetime | None = None,
+        tenant: str | None = None,
+    ) -> int:
+        """Delete old snapshots (the rule is :func:`interlock.stores._prune.prunable`'s); returns how many."""
+        t = _key(tenant)
+        return await self._write(lambda con: self._rows.prune(con, t, session_id, keep_last, older_than))
+
+    # plumbing -------------------------------------------------------------------------------
+
+    @staticmethod
+    async def _locked(con: Conn, tenant: str, ids: list[str], work: Awaitable[_R]) -> _R:
+        await con.execute(LOCK_KEYS, ([lock_key(tenant, sid) for sid in ids],))
+        return await work
+
+    async def _read(self, fn: Callable[[Conn], Awaitable[_R]], *, consistent: bool = True) -> _R:
+        """Run ``fn`` in a read-only transaction (``consistent``: one snapshot of the database for every query)."""
+        await self.setup()
+
+        async def run() -> _R:
+            async with self._pool.connection() as con, con.transaction():
+                if consistent:
+                    await con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                return await fn(con)
+
+        return await self._guard(run)
+
+    async def _write(self, fn: Callable[[Conn], Awaitable[_R]]) -> _R:
+        """Run ``fn`` in a read-committed write transaction, retried on a deadlock or serialization failure."""
+        await self.setup()
+
+        async def run() -> _R:
+            for attempt in range(_RETRIES):
+                try:
+                    async with self._pool.connection() as con, con.transaction():
+                        return await fn(con)
+                except _RETRYABLE:
+                    if attempt == _RETRIES - 1:
+                        raise
+                    await asyncio.sleep(0.001 * (attempt + 1))
+            raise AssertionError("unreachable")
+
+        return await self._guard(run)
+
+    async def _guard(self, fn: Callable[[], Awaitable[_R]]) -> _R:
+        """Run ``fn``, with PostgreSQL's failures as typed interlock errors."""
+        if self._closed:
+            raise UsageError(f"{self.where} is closed")
+        try:
+            return await fn()
+        except InterlockError:
+            raise
+        except PoolTimeout as exc:
+            raise UnavailableError(f"{self.where} has no free connection ({exc}); retrying may help") from exc
+        except psycopg.Error as exc:
+            raise pg_error(exc, self.where) from exc
+        except UnicodeEncodeError as exc:
+            raise InvalidArgumentError(f"{self.where} cannot store a value that is not UTF-8 text ({exc})") from exc
+
+    async def _prepare_schema(self) -> None:
+        """Create, check or migrate the tables, serialised across processes by an advisory lock."""
+        con = await AsyncConnection.connect(
+            self.dsn, autocommit=True, connect_timeout=max(1, int(self.connect_timeout))
+        )
+        async with con, con.transaction():
+            await con.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_SCHEMA,))
+            await con.execute(CREATE_VERSIONS)
+            found = await (await con.execute(SELECT_VERSION)).fetchone()
+            if found is None:
+                has = await (await con.execute("SELECT to_regclass(%s) IS NOT NULL", (TABLE,))).fetchone()
+                if has is not None and has[0]:
+                    raise FailedPreconditionError(
+                        f"{self.where} has a table {TABLE!r} without a schema version: not interlock's; "
+                        "use another database or schema"
+                    )
+                version = 0
+                todo = range(1, CURRENT + 1)  # an empty database: create the current layout
+            else:
+                version = int(found[0])
+                todo = plan_upgrade(version, CURRENT, where=self.where, url=_redacted(self.dsn), upgrade=self.upgrade)
+            for target in todo:
+                for statement in MIGRATIONS[target]:
+                    await con.execute(statement)
+            if todo:
+                await con.execute(STAMP, (CURRENT,))
+                if version:
+                    self.upgraded_from = version
+
+
+class _Listener:
+    """One LISTEN connection per store, waking the watchers of the rows whose status changed."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+        self._waiters: dict[tuple[str, str], set[asyncio.Event]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._listening: asyncio.Future[None] | None = None
+
+    @asynccontextmanager
+    async def waiting(self, tenant: str, snapshot_id: str, wake: asyncio.Event) -> AsyncGenerator[None, None]:
+        """Register ``wake`` for the row, after the listener listens (so no change is missed)."""
+        key = (tenant, snapshot_id)
+        self._waiters.setdefault(key, set()).add(wake)
+        try:
+            await self._start()
+            yield
+        finally:
+            events = self._waiters.get(key)
+            if events is not None:
+                events.discard(wake)
+                if not events:
+                    del self._waiters[key]
+
+    async def _start(self) -> None:
+        if self._task is None or self._task.done():
+            self._listening = asyncio.get_running_loop().create_future()
+            self._task = asyncio.create_task(self._run(), name="interlock-postgres-listener")
+        listening = self._listening
+        if listening is not None and not listening.done():
+            await self._store._guard(lambda: asyncio.wait_for(asyncio.shield(listening), self._store.connect_timeout))  # pyright: ignore[reportPrivateUsage]
+        elif listening is not None and listening.exception() is not None:
+            self._task = None
+            await self._store._guard(lambda: listening)  # pyright: ignore[reportPrivateUsage]
+
+    async def _run(self) -> None:
+        delay = 0.05
+        while True:
+            try:
+                con = await AsyncConnection.connect(self._store.dsn, autocommit=True)
+                async with con:
+                    await con.execute(f"LISTEN {CHANNEL}")
+                    if self._listening is not None and not self._listening.done():
+                        self._listening.set_result(None)
+                    delay = 0.05
+                    self._wake_all()  # changes made while nobody listened
+                    async for note in con.notifies():
+                        self._dispatch(note.payload)
+            except psycopg.Error as exc:
+                if self._listening is not None and not self._listening.done():
+                    self._listening.set_exception(exc)
+                    return
+                self._wake_all()
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    def _dispatch(self, payload: str) -> None:
+        try:
+            tenant, snapshot_id = json.loads(payload)
+        except (ValueError, TypeError):
+            return
+        for wake in self._waiters.get((tenant, snapshot_id), ()):
+            wake.set()
+
+    def _wake_all(self) -> None:
+        for events in self._waiters.values():
+            for wake in events:
+                wake.set()
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, psycopg.Error):
+                await task
+        self._wake_all()
+
+
+def pg_error(exc: psycopg.Error, where: str) -> InterlockError:
+    """The interlock error for a PostgreSQL failure of the store ``where``."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, errors.UndefinedTable | errors.UndefinedColumn | errors.WrongObjectType):
+        return FailedPreconditionError(
+            f"{where} lacks interlock's tables or columns ({text}); run `interlock db upgrade --store URL`"
+        )
+    if isinstance(exc, errors.ReadOnlySqlTransaction | errors.InsufficientPrivilege):
+        return PermissionDeniedError(
+            f"{where} cannot be written ({text}); grant this role write access or use the primary"
+        )
+    if isinstance(exc, errors.DiskFull | errors.OutOfMemory | errors.ProgramLimitExceeded):
+        return ResourceExhaustedError(f"{where} is out of room ({text})")
+    if isinstance(exc, errors.DataError | errors.CharacterNotInRepertoire):
+        return InvalidArgumentError(
+            f"{where} cannot store this value ({text}); ids and tenants cannot hold NUL characters"
+        )
+    if isinstance(exc, errors.InvalidAuthorizationSpecification | errors.InvalidPassword) or (
+        isinstance(exc, psycopg.OperationalError) and "authentication failed" in text
+    ):
+        return UnauthenticatedError(f"{where} refused the login ({text}); check the user and password in the URL")
+    if isinstance(exc, psycopg.OperationalError) and "does not exist" in text:
+        return FailedPreconditionError(f"{where} cannot be opened ({text}); create the database first (createdb)")
+    if isinstance(exc, psycopg.OperationalError | errors.SerializationFailure | errors.DeadlockDetected):
+        return UnavailableError(f"{where} is unreachable or busy ({text}); retrying may help")
+    return FailedPreconditionError(f"{where} failed ({text})")
+
+
+def _redacted(dsn: str) -> str:
+    """The DSN for a message: its password replaced."""
+    try:
+        info = conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "postgresql://..."
+    if "password" not in info:
+        return dsn
+    info["password"] = "***"
+    return conninfo.make_conninfo(**{k: str(v) for k, v in info.items() if v is not None})
+
+
+def _key(tenant: str | None) -> str:
+    """The tenant as stored (``''`` for no tenant; :func:`check_tenant` keeps ``''`` out)."""
+    return check_tenant(tenant) or ""
+
+
+def _register() -> None:
+    from ..inbox import register_store_scheme
+
+    def opener(url: str, *, upgrade: bool = False) -> contextlib.AbstractAsyncContextManager[PostgresStore]:
+        return PostgresStore.from_url(url, upgrade=upgrade)
+
+    for scheme in ("postgresql", "postgres"):
+        register_store_scheme(scheme, opener)
+
+
+_register()

@@ -1,0 +1,38 @@
+"""PostgreSQL for the tests: one throwaway cluster per pytest session (scripts/postgres.sh), one schema per store."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import pathlib
+import subprocess
+import tempfile
+
+import psycopg
+from psycopg import conninfo
+
+SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "postgres.sh"
+ENV = "INTERLOCK_TEST_PG_DSN"
+_counter = itertools.count()
+
+
+def start_cluster() -> tuple[str, str]:
+    """Start a cluster with the project's script: ``(dsn, directory)``; raises if it cannot."""
+    directory = tempfile.mkdtemp(prefix="interlock-pg-")
+    done = subprocess.run(["bash", str(SCRIPT), "start", directory], capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"scripts/postgres.sh start failed:\n{done.stdout}\n{done.stderr}")
+    return done.stdout.strip().splitlines()[-1], directory
+
+
+def stop_cluster(directory: str) -> None:
+    subprocess.run(["bash", str(SCRIPT), "stop", directory], capture_output=True, timeout=120, check=False)
+
+
+def fresh_dsn(base: str | None = None) -> str:
+    """A DSN whose ``search_path`` is a new, empty schema of the session's cluster: a fresh store."""
+    base = base or os.environ[ENV]
+    name = f"t{os.getpid()}_{next(_counter)}"
+    with psycopg.connect(base, autocommit=True) as con:
+        con.execute(f"CREATE SCHEMA {name}")  # pyright: ignore[reportArgumentType]
+    return conninfo.make_conninfo(base, options=f"-c search_path={name}")
