@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import os
 import pathlib
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
 from pg import fresh_dsn
 
+from interlock import InMemoryStore
+from interlock.stores import SessionStore
 from interlock.stores.postgres import PostgresStore
 from interlock.stores.sqlite import SQLiteStore
 
@@ -66,3 +70,21 @@ async def integrity(location: str | os.PathLike[str]) -> str:
             except Exception as exc:  # a damaged row is what this reports
                 problems.append(f"{info.snapshot_id}: {exc}")
     return "; ".join(problems) or "ok"
+
+
+@asynccontextmanager
+async def stores_of(kind: str, directory: pathlib.Path) -> AsyncIterator[Callable[[], SessionStore]]:
+    """A factory of fresh stores of ``kind`` (``memory`` too) for one test; closes what it made afterwards."""
+    made: list[SessionStore] = []
+
+    def make() -> SessionStore:
+        store = InMemoryStore() if kind == "memory" else store_at(locate(kind, directory / f"store{len(made)}.db"))
+        made.append(store)
+        return store
+
+    try:
+        yield make
+    finally:
+        for store in made:
+            if isinstance(store, SQLiteStore | PostgresStore):
+                await store.close()
