@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 from pg import fresh_dsn
 
-from interlock import InMemoryStore, InvalidArgumentError, Message, SessionState, Snapshot
+from interlock import InMemoryStore, Message, Snapshot
+from interlock.errors import InvalidArgumentError
+from interlock.sessions import SessionState
 from interlock.stores import SessionStore
 from interlock.stores.postgres import PostgresStore
 from interlock.stores.sqlite import SQLiteStore
