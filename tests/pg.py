@@ -7,9 +7,9 @@ import os
 import pathlib
 import subprocess
 import tempfile
+from urllib.parse import quote
 
 import psycopg
-from psycopg import conninfo
 
 SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "postgres.sh"
 ENV = "INTERLOCK_TEST_PG_DSN"
@@ -30,9 +30,10 @@ def stop_cluster(directory: str) -> None:
 
 
 def fresh_dsn(base: str | None = None) -> str:
-    """A DSN whose ``search_path`` is a new, empty schema of the session's cluster: a fresh store."""
+    """A ``postgresql://`` URL whose ``search_path`` is a new, empty schema of the session's cluster: a fresh store."""
     base = base or os.environ[ENV]
     name = f"t{os.getpid()}_{next(_counter)}"
     with psycopg.connect(base, autocommit=True) as con:
         con.execute(f"CREATE SCHEMA {name}")  # pyright: ignore[reportArgumentType]
-    return conninfo.make_conninfo(base, options=f"-c search_path={name}")
+    sep = "&" if "?" in base else "?"
+    return f"{base}{sep}options={quote(f'-c search_path={name}')}"

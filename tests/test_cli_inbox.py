@@ -199,7 +199,7 @@ def test_usage_errors(db: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> N
         (("inbox", "list"), 2, "--store URL (or $INTERLOCK_STORE)"),
         (("inbox", "list", "--store", str(db.parent / "missing.db")), 2, "there is no SQLite store at"),
         (("inbox", "list", "--store", "redis://localhost"), 2, "unknown store URL scheme 'redis'"),
-        (("inbox", "list", "--store", "postgresql://db/x"), 2, "postgresql:// stores"),
+        (("inbox", "list", "--store", "postgresql://127.0.0.1:1/x"), 1, "is unreachable or busy"),
         (("inbox", "list", "--server", "http://127.0.0.1:9"), 2, "Genkit's HTTP protocol has no call that lists"),
         (("inbox", "show", "x", *store, "--server", "http://127.0.0.1:9"), 2, "--store or --server, not both"),
         (("sessions", "prune", *store), 2, "--keep-last N, --older-than AGE, or both"),

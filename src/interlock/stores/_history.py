@@ -17,8 +17,6 @@ from typing import cast
 from ..messages import Message
 from ._sqlite_codec import Link, Messages, Row, corrupt, parse_tail
 
-__all__ = ["ChainCache", "common_prefix"]
-
 
 def common_prefix(new: Sequence[Message], base: Messages) -> int:
     """How many leading messages ``new`` shares with ``base`` (usually all of ``base``)."""

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from ..errors import FailedPreconditionError
 
-__all__ = ["COMPONENT", "SCHEMA_TABLE", "plan_upgrade"]
-
 SCHEMA_TABLE = "interlock_schema"
 COMPONENT = "interlock"
 

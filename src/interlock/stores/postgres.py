@@ -100,6 +100,9 @@ class PostgresStore:
         cache_size: how many snapshots' message lists the LRU cache keeps.
     """
 
+    SCHEMA_VERSION = CURRENT
+    """The schema version this code writes (see :mod:`interlock.stores._pg_schema`)."""
+
     def __init__(
         self,
         dsn: str,
@@ -498,7 +501,7 @@ def _key(tenant: str | None) -> str:
 
 
 def _register() -> None:
-    from ..inbox import register_store_scheme
+    from .urls import register_store_scheme
 
     def opener(url: str, *, upgrade: bool = False) -> contextlib.AbstractAsyncContextManager[PostgresStore]:
         return PostgresStore.from_url(url, upgrade=upgrade)
