@@ -373,7 +373,7 @@ class PostgresStore:
                     await con.execute(statement)
             if todo:
                 await con.execute(STAMP, (CURRENT,))
-                if version:
+                if found is not None:
                     self.upgraded_from = version
 
 
