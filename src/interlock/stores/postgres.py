@@ -72,7 +72,7 @@ from ._pg_schema import (
     TABLE,
     lock_key,
 )
-from ._versions import plan_upgrade
+from ._versions import SCHEMA_TABLE, plan_upgrade
 
 __all__ = ["PostgresStore"]
 
@@ -348,33 +348,43 @@ class PostgresStore:
             raise InvalidArgumentError(f"{self.where} cannot store a value that is not UTF-8 text ({exc})") from exc
 
     async def _prepare_schema(self) -> None:
-        """Create, check or migrate the tables, serialised across processes by an advisory lock."""
+        """Check the schema version; create or migrate the tables under an advisory lock if needed."""
         con = await AsyncConnection.connect(
             self.dsn, autocommit=True, connect_timeout=max(1, int(self.connect_timeout))
         )
-        async with con, con.transaction():
-            await con.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_SCHEMA,))
-            await con.execute(CREATE_VERSIONS)
-            found = await (await con.execute(SELECT_VERSION)).fetchone()
-            if found is None:
-                has = await (await con.execute("SELECT to_regclass(%s) IS NOT NULL", (TABLE,))).fetchone()
-                if has is not None and has[0]:
-                    raise FailedPreconditionError(
-                        f"{self.where} has a table {TABLE!r} without a schema version: not interlock's; "
-                        "use another database or schema"
-                    )
-                version = 0
-                todo = range(1, CURRENT + 1)  # an empty database: create the current layout
-            else:
-                version = int(found[0])
-                todo = plan_upgrade(version, CURRENT, where=self.where, url=_redacted(self.dsn), upgrade=self.upgrade)
-            for target in todo:
-                for statement in MIGRATIONS[target]:
-                    await con.execute(statement)
-            if todo:
-                await con.execute(STAMP, (CURRENT,))
-                if found is not None:
-                    self.upgraded_from = version
+        async with con:
+            if await _stored_version(con) == CURRENT:  # the usual case: no lock, no DDL (a read-only role may open)
+                return
+            async with con.transaction():
+                await con.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_SCHEMA,))
+                await con.execute(CREATE_VERSIONS)
+                found = await _stored_version(con)
+                if found is None:
+                    has = await (await con.execute("SELECT to_regclass(%s) IS NOT NULL", (TABLE,))).fetchone()
+                    if has is not None and has[0]:
+                        raise FailedPreconditionError(
+                            f"{self.where} has a table {TABLE!r} without a schema version: not interlock's; "
+                            "use another database or schema"
+                        )
+                    todo = range(1, CURRENT + 1)  # an empty database: create the current layout
+                else:
+                    url = _redacted(self.dsn)
+                    todo = plan_upgrade(found, CURRENT, where=self.where, url=url, upgrade=self.upgrade)
+                for target in todo:
+                    for statement in MIGRATIONS[target]:
+                        await con.execute(statement)
+                if todo:
+                    await con.execute(STAMP, (CURRENT,))
+                    self.upgraded_from = found
+
+
+async def _stored_version(con: Conn) -> int | None:
+    """The stored schema version, or ``None`` if there is no version table or row."""
+    has = await (await con.execute("SELECT to_regclass(%s) IS NOT NULL", (SCHEMA_TABLE,))).fetchone()
+    if has is None or not has[0]:
+        return None
+    found = await (await con.execute(SELECT_VERSION)).fetchone()
+    return None if found is None else int(found[0])
 
 
 class _Listener:
