@@ -8,7 +8,8 @@
 #
 # initdb and postgres refuse to run as root, so as root the cluster runs as the `postgres`
 # user (created by the package). Durability settings are off (fsync, synchronous_commit,
-# full_page_writes): a test cluster dies with its directory anyway.
+# full_page_writes): a test cluster dies with its directory anyway. PG_DURABLE=1 keeps
+# PostgreSQL's defaults (every commit flushed), for benchmarks.
 set -euo pipefail
 
 pg_bin() {
@@ -61,11 +62,14 @@ start() {
         cat "$dir/initdb.log" >&2
         exit 1
     }
+    local fast="-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+    if [ "${PG_DURABLE:-0}" = 1 ]; then
+        fast=""
+    fi
     for _ in 1 2 3 4 5; do  # another process may take the free port between the probe and the bind
         port=$(free_port)
         if as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 60 -o "-c listen_addresses=127.0.0.1 -p $port \
-            -k $dir -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" \
-            start >/dev/null 2>&1; then
+            -k $dir $fast -c max_connections=300" start >/dev/null 2>&1; then
             echo "postgresql://$user@127.0.0.1:$port/postgres" | tee "$dir/dsn"
             return 0
         fi

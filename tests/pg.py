@@ -10,6 +10,7 @@ import tempfile
 from urllib.parse import quote
 
 import psycopg
+from psycopg import sql
 
 SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "postgres.sh"
 ENV = "INTERLOCK_TEST_PG_DSN"
@@ -34,6 +35,6 @@ def fresh_dsn(base: str | None = None) -> str:
     base = base or os.environ[ENV]
     name = f"t{os.getpid()}_{next(_counter)}"
     with psycopg.connect(base, autocommit=True) as con:
-        con.execute(f"CREATE SCHEMA {name}")  # pyright: ignore[reportArgumentType]
+        con.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
     sep = "&" if "?" in base else "?"
     return f"{base}{sep}options={quote(f'-c search_path={name}')}"

@@ -50,7 +50,7 @@ async def test_concurrent_read_modify_writes_from_two_pools_lose_nothing() -> No
 
         def bump(cur: Snapshot | None) -> Snapshot:
             assert cur is not None and cur.state is not None
-            n = cur.state.custom["n"]  # pyright: ignore[reportOptionalSubscript, reportUnknownVariableType]
+            n = cur.state.custom["n"]
             return cur.evolve(state=SessionState(session_id="s1", messages=[], custom={"n": n + 1}))
 
         await asyncio.gather(*(store.save("counter", bump) for store in [one, two] * 30))
@@ -80,14 +80,14 @@ async def test_watch_is_woken_by_notify_from_another_store_and_does_not_poll() -
     async with PostgresStore(url) as watcher, PostgresStore(url) as writer:
         await writer.save("run", lambda _: snap("run", status="pending"))
         reads = 0
-        real = watcher._rows.status  # pyright: ignore[reportPrivateUsage]
+        real = watcher._rows.status
 
         async def counted(*args: object) -> str | None:
             nonlocal reads
             reads += 1
             return await real(*args)  # type: ignore[arg-type]
 
-        watcher._rows.status = counted  # type: ignore[method-assign]  # pyright: ignore[reportPrivateUsage]
+        watcher._rows.status = counted  # type: ignore[method-assign]
         seen: list[tuple[str, float]] = []
 
         async def watch() -> None:

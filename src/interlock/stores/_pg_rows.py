@@ -5,12 +5,12 @@ row's messages are a delta on its parent's when they share a prefix, and before 
 messages change or it is deleted, the rows based on it are rewritten as full checkpoints.
 The codec (rows ↔ snapshots) and the history rules (:mod:`interlock.stores._history`)
 are shared; this module only reads and writes them the PostgreSQL way. Every method runs
-in a transaction the caller opened (:mod:`interlock.stores.postgres`), which holds the
-advisory lock of each row it saves.
+in a transaction the caller opened (:mod:`interlock.stores.postgres`).
 
 Locks that keep histories sound across processes: a row being saved or deleted is read
 ``FOR UPDATE``, and a new row's parent ``FOR SHARE``, so a parent's messages cannot change,
-nor the parent go, between reading its history and committing a delta on it.
+nor the parent go, between reading its history and committing a delta on it. A new row is
+inserted only if it is still absent (else :class:`RowRaced`: the caller runs the save again).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from . import SnapshotInfo, Updater, apply_update, pick_leaf
 from ._history import ChainCache, common_prefix
 from ._pg_schema import (
     CHECKPOINT,
+    INSERT,
     JOURNAL,
     LOCK_ROW,
     MAX_CHAIN,
@@ -46,6 +47,10 @@ from ._prune import prunable
 from ._sqlite_codec import EPOCH, Link, Messages, Row, bookkeeping, corrupt, decode, dumps, from_us, loads, plain
 
 Conn = AsyncConnection[tuple[Any, ...]]
+
+
+class RowRaced(Exception):
+    """A row this transaction was creating was created by another one first: the save must run again."""
 
 
 class Parent(NamedTuple):
@@ -221,7 +226,12 @@ class PgRows(ChainCache):
             self.remember(tenant, sid, mrev, messages)
         (parent_id, state_session, *rest) = stored
         values = (tenant, sid, new.session_id, parent_id, base_id, keep, tail, mrev, base_mrev, state_session, *rest)
-        await con.execute(UPSERT, values)
+        if row is None:
+            cur = await con.execute(INSERT, values)
+            if cur.rowcount != 1:  # created meanwhile by another transaction, after this one read "no row"
+                raise RowRaced(sid)
+        else:
+            await con.execute(UPSERT, values)
 
     async def base_for(
         self, con: Conn, tenant: str, new: Snapshot, messages: Messages
@@ -315,19 +325,27 @@ class PgRows(ChainCache):
         return None if found is None else _entry(found[0], key)
 
     @classmethod
-    async def journal_put(cls, con: Conn, tenant: str, entry: JournalEntry, expect: int) -> None:
-        """Write ``entry`` if the stored attempt is ``expect`` (0: none), in one statement; else ABORTED."""
+    async def journal_put(cls, con: Conn, tenant: str, entry: JournalEntry, expect: int, durable: bool) -> None:
+        """Write ``entry`` if the stored attempt is ``expect`` (0: none), in one statement; else ABORTED.
+
+        ``durable=False`` commits it without waiting for the WAL flush: ``set_config(...,
+        true)`` in the statement itself sets ``synchronous_commit`` for its own (implicit)
+        transaction, so the write stays one round trip.
+        """
         text = json.dumps(entry.to_json())
+        flush = "on" if durable else "off"
         if expect == 0:
             cur = await con.execute(
                 f"""INSERT INTO {JOURNAL} (tenant, key, session_id, snapshot_id, attempt, entry)
-                VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (tenant, key) DO NOTHING""",
-                (tenant, entry.key, entry.session_id, entry.snapshot_id, entry.attempt, text),
+                SELECT %s, %s, %s, %s, %s, %s WHERE set_config('synchronous_commit', %s, true) IS NOT NULL
+                ON CONFLICT (tenant, key) DO NOTHING""",
+                (tenant, entry.key, entry.session_id, entry.snapshot_id, entry.attempt, text, flush),
             )
         else:
             cur = await con.execute(
-                f"UPDATE {JOURNAL} SET attempt = %s, entry = %s WHERE tenant = %s AND key = %s AND attempt = %s",
-                (entry.attempt, text, tenant, entry.key, expect),
+                f"""UPDATE {JOURNAL} SET attempt = %s, entry = %s WHERE tenant = %s AND key = %s AND attempt = %s
+                AND set_config('synchronous_commit', %s, true) IS NOT NULL""",
+                (entry.attempt, text, tenant, entry.key, expect, flush),
             )
         if cur.rowcount != 1:
             raise superseded(entry, await cls.journal_get(con, tenant, entry.key), expect)

@@ -81,13 +81,9 @@ COLUMNS = (
 )
 SELECT_ROW = f"SELECT {COLUMNS} FROM {TABLE} WHERE tenant = %s AND snapshot_id = %s"
 LOCK_ROW = SELECT_ROW + " FOR UPDATE"
-LOCK_KEYS = """SELECT pg_advisory_xact_lock(h) FROM (
-        SELECT DISTINCT hashtextextended(k, 0) AS h FROM unnest(%s::text[]) AS k ORDER BY 1
-    ) AS keys"""
-"""Transaction-scoped locks on ``tenant/snapshot_id`` keys, taken in one order: a save's read-modify-write
-is atomic across processes even for a row that does not exist yet."""
-UPSERT = f"""INSERT INTO {TABLE} (tenant, {COLUMNS})
-    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+_VALUES = "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+INSERT = f"INSERT INTO {TABLE} (tenant, {COLUMNS}) {_VALUES} ON CONFLICT (tenant, snapshot_id) DO NOTHING"
+UPSERT = f"""INSERT INTO {TABLE} (tenant, {COLUMNS}) {_VALUES}
     ON CONFLICT (tenant, snapshot_id) DO UPDATE SET
         parent_id = excluded.parent_id, base_id = excluded.base_id, keep = excluded.keep, tail = excluded.tail,
         mrev = excluded.mrev, base_mrev = excluded.base_mrev, state_session = excluded.state_session,
@@ -121,8 +117,3 @@ SELECT_DEPENDENTS = f"""SELECT snapshot_id, coalesce(base_id, parent_id), keep, 
 """The rows based on some of ``ids``: named bases, and implicit ones (children in the base's session)."""
 CHECKPOINT = f"""UPDATE {TABLE} SET base_id = NULL, keep = 0, base_mrev = NULL, tail = %s
     WHERE tenant = %s AND snapshot_id = %s"""
-
-
-def lock_key(tenant: str, snapshot_id: str) -> str:
-    """The advisory-lock key of a row (length-prefixed, so no two ``(tenant, id)`` pairs share one)."""
-    return f"{len(tenant)}:{tenant}/{snapshot_id}"

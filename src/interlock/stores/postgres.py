@@ -5,12 +5,16 @@ stays linear in the conversation; the effect journal; tenants) in PostgreSQL, th
 psycopg 3's async API and a connection pool:
 
 * **Atomic, fenced saves across processes.** :meth:`PostgresStore.save_all` runs in one
-  transaction that first takes a transaction-scoped advisory lock on every row it saves
-  (in one order, so two saves cannot deadlock on them), then reads each row ``FOR UPDATE``,
-  runs the updater (the claim rules of :mod:`interlock.claims` live in updaters) and
-  writes. Nothing is serialised inside the process: concurrent saves of different rows run
-  on different connections, and PostgreSQL's WAL group commit batches their commits. A
-  deadlock or serialization failure between transactions is retried (updaters are pure).
+  transaction that reads each row ``FOR UPDATE`` (a row lock held to the commit), runs the
+  updater (the claim rules of :mod:`interlock.claims` live in updaters) and writes. A row
+  that did not exist is inserted only if it still does not (``ON CONFLICT DO NOTHING``);
+  if another transaction created it meanwhile, the whole save runs again and its updater
+  sees that row. A deadlock or serialization failure is retried the same way (updaters are
+  pure). Nothing is serialised inside the process: concurrent saves run on different
+  connections, and PostgreSQL's WAL group commit batches their commits.
+* **Reads** are single autocommitted statements when a row's history is a checkpoint or in
+  the cache; a read that must follow a base chain (or a session's rows) runs in one
+  repeatable-read transaction.
 * **Watch by LISTEN/NOTIFY.** A save that changes a row's status notifies channel
   ``interlock_snapshots`` in its transaction (delivered at commit); one listening
   connection per store wakes the watchers of that row, which then read its status. No
@@ -47,6 +51,7 @@ except ImportError as exc:  # pragma: no cover - exercised by the test that hide
     ) from exc
 
 from ..errors import (
+    DataLossError,
     FailedPreconditionError,
     InterlockError,
     InvalidArgumentError,
@@ -59,18 +64,16 @@ from ..errors import (
 from ..journal import JournalEntry
 from ..sessions import TERMINAL, Snapshot
 from . import SnapshotInfo, Updater, check_tenant
-from ._pg_rows import Conn, PgRows
+from ._pg_rows import Conn, PgRows, RowRaced
 from ._pg_schema import (
     CHANNEL,
     CREATE_VERSIONS,
     CURRENT,
-    LOCK_KEYS,
     LOCK_SCHEMA,
     MIGRATIONS,
     SELECT_VERSION,
     STAMP,
     TABLE,
-    lock_key,
 )
 from ._versions import SCHEMA_TABLE, plan_upgrade
 
@@ -78,7 +81,7 @@ __all__ = ["PostgresStore"]
 
 _R = TypeVar("_R")
 _RETRIES = 20
-_RETRYABLE = (errors.SerializationFailure, errors.DeadlockDetected)
+_RETRYABLE = (errors.SerializationFailure, errors.DeadlockDetected, RowRaced)
 
 
 class PostgresStore:
@@ -194,11 +197,16 @@ class PostgresStore:
 
     async def load(self, snapshot_id: str, *, tenant: str | None = None) -> Snapshot | None:
         t = _key(tenant)
-        return await self._read(lambda con: self._rows.read(con, t, snapshot_id))
+        try:  # one statement, outside a transaction, when the history is a checkpoint or cached
+            return await self._read(lambda con: self._rows.read(con, t, snapshot_id))
+        except DataLossError:  # or a base chain that changed between two statements: read it again, consistently
+            return await self._read(lambda con: self._rows.read(con, t, snapshot_id), consistent=True)
 
     async def latest(self, session_id: str, *, tenant: str | None = None) -> Snapshot | None:
         t = _key(tenant)
-        return await self._read(lambda con: self._rows.latest(con, t, session_id, self.reject_branching))
+        return await self._read(
+            lambda con: self._rows.latest(con, t, session_id, self.reject_branching), consistent=True
+        )
 
     async def save(self, snapshot_id: str, update: Updater, *, tenant: str | None = None) -> Snapshot | None:
         return (await self.save_all([(snapshot_id, update)], tenant=tenant))[0]
@@ -210,7 +218,6 @@ class PostgresStore:
         todo = list(updates)
 
         async def save_each(con: Conn) -> list[Snapshot | None]:
-            await con.execute(LOCK_KEYS, ([lock_key(t, sid) for sid, _ in todo],))
             written: list[Snapshot | None] = []
             changed: list[str] = []
             for sid, update in todo:
@@ -243,13 +250,7 @@ class PostgresStore:
         self, entry: JournalEntry, *, expect: int, tenant: str | None = None, durable: bool = True
     ) -> None:
         t = _key(tenant)
-
-        async def put(con: Conn) -> None:
-            if not durable:  # the commit survives a crash of this process, and of the server's once it is flushed
-                await con.execute("SET LOCAL synchronous_commit = off")
-            await self._rows.journal_put(con, t, entry, expect)
-
-        await self._write(put)
+        await self._write(lambda con: self._rows.journal_put(con, t, entry, expect, durable), transaction=False)
 
     async def journal_entries(self, *, session_id: str | None = None, tenant: str | None = None) -> list[JournalEntry]:
         t = _key(tenant)
@@ -263,7 +264,7 @@ class PostgresStore:
             last: str | None = None
             while True:
                 wake.clear()
-                status = await self._read(lambda con: self._rows.status(con, t, snapshot_id), consistent=False)
+                status = await self._read(lambda con: self._rows.status(con, t, snapshot_id))
                 if status is None:
                     return
                 if status != last:
@@ -277,12 +278,12 @@ class PostgresStore:
         self, *, tenant: str | None = None, session_id: str | None = None, finish_reason: str | None = None
     ) -> list[SnapshotInfo]:
         t = _key(tenant)
-        return await self._read(lambda con: self._rows.list(con, t, session_id, finish_reason), consistent=False)
+        return await self._read(lambda con: self._rows.list(con, t, session_id, finish_reason))
 
     async def delete(self, snapshot_ids: Iterable[str], *, tenant: str | None = None) -> int:
         t = _key(tenant)
         ids = list(dict.fromkeys(snapshot_ids))
-        return await self._write(lambda con: self._locked(con, t, ids, self._rows.delete(con, t, ids)))
+        return await self._write(lambda con: self._rows.delete(con, t, ids))
 
     async def prune(
         self,
@@ -298,32 +299,38 @@ class PostgresStore:
 
     # plumbing -------------------------------------------------------------------------------
 
-    @staticmethod
-    async def _locked(con: Conn, tenant: str, ids: list[str], work: Awaitable[_R]) -> _R:
-        await con.execute(LOCK_KEYS, ([lock_key(tenant, sid) for sid in ids],))
-        return await work
+    async def _read(self, fn: Callable[[Conn], Awaitable[_R]], *, consistent: bool = False) -> _R:
+        """Run ``fn`` on a pooled connection, autocommitted, or (``consistent``) in one snapshot.
 
-    async def _read(self, fn: Callable[[Conn], Awaitable[_R]], *, consistent: bool = True) -> _R:
-        """Run ``fn`` in a read-only transaction (``consistent``: one snapshot of the database for every query)."""
+        The snapshot is a repeatable-read, read-only transaction: every query sees the same database.
+        """
         await self.setup()
 
         async def run() -> _R:
-            async with self._pool.connection() as con, con.transaction():
-                if consistent:
+            async with self._pool.connection() as con:
+                if not consistent:
+                    return await fn(con)
+                async with con.transaction():
                     await con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                return await fn(con)
+                    return await fn(con)
 
         return await self._guard(run)
 
-    async def _write(self, fn: Callable[[Conn], Awaitable[_R]]) -> _R:
-        """Run ``fn`` in a read-committed write transaction, retried on a deadlock or serialization failure."""
+    async def _write(self, fn: Callable[[Conn], Awaitable[_R]], *, transaction: bool = True) -> _R:
+        """Run ``fn`` in a read-committed transaction (or autocommitted: one statement), retried on a lost race.
+
+        A lost race is a deadlock, a serialization failure, or a row created by another transaction.
+        """
         await self.setup()
 
         async def run() -> _R:
             for attempt in range(_RETRIES):
                 try:
-                    async with self._pool.connection() as con, con.transaction():
-                        return await fn(con)
+                    async with self._pool.connection() as con:
+                        if not transaction:
+                            return await fn(con)
+                        async with con.transaction():
+                            return await fn(con)
                 except _RETRYABLE:
                     if attempt == _RETRIES - 1:
                         raise
