@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import pathlib
 from collections.abc import Iterator
 
@@ -21,22 +20,7 @@ def shared_dir() -> pathlib.Path:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def postgres() -> Iterator[str]:
-    """The session's PostgreSQL cluster (started by scripts/postgres.sh unless INTERLOCK_TEST_PG_DSN names one).
-
-    Its DSN is exported as INTERLOCK_TEST_PG_DSN, so worker processes of the tests reach it too.
-    """
-    existing = os.environ.get(pg.ENV)
-    if existing:
-        yield existing
-        return
-    try:
-        dsn, directory = pg.start_cluster()
-    except RuntimeError as exc:
-        pytest.fail(str(exc))
-    os.environ[pg.ENV] = dsn
-    try:
-        yield dsn
-    finally:
-        os.environ.pop(pg.ENV, None)
-        pg.stop_cluster(directory)
+def postgres_cluster() -> Iterator[None]:
+    """Stops the PostgreSQL cluster the session started on first use (``pg.cluster_dsn``), if it did."""
+    yield
+    pg.stop_started()
