@@ -338,9 +338,9 @@ async def _session_view(store: SQLiteStore | PostgresStore, snap: str) -> tuple[
     return kids, leaf.snapshot_id if leaf else None
 
 
-async def lapse_blocking_tool(work: pathlib.Path, run: int) -> LapseRun:
+async def lapse_blocking_tool(work: pathlib.Path, run: int, kind: str = "sqlite") -> LapseRun:
     """A synchronous tool sleeping 3 s with claim_ttl=1, and a second resume (another store object) 1.5 s in."""
-    db, log = work / f"blocking-{run}.db", work / f"blocking-{run}.log"
+    db, log = locate(kind, work / f"blocking-{run}.db"), work / f"blocking-{run}.log"
     (snap,) = await pause_many(db, 1)
     start = time.monotonic()
     async with store_at(db) as one, store_at(db) as two:
@@ -369,9 +369,11 @@ async def lapse_blocking_tool(work: pathlib.Path, run: int) -> LapseRun:
     )
 
 
-async def lapse_stopped_process(work: pathlib.Path, run: int, *, stop_for: float = 2.5) -> LapseRun:
+async def lapse_stopped_process(
+    work: pathlib.Path, run: int, *, stop_for: float = 2.5, kind: str = "sqlite"
+) -> LapseRun:
     """A resumer process SIGSTOPped in its tool past claim_ttl=1; another resume takes over; then SIGCONT."""
-    db, log = work / f"stopped-{run}.db", work / f"stopped-{run}.log"
+    db, log = locate(kind, work / f"stopped-{run}.db"), work / f"stopped-{run}.log"
     (snap,) = await pause_many(db, 1)
     start = time.monotonic()
     proc = await _spawn("stall", db, log, snap)
