@@ -232,7 +232,7 @@ def dumps(value: Any) -> str:
 
 def corrupt(snapshot_id: str, what: str, exc: BaseException | None = None) -> DataLossError:
     detail = f": {exc}" if exc is not None else ""
-    return DataLossError(f"snapshot {snapshot_id!r} is corrupt in the SQLite store ({what}{detail})")
+    return DataLossError(f"snapshot {snapshot_id!r} is corrupt in the store ({what}{detail})")
 
 
 def loads(snapshot_id: str, column: str, text: str) -> Any:

@@ -56,14 +56,14 @@ from ..errors import (
     InterlockError,
     InvalidArgumentError,
     PermissionDeniedError,
-    ResourceExhaustedError,
-    UnauthenticatedError,
     UnavailableError,
     UsageError,
 )
 from ..journal import JournalEntry
 from ..sessions import TERMINAL, Snapshot
 from . import SnapshotInfo, Updater, check_tenant
+from ._pg_errors import pg_error, redacted
+from ._pg_listen import Listener
 from ._pg_rows import Conn, PgRows, RowRaced
 from ._pg_schema import (
     CHANNEL,
@@ -134,7 +134,7 @@ class PostgresStore:
             open=False,
             timeout=connect_timeout,
         )
-        self._listener = _Listener(self)
+        self._listener = Listener(dsn, connect_timeout, self._guard)
         self._opened = False
         self._closed = False
         self._opening: asyncio.Lock | None = None
@@ -375,7 +375,7 @@ class PostgresStore:
                         )
                     todo = range(1, CURRENT + 1)  # an empty database: create the current layout
                 else:
-                    url = _redacted(self.dsn)
+                    url = redacted(self.dsn)
                     todo = plan_upgrade(found, CURRENT, where=self.where, url=url, upgrade=self.upgrade)
                 for target in todo:
                     for statement in MIGRATIONS[target]:
@@ -392,124 +392,6 @@ async def _stored_version(con: Conn) -> int | None:
         return None
     found = await (await con.execute(SELECT_VERSION)).fetchone()
     return None if found is None else int(found[0])
-
-
-class _Listener:
-    """One LISTEN connection per store, waking the watchers of the rows whose status changed."""
-
-    def __init__(self, store: PostgresStore) -> None:
-        self._store = store
-        self._waiters: dict[tuple[str, str], set[asyncio.Event]] = {}
-        self._task: asyncio.Task[None] | None = None
-        self._listening: asyncio.Future[None] | None = None
-
-    @asynccontextmanager
-    async def waiting(self, tenant: str, snapshot_id: str, wake: asyncio.Event) -> AsyncGenerator[None, None]:
-        """Register ``wake`` for the row, after the listener listens (so no change is missed)."""
-        key = (tenant, snapshot_id)
-        self._waiters.setdefault(key, set()).add(wake)
-        try:
-            await self._start()
-            yield
-        finally:
-            events = self._waiters.get(key)
-            if events is not None:
-                events.discard(wake)
-                if not events:
-                    del self._waiters[key]
-
-    async def _start(self) -> None:
-        if self._task is None or self._task.done():
-            self._listening = asyncio.get_running_loop().create_future()
-            self._task = asyncio.create_task(self._run(), name="interlock-postgres-listener")
-        listening = self._listening
-        if listening is not None and not listening.done():
-            await self._store._guard(lambda: asyncio.wait_for(asyncio.shield(listening), self._store.connect_timeout))  # pyright: ignore[reportPrivateUsage]
-        elif listening is not None and listening.exception() is not None:
-            self._task = None
-            await self._store._guard(lambda: listening)  # pyright: ignore[reportPrivateUsage]
-
-    async def _run(self) -> None:
-        delay = 0.05
-        while True:
-            try:
-                con = await AsyncConnection.connect(self._store.dsn, autocommit=True)
-                async with con:
-                    await con.execute(f"LISTEN {CHANNEL}")
-                    if self._listening is not None and not self._listening.done():
-                        self._listening.set_result(None)
-                    delay = 0.05
-                    self._wake_all()  # changes made while nobody listened
-                    async for note in con.notifies():
-                        self._dispatch(note.payload)
-            except psycopg.Error as exc:
-                if self._listening is not None and not self._listening.done():
-                    self._listening.set_exception(exc)
-                    return
-                self._wake_all()
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
-
-    def _dispatch(self, payload: str) -> None:
-        try:
-            tenant, snapshot_id = json.loads(payload)
-        except (ValueError, TypeError):
-            return
-        for wake in self._waiters.get((tenant, snapshot_id), ()):
-            wake.set()
-
-    def _wake_all(self) -> None:
-        for events in self._waiters.values():
-            for wake in events:
-                wake.set()
-
-    async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, psycopg.Error):
-                await task
-        self._wake_all()
-
-
-def pg_error(exc: psycopg.Error, where: str) -> InterlockError:
-    """The interlock error for a PostgreSQL failure of the store ``where``."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if isinstance(exc, errors.UndefinedTable | errors.UndefinedColumn | errors.WrongObjectType):
-        return FailedPreconditionError(
-            f"{where} lacks interlock's tables or columns ({text}); run `interlock db upgrade --store URL`"
-        )
-    if isinstance(exc, errors.ReadOnlySqlTransaction | errors.InsufficientPrivilege):
-        return PermissionDeniedError(
-            f"{where} cannot be written ({text}); grant this role write access or use the primary"
-        )
-    if isinstance(exc, errors.DiskFull | errors.OutOfMemory | errors.ProgramLimitExceeded):
-        return ResourceExhaustedError(f"{where} is out of room ({text})")
-    if isinstance(exc, errors.DataError | errors.CharacterNotInRepertoire):
-        return InvalidArgumentError(
-            f"{where} cannot store this value ({text}); ids and tenants cannot hold NUL characters"
-        )
-    if isinstance(exc, errors.InvalidAuthorizationSpecification | errors.InvalidPassword) or (
-        isinstance(exc, psycopg.OperationalError) and "authentication failed" in text
-    ):
-        return UnauthenticatedError(f"{where} refused the login ({text}); check the user and password in the URL")
-    if isinstance(exc, psycopg.OperationalError) and "does not exist" in text:
-        return FailedPreconditionError(f"{where} cannot be opened ({text}); create the database first (createdb)")
-    if isinstance(exc, psycopg.OperationalError | errors.SerializationFailure | errors.DeadlockDetected):
-        return UnavailableError(f"{where} is unreachable or busy ({text}); retrying may help")
-    return FailedPreconditionError(f"{where} failed ({text})")
-
-
-def _redacted(dsn: str) -> str:
-    """The DSN for a message: its password replaced."""
-    try:
-        info = conninfo.conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
-        return "postgresql://..."
-    if "password" not in info:
-        return dsn
-    info["password"] = "***"
-    return conninfo.make_conninfo(**{k: str(v) for k, v in info.items() if v is not None})
 
 
 def _key(tenant: str | None) -> str:
