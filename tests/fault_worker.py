@@ -36,7 +36,7 @@ from store_kinds import integrity, locate, store_at
 from interlock import AgentOutput, Inbox, PromptAgent, Snapshot, ToolContext, tool
 from interlock.claims import claim_state
 from interlock.models import ModelRequest, ModelResponse
-from interlock.stores import Updater
+from interlock.stores import JournalUpdater, Updater
 from interlock.stores.postgres import PostgresStore
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
@@ -473,7 +473,13 @@ class _HangInCommit:
     parent: str
     marker: pathlib.Path
 
-    async def save_all(self, updates: Sequence[tuple[str, Updater]], *, tenant: str | None = None) -> list[Any]:
+    async def save_all(
+        self,
+        updates: Sequence[tuple[str, Updater]],
+        *,
+        tenant: str | None = None,
+        journal: Sequence[tuple[str, JournalUpdater]] = (),
+    ) -> list[Any]:
         updates = list(updates)
         if len(updates) >= 2 and updates[0][0] == self.parent:
             sid, update = updates[-1]
@@ -486,7 +492,7 @@ class _HangInCommit:
                 return new
 
             updates[-1] = (sid, hang)
-        return await super().save_all(updates, tenant=tenant)  # type: ignore[misc]
+        return await super().save_all(updates, tenant=tenant, journal=journal)  # type: ignore[misc]
 
 
 class _HangingSQLite(_HangInCommit, SQLiteStore):

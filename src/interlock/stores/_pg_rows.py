@@ -27,7 +27,7 @@ from ..errors import DataLossError
 from ..journal import JournalEntry, superseded
 from ..sessions import Artifact, Snapshot
 from ..wire import messages_to_json
-from . import SnapshotInfo, Updater, apply_update, pick_leaf
+from . import JournalUpdater, SnapshotInfo, Updater, apply_update, pick_leaf
 from ._history import ChainCache, common_prefix
 from ._pg_schema import (
     CHECKPOINT,
@@ -349,6 +349,30 @@ class PgRows(ChainCache):
             )
         if cur.rowcount != 1:
             raise superseded(entry, await cls.journal_get(con, tenant, entry.key), expect)
+
+    @staticmethod
+    async def journal_update(con: Conn, tenant: str, key: str, update: JournalUpdater) -> None:
+        """Apply ``update`` to the entry of ``key`` (read ``FOR UPDATE``; ``None``: none) and write its result."""
+        cur = await con.execute(f"SELECT entry FROM {JOURNAL} WHERE tenant = %s AND key = %s FOR UPDATE", (tenant, key))
+        found = await cur.fetchone()
+        new = update(None if found is None else _entry(found[0], key))
+        if new is None:
+            return
+        values = (tenant, new.key, new.session_id, new.snapshot_id, new.attempt, json.dumps(new.to_json()))
+        if found is None:
+            cur = await con.execute(
+                f"""INSERT INTO {JOURNAL} (tenant, key, session_id, snapshot_id, attempt, entry)
+                VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (tenant, key) DO NOTHING""",
+                values,
+            )
+            if cur.rowcount != 1:  # written meanwhile by another transaction: the save runs again
+                raise RowRaced(key)
+            return
+        await con.execute(
+            f"""UPDATE {JOURNAL} SET key = %s, session_id = %s, snapshot_id = %s, attempt = %s, entry = %s
+            WHERE tenant = %s AND key = %s""",
+            (*values[1:], tenant, key),
+        )
 
     @staticmethod
     async def journal_entries(con: Conn, tenant: str, session_id: str | None) -> list[JournalEntry]:

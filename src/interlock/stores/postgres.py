@@ -61,7 +61,7 @@ from ..errors import (
 )
 from ..journal import JournalEntry
 from ..sessions import TERMINAL, Snapshot
-from . import SnapshotInfo, Updater, check_tenant
+from . import JournalUpdater, SnapshotInfo, Updater, check_tenant
 from ._pg_errors import pg_error, redacted
 from ._pg_listen import Listener
 from ._pg_rows import Conn, PgRows, RowRaced
@@ -212,10 +212,15 @@ class PostgresStore:
         return (await self.save_all([(snapshot_id, update)], tenant=tenant))[0]
 
     async def save_all(
-        self, updates: Sequence[tuple[str, Updater]], *, tenant: str | None = None
+        self,
+        updates: Sequence[tuple[str, Updater]],
+        *,
+        tenant: str | None = None,
+        journal: Sequence[tuple[str, JournalUpdater]] = (),
     ) -> list[Snapshot | None]:
         t = _key(tenant)
         todo = list(updates)
+        entries = list(journal)
 
         async def save_each(con: Conn) -> list[Snapshot | None]:
             written: list[Snapshot | None] = []
@@ -225,6 +230,8 @@ class PostgresStore:
                 written.append(new)
                 if status_changed:
                     changed.append(json.dumps([t, sid]))
+            for key, update in entries:
+                await self._rows.journal_update(con, t, key, update)
             if changed:  # delivered to listeners when (and only if) the transaction commits
                 await con.execute("SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p", (CHANNEL, changed))
             return written
