@@ -87,7 +87,8 @@ _RETRYABLE = (errors.SerializationFailure, errors.DeadlockDetected, RowRaced)
 class PostgresStore:
     """A :class:`~interlock.stores.SessionStore` in a PostgreSQL database (15 or later).
 
-    Use it as an async context manager (or call :meth:`setup` and :meth:`close`)::
+    Use it from one event loop (its pool and listener belong to the loop that opened it), as an
+    async context manager (or call :meth:`setup` and :meth:`close`)::
 
         async with PostgresStore("postgresql://user@host/db") as store:
             ...
