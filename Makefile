@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck unit bench clean postgres
 
 $(STAMP): pyproject.toml
 	@echo "==> creating $(VENV) and installing interlock with its dev tools"
@@ -25,6 +25,11 @@ $(INTEROP_STAMP): scripts/setup_interop.sh tests/interop/package.json tests/inte
 	bash scripts/setup_interop.sh
 	@touch $(INTEROP_STAMP)
 
+# PostgreSQL from Debian's packages, if missing: the tests start a throwaway cluster with scripts/postgres.sh
+# (one per pytest session, on a free port under a temp directory; tests/conftest.py), and so does bench/postgres.py.
+postgres:
+	bash scripts/postgres.sh install
+
 demo: $(STAMP) $(LOCAL_STAMP)
 	$(BIN)/interlock demo
 
@@ -36,18 +41,19 @@ lint: $(STAMP)
 typecheck: $(STAMP) $(LOCAL_STAMP)
 	$(BIN)/pyright
 
-unit: $(STAMP) $(LOCAL_STAMP) $(INTEROP_STAMP)
+unit: $(STAMP) $(LOCAL_STAMP) $(INTEROP_STAMP) postgres
 	$(BIN)/pytest
 
 test: lint typecheck unit
 
-bench: $(STAMP)
+bench: $(STAMP) postgres
 	$(BIN)/python bench/core.py
 	$(BIN)/python bench/agents.py
 	$(BIN)/python bench/faults.py
 	$(BIN)/python bench/effects_faults.py
 	$(BIN)/python bench/signing.py
 	$(BIN)/python bench/tokens.py
+	$(BIN)/python bench/postgres.py
 	$(BIN)/python bench/effects.py  # last: it exits 1 while the journal's cost is over its target
 
 clean:

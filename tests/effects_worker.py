@@ -30,8 +30,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fault_worker import HangingModel, _reap, _until, integrity, outcome  # pyright: ignore[reportPrivateUsage]
+from fault_worker import HangingModel, _reap, _until, outcome  # pyright: ignore[reportPrivateUsage]
 from pydantic import BaseModel
+from store_kinds import integrity
 
 from interlock import Message, PromptAgent, Resume, Snapshot, ToolContext, ToolRequestPart, ToolResponsePart, tool
 from interlock import metadata as md
@@ -397,7 +398,7 @@ async def kill_and_recover(work: pathlib.Path, variant: str, point: str, mode: s
     await _recover(fig, db, effects, snap)
     deduped = effects.with_suffix(".deduped")
     fig.deduped = len(deduped.read_text().splitlines()) if deduped.exists() else 0
-    fig.integrity = integrity(db)
+    fig.integrity = await integrity(db)
     fig.wall = time.monotonic() - start
     judge(fig)
     return fig

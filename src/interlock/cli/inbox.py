@@ -9,7 +9,7 @@
     interlock inbox respond SNAPSHOT_ID --output JSON ...
     interlock sessions list | show SESSION_ID | prune [--keep-last N] [--older-than 30d] --store sessions.db
 
-``--store`` (default ``$INTERLOCK_STORE``) is a SQLite path or ``sqlite:///path``.
+``--store`` (default ``$INTERLOCK_STORE``) is a SQLite path, ``sqlite:///path`` or ``postgresql://...``.
 ``--agents module:attr`` names an agent, a list or dict of agents, or a function
 ``(store) -> agents`` (so an app can build its agents over the command's store). ``--server
 URL`` answers through an agent served over HTTP (its URL, or the server's with ``--agent``);
@@ -80,7 +80,9 @@ def _positive(text: str) -> int:
 
 def _where(p: argparse.ArgumentParser, *, server: bool = True) -> None:
     p.add_argument(
-        "--store", metavar="URL", help="the session store: a SQLite path or sqlite:///path ($INTERLOCK_STORE)"
+        "--store",
+        metavar="URL",
+        help="the session store: a SQLite path, sqlite:///path or postgresql://... ($INTERLOCK_STORE)",
     )
     if server:
         p.add_argument("--server", metavar="URL", help="answer through an agent served over HTTP at URL")

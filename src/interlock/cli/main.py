@@ -48,7 +48,7 @@ class Command:
 
 COMMANDS: dict[str, Command] = {}
 """The registered sub-commands, by name."""
-COMMAND_MODULES: list[str] = ["interlock.cli.demo", "interlock.cli.inbox"]
+COMMAND_MODULES: list[str] = ["interlock.cli.demo", "interlock.cli.inbox", "interlock.cli.db"]
 """Modules that register sub-commands; :func:`main` imports them first."""
 
 

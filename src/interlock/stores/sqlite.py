@@ -44,8 +44,9 @@ from ..sessions import TERMINAL, Snapshot
 from . import JournalUpdater, SnapshotInfo, Updater, check_tenant
 from . import _sqlite_journal as journal
 from ._sqlite_errors import check_layout, sqlite_error
+from ._sqlite_migrate import CURRENT, prepare
 from ._sqlite_rows import SnapshotRows
-from ._sqlite_schema import create_schema, path_of
+from ._sqlite_schema import create_indexes, path_of
 
 __all__ = ["SQLiteStore"]
 
@@ -70,7 +71,12 @@ class SQLiteStore:
         poll_interval: how often :meth:`watch` polls for changes made by other store
             objects or processes (changes through this object wake it at once).
         cache_size: how many snapshots' message lists the LRU cache keeps.
+        upgrade: migrate a file of an older schema version on open (what ``interlock db
+            upgrade`` does); without it such a file is refused with ``FAILED_PRECONDITION``.
     """
+
+    SCHEMA_VERSION = CURRENT
+    """The schema version this code writes (see :mod:`interlock.stores._sqlite_migrate`)."""
 
     def __init__(
         self,
@@ -79,6 +85,7 @@ class SQLiteStore:
         reject_branching: bool = False,
         poll_interval: float = 0.05,
         cache_size: int = 256,
+        upgrade: bool = False,
     ) -> None:
         self.path = os.fspath(path)
         if not self.path.strip():
@@ -88,6 +95,9 @@ class SQLiteStore:
             )
         self.reject_branching = reject_branching
         self.poll_interval = poll_interval
+        self.upgrade = upgrade
+        self.upgraded_from: int | None = None
+        """The schema version found on open when migrations ran (``None``: none were needed)."""
         self._rows = SnapshotRows(cache_size)
         self._con: sqlite3.Connection | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="interlock-sqlite")
@@ -97,10 +107,10 @@ class SQLiteStore:
     @classmethod
     @asynccontextmanager
     async def from_url(
-        cls, url: str | os.PathLike[str], *, reject_branching: bool = False
+        cls, url: str | os.PathLike[str], *, reject_branching: bool = False, upgrade: bool = False
     ) -> AsyncGenerator[SQLiteStore, None]:
         """Open a store from ``sqlite:///<path>`` (``sqlite:////abs/path`` for an absolute one) or a path."""
-        store = cls(path_of(url), reject_branching=reject_branching)
+        store = cls(path_of(url), reject_branching=reject_branching, upgrade=upgrade)
         try:
             await store.setup()
             yield store
@@ -252,8 +262,8 @@ class SQLiteStore:
             con.execute("PRAGMA synchronous = FULL")
             con.execute("BEGIN IMMEDIATE")
             try:
-                create_schema(con, self.path)
-                journal.create_journal(con)
+                self.upgraded_from = prepare(con, self.path, upgrade=self.upgrade)
+                create_indexes(con)
                 check_layout(con, self.path)
                 con.execute("COMMIT")
             except BaseException:
