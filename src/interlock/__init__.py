@@ -1,5 +1,8 @@
 """interlock: LLM agents whose tools pause a turn for a person, persist it, and resume it safely."""
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _distribution_version
+
 from ._runtime import SessionRunner
 from .agents import Agent, AgentConnection, CustomAgent, PromptAgent
 from .client import RemoteAgent, RemoteConnection
@@ -43,6 +46,12 @@ from .stores import InMemoryStore, SessionStore
 from .stores.sqlite import SQLiteStore
 from .tools import InterruptedCall, Tool, ToolContext, interrupt_tool, tool
 from .turns import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnEnd, TurnResult
+
+try:
+    __version__ = _distribution_version("interlock")
+    """The installed distribution's version (from its metadata)."""
+except PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "AbortedError",
