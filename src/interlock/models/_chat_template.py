@@ -5,8 +5,8 @@
   as ``<tool_response>`` blocks in a user turn).
 * :func:`parse_output` finds tool calls in what the model wrote. It is lenient about the wrapper, because the
   0.5B model almost never writes the ``<tool_call>`` tags its template asks for: it writes a fenced ```json block
-  or bare JSON. Every call is checked against its tool's JSON Schema (:func:`schema_errors`, by the ``jsonschema`` library); a call that names
-  no known tool or fails the schema stays text and is reported in :attr:`Parsed.rejected`.
+  or bare JSON. Every call is checked against its tool's JSON Schema (:func:`schema_errors`, by ``jsonschema``); a
+  call that names no known tool or fails the schema stays text and is reported in :attr:`Parsed.rejected`.
 * :func:`tool_grammar` writes the GBNF grammar for constrained decoding: "a schema-valid call or plain text".
 * :class:`TextStream` decides which generated text can be streamed at once and which must wait, because it may be
   the start of a call.
