@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, ValidationError
 
 from ..messages import Message
 from ..parts import DataPart, TextPart
@@ -334,8 +334,9 @@ def schema_errors(value: Any, schema: Mapping[str, Any]) -> list[str]:
 
     Each error reads ``<path>: <what>``, the path in JSONPath style (``$.tags[0]``), sorted by path.
     """
-    validator = Draft202012Validator(dict(schema))
-    errors = sorted(validator.iter_errors(value), key=lambda e: [str(p) for p in e.absolute_path])
+    validator: Any = Draft202012Validator(dict(schema))  # its iter_errors overloads are partly untyped
+    found = cast(Iterable[ValidationError], validator.iter_errors(value))
+    errors = sorted(found, key=lambda e: [str(p) for p in e.absolute_path])
     return [f"{_path(e.absolute_path)}: {e.message}" for e in errors]
 
 
