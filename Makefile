@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck docs unit bench clean
 
 $(STAMP): pyproject.toml
 	@echo "==> creating $(VENV) and installing interlock with its dev tools"
@@ -36,10 +36,14 @@ lint: $(STAMP)
 typecheck: $(STAMP) $(LOCAL_STAMP)
 	$(BIN)/pyright
 
+# The docs site (mkdocs.yml): strict, so a broken link, a missing page or a bad snippet fails the build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 unit: $(STAMP) $(LOCAL_STAMP) $(INTEROP_STAMP)
 	$(BIN)/pytest
 
-test: lint typecheck unit
+test: lint typecheck docs unit
 
 bench: $(STAMP)
 	$(BIN)/python bench/core.py
