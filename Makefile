@@ -38,7 +38,7 @@ typecheck: $(STAMP) $(LOCAL_STAMP)
 
 # The docs site (mkdocs.yml): strict, so a broken link, a missing page or a bad snippet fails the build.
 docs: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 unit: $(STAMP) $(LOCAL_STAMP) $(INTEROP_STAMP)
 	$(BIN)/pytest
