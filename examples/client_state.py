@@ -2,7 +2,8 @@
 
 import asyncio
 
-from interlock import PromptAgent, SessionState
+from interlock import PromptAgent
+from interlock.sessions import SessionState
 from interlock.signing import Keyring
 from interlock.testing import ScriptedModel
 

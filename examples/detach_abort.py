@@ -2,7 +2,8 @@
 
 import asyncio
 
-from interlock import InMemoryStore, Message, ModelRequest, ModelResponse, PromptAgent
+from interlock import InMemoryStore, Message, PromptAgent
+from interlock.models import ModelRequest, ModelResponse
 from interlock.testing import ScriptedModel
 
 

@@ -2,7 +2,8 @@
 
 import asyncio
 
-from interlock import InMemoryStore, ModelChunk, PromptAgent, StreamChunk, TextPart
+from interlock import InMemoryStore, PromptAgent, StreamChunk, TextPart
+from interlock.models import ModelChunk
 from interlock.testing import ScriptedModel
 
 

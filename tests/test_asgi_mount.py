@@ -15,8 +15,9 @@ import pathlib
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import IO, Any
 
 import httpx
 import pytest
@@ -24,7 +25,8 @@ import pytest_asyncio
 from interop.app import approve_transfer
 from test_interop import Clients, interop_clients, run_client  # noqa: F401 (interop_clients: a fixture)
 
-from interlock import NotFoundError, RemoteAgent, Resume
+from interlock import RemoteAgent, Resume
+from interlock.errors import NotFoundError
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
@@ -39,17 +41,22 @@ def host() -> Iterator[str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     command = [sys.executable, "-m", "uvicorn", "mounted_app:app", "--host", "127.0.0.1", "--port", "0"]
     proc = subprocess.Popen(command, cwd=ROOT / "tests", env=env, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stderr is not None
-        seen: list[str] = []
-        port = None
-        while port is None:
-            line = proc.stderr.readline()  # uvicorn logs its address once it listens
-            if not line:
-                pytest.fail(f"uvicorn exited {proc.wait()} before it listened:\n{''.join(seen)}", pytrace=False)
+    assert proc.stderr is not None
+    seen: list[str] = []
+    found = threading.Event()
+
+    def read(stream: IO[str]) -> None:  # keeps draining, so uvicorn never blocks on a full pipe
+        for line in stream:
             seen.append(line)
-            if found := _LISTENING.search(line):
-                port = int(found[1])
+            if _LISTENING.search(line):
+                found.set()
+
+    reader = threading.Thread(target=read, args=(proc.stderr,), daemon=True)
+    reader.start()
+    try:
+        if not found.wait(START_TIMEOUT):
+            pytest.fail(f"uvicorn did not listen within {START_TIMEOUT:.0f} s:\n{''.join(seen)}", pytrace=False)
+        port = next(int(m[1]) for line in seen if (m := _LISTENING.search(line)))
         yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
@@ -58,6 +65,8 @@ def host() -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        reader.join(timeout=5)
+        proc.stderr.close()
 
 
 @pytest_asyncio.fixture(loop_scope="module")
@@ -90,8 +99,12 @@ async def test_remote_agent_drives_a_mounted_server(host: str) -> None:
         assert (out.text, out.finish_reason) == ("Echo: hello through two mounts", "stop")
         snap = await echo.get_snapshot(out.snapshot_id)
         assert snap is not None and snap.status == "completed"
-        with pytest.raises(NotFoundError):
-            await echo.run("again", snapshot_id="no-such-snapshot")
+        try:  # a failed run returns its error (or raises it, where the caller asks for that)
+            refused = await echo.run("again", snapshot_id="no-such-snapshot")
+        except NotFoundError:
+            pass
+        else:
+            assert refused.error is not None and refused.error.status == "NOT_FOUND"
 
     async with RemoteAgent(f"{host}/nested/v1/banker") as banker:
         paused = await banker.run("transfer 100 to acct-1")

@@ -5,8 +5,7 @@ module that owns it (:mod:`interlock.errors`, :mod:`interlock.parts`, :mod:`inte
 :mod:`interlock.stores`, :mod:`interlock.models`, ...).
 """
 
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _distribution_version
+import importlib.metadata as _metadata
 
 from .agent_io import AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext
 from .agents import Agent, CustomAgent, PromptAgent
@@ -27,9 +26,9 @@ from .stores.urls import open_store
 from .tools import InterruptedCall, Tool, ToolContext, interrupt_tool, tool
 
 try:
-    __version__ = _distribution_version("interlock")
+    __version__ = _metadata.version("interlock")
     """The installed distribution's version (from its metadata)."""
-except PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
+except _metadata.PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
     __version__ = "0+unknown"
 
 __all__ = [
