@@ -7,10 +7,10 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test lint typecheck docs unit bench clean
 
 $(STAMP): pyproject.toml
-	@echo "==> creating $(VENV) and installing interlock with its dev tools"
+	@echo "==> creating $(VENV) and installing interlock with its dev tools (pip shows each package as it goes)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --progress-bar on -e '.[dev]'
 	@touch $(STAMP)
 
 # The embedded local model: llama-cpp-python compiled once (pip's wheel cache keeps it) and the weights.

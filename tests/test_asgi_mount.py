@@ -10,18 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import pathlib
-import re
-import subprocess
 import sys
-import threading
 from collections.abc import AsyncIterator, Iterator
-from typing import IO, Any
+from typing import Any
 
 import httpx
 import pytest
 import pytest_asyncio
+from http_helpers import serve_process
 from interop.app import approve_transfer
 from test_interop import Clients, interop_clients, run_client  # noqa: F401 (interop_clients: a fixture)
 
@@ -31,42 +28,14 @@ from interlock.errors import NotFoundError
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-START_TIMEOUT = 60.0
-_LISTENING = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
 
 
 @pytest.fixture(scope="module")
 def host() -> Iterator[str]:
     """``uvicorn mounted_app:app`` on a free 127.0.0.1 port, in its own process; yields its base URL."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     command = [sys.executable, "-m", "uvicorn", "mounted_app:app", "--host", "127.0.0.1", "--port", "0"]
-    proc = subprocess.Popen(command, cwd=ROOT / "tests", env=env, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    seen: list[str] = []
-    found = threading.Event()
-
-    def read(stream: IO[str]) -> None:  # keeps draining, so uvicorn never blocks on a full pipe
-        for line in stream:
-            seen.append(line)
-            if _LISTENING.search(line):
-                found.set()
-
-    reader = threading.Thread(target=read, args=(proc.stderr,), daemon=True)
-    reader.start()
-    try:
-        if not found.wait(START_TIMEOUT):
-            pytest.fail(f"uvicorn did not listen within {START_TIMEOUT:.0f} s:\n{''.join(seen)}", pytrace=False)
-        port = next(int(m[1]) for line in seen if (m := _LISTENING.search(line)))
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        reader.join(timeout=5)
-        proc.stderr.close()
+    with serve_process(command, cwd=ROOT / "tests") as server:
+        yield server.url
 
 
 @pytest_asyncio.fixture(loop_scope="module")
