@@ -70,6 +70,15 @@ def test_serve_http_example_answers_over_a_real_socket() -> None:
     assert run("serve_http.py") == ["Echo: hello over HTTP | stored: completed"]
 
 
+@pytest.mark.slow
+def test_mount_fastapi_example_serves_under_the_prefix() -> None:
+    assert run("mount_fastapi.py") == [
+        "host: {'hello': 'from the host app'}",
+        "health: {'status': 'SERVING', 'stores': {'echo': 'ok'}}",
+        "agent: Echo: hi",
+    ]
+
+
 def test_client_state_example_carries_signed_state_and_refuses_a_forgery() -> None:
     assert run("client_state.py") == [
         "You are Ann. | history: 4 messages",
