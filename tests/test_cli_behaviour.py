@@ -6,6 +6,7 @@ and ``inbox list`` says which source it reads. Each runs the real ``interlock`` 
 from __future__ import annotations
 
 import fcntl
+import http.client
 import os
 import pathlib
 import pty
@@ -97,12 +98,18 @@ def test_serve_passes_workers_and_keep_alive_to_uvicorn() -> None:
 
         # uvicorn's default keep-alive is 5 s; with 30 an idle connection is still open after 7 s.
         port = int(server.url.rsplit(":", 1)[1])
-        with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
-            conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            assert conn.recv(65536).startswith(b"HTTP/1.1 200")
-            conn.settimeout(7)
-            with pytest.raises(TimeoutError):
-                assert conn.recv(1) != b"", "the server closed the idle connection"
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        try:
+            conn.request("GET", "/healthz")
+            answer = conn.getresponse()
+            assert (answer.status, answer.getheader("connection")) == (200, None)  # kept alive
+            answer.read()
+            assert conn.sock is not None
+            conn.sock.settimeout(7)
+            with pytest.raises(TimeoutError):  # nothing arrives, not even the close (b"")
+                conn.sock.recv(1)
+        finally:
+            conn.close()
 
 
 def test_serve_refuses_zero_workers(tmp_path: pathlib.Path) -> None:
