@@ -4,13 +4,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean postgres
+.PHONY: demo test lint typecheck docs unit bench clean postgres
 
 $(STAMP): pyproject.toml
-	@echo "==> creating $(VENV) and installing interlock with its dev tools"
+	@echo "==> creating $(VENV) and installing interlock with its dev tools (pip shows each package as it goes)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --progress-bar on -e '.[dev]'
 	@touch $(STAMP)
 
 # The embedded local model: llama-cpp-python compiled once (pip's wheel cache keeps it) and the weights.
@@ -41,10 +41,14 @@ lint: $(STAMP)
 typecheck: $(STAMP) $(LOCAL_STAMP)
 	$(BIN)/pyright
 
+# The docs site (mkdocs.yml): strict, so a broken link, a missing page or a bad snippet fails the build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 unit: $(STAMP) $(LOCAL_STAMP) $(INTEROP_STAMP) postgres
 	$(BIN)/pytest
 
-test: lint typecheck unit
+test: lint typecheck docs unit
 
 bench: $(STAMP) postgres
 	$(BIN)/python bench/core.py

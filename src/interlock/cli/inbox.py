@@ -32,6 +32,7 @@ import inspect
 import json
 import os
 import re
+import sys
 from collections.abc import AsyncGenerator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict
@@ -188,10 +189,8 @@ async def _inbox(args: argparse.Namespace, *, answering: bool = False) -> AsyncG
         raise CommandError(
             "with --server the server decides who answers, and for which tenant: send credentials with --header"
         )
-    try:
-        from ..http.client import RemoteAgent
-    except ImportError:
-        raise CommandError("--server needs httpx: pip install 'interlock[client]'", code=1) from None
+    from ..http.client import RemoteAgent
+
     url = server.rstrip("/") + (f"/{args.agent}" if getattr(args, "agent", None) else "")
     async with RemoteAgent(url, headers=_headers(cast(list[str], args.header))) as remote:
         yield Inbox(None, agents=[remote])
@@ -234,10 +233,18 @@ async def _load_agents(spec: str, store: SessionStore) -> Mapping[str, Resumable
 
 async def _inbox_list(args: argparse.Namespace) -> int:
     if args.server:
-        raise CommandError(
-            "listing needs --store: Genkit's HTTP protocol has no call that lists snapshots (a server only "
-            "reads them by id; `interlock inbox show SNAPSHOT_ID --server URL` works)"
+        store = cast(str | None, args.store) or os.environ.get("INTERLOCK_STORE")
+        if not store:
+            raise CommandError(
+                "listing needs --store: Genkit's HTTP protocol has no call that lists snapshots (a server only "
+                "reads them by id; `interlock inbox show SNAPSHOT_ID --server URL` works)"
+            )
+        print(
+            f"interlock inbox list: listing from the store {store}; --server {args.server} is not used for listing "
+            "(Genkit's HTTP protocol has no call that lists snapshots)",
+            file=sys.stderr,
         )
+        args = argparse.Namespace(**(vars(args) | {"server": None, "store": store}))
     async with _inbox(args) as inbox:
         items = await inbox.pending(
             agent=args.agent,

@@ -10,14 +10,17 @@ and list that module in :data:`COMMAND_MODULES` (imported when the command line 
 
 ``interlock serve module:attr`` serves an agent, a list or dict of agents, an
 :class:`~interlock.http.server.AgentServer` or any ASGI app on uvicorn, logging one line per
-turn. Exit codes: 0 success, 1 runtime failure, 2 bad usage (e.g. a target that cannot
-be imported).
+turn; anything else is refused, naming what it found. ``--workers N`` starts N worker
+processes (each imports the target); ``--timeout-keep-alive`` is passed to uvicorn. Exit
+codes: 0 success, 1 runtime failure, 2 bad usage (e.g. a target that cannot be imported),
+130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import logging
 import os
 import sys
@@ -60,7 +63,10 @@ def register(command: Command) -> Command:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every registered sub-command."""
+    from .. import __version__
+
     parser = argparse.ArgumentParser(prog="interlock", description="LLM agents that pause for people.")
+    parser.add_argument("--version", action="version", version=f"interlock {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS.values():
         sub = subparsers.add_parser(command.name, help=command.help, description=command.help)
@@ -83,7 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CommandError as exc:
         print(f"interlock {command.name}: error: {exc}", file=sys.stderr)
         return exc.code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C: end the line the terminal shows "^C" on, and exit
+        print(file=sys.stderr)
         return 130
 
 
@@ -120,12 +127,42 @@ def as_app(target: Any, *, base_path: str = "") -> Any:
         if base_path:
             target.base_path = "/" + base_path.strip("/")
         return target
-    if callable(target) and not isinstance(target, type):
+    if is_asgi_app(target):
         return target
     agents = _agents_of(target)
     if agents:
         return AgentServer(agents, base_path=base_path)
-    raise CommandError(f"cannot serve a {type(target).__name__}: expected an agent, agents, or an ASGI app")
+    raise CommandError(
+        f"cannot serve {_describe(target)}: it is not an ASGI app. Serve an agent, a list or dict of agents, "
+        "an AgentServer, or an ASGI app (an async callable taking scope, receive and send)"
+    )
+
+
+def is_asgi_app(target: object) -> bool:
+    """Whether ``target`` is an ASGI 3 app: an async callable that takes ``(scope, receive, send)``."""
+    if isinstance(target, type) or not callable(target):
+        return False
+    call: Any = target if inspect.isfunction(target) or inspect.ismethod(target) else type(target).__call__
+    if not inspect.iscoroutinefunction(call):
+        return False
+    try:
+        inspect.signature(target).bind(object(), object(), object())
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _describe(target: object) -> str:
+    if inspect.isfunction(target) or inspect.ismethod(target):
+        try:
+            signature = str(inspect.signature(target))
+        except (TypeError, ValueError):
+            signature = "(...)"
+        kind = "async function" if inspect.iscoroutinefunction(target) else "function"
+        return f"the {kind} {target.__qualname__}{signature}"
+    if isinstance(target, type):
+        return f"the class {target.__qualname__}"
+    return f"a {type(target).__qualname__} ({target!r:.60})"
 
 
 def _agents_of(target: object) -> dict[str, Any] | list[Any] | None:
@@ -146,10 +183,32 @@ def _configure_serve(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8000, help="port to bind (default 8000)")
     parser.add_argument("--base-path", default="", help="URL prefix of every agent route, e.g. /api")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument(
+        "--workers", type=_positive, default=1, metavar="N", help="worker processes (each imports the target)"
+    )
+    parser.add_argument(
+        "--timeout-keep-alive", type=float, default=5.0, metavar="S", help="close idle keep-alive connections after S s"
+    )
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
+_TARGET_ENV, _BASE_PATH_ENV = "INTERLOCK_SERVE_TARGET", "INTERLOCK_SERVE_BASE_PATH"
+"""How ``serve --workers N`` tells each worker process what to serve."""
+
+
+def worker_app() -> Any:
+    """The app a ``serve --workers N`` worker process serves: the target named in ``$INTERLOCK_SERVE_TARGET``."""
+    return as_app(load_target(os.environ[_TARGET_ENV]), base_path=os.environ.get(_BASE_PATH_ENV, ""))
 
 
 def _serve(args: argparse.Namespace) -> int:
-    app = as_app(load_target(args.target), base_path=args.base_path)
+    app = as_app(load_target(args.target), base_path=args.base_path)  # refuse a bad target before forking workers
     try:
         import uvicorn
     except ImportError:
@@ -157,7 +216,18 @@ def _serve(args: argparse.Namespace) -> int:
     level = getattr(logging, str(args.log_level).upper())
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("interlock").setLevel(level)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, lifespan="auto")
+    options: dict[str, Any] = {
+        "host": args.host,
+        "port": args.port,
+        "log_level": args.log_level,
+        "lifespan": "auto",
+        "timeout_keep_alive": args.timeout_keep_alive,
+    }
+    if args.workers > 1:  # workers import the app themselves, so uvicorn needs an import string
+        os.environ[_TARGET_ENV], os.environ[_BASE_PATH_ENV] = args.target, args.base_path
+        uvicorn.run(f"{__name__}:worker_app", factory=True, workers=args.workers, **options)
+    else:
+        uvicorn.run(app, **options)
     return 0
 
 
