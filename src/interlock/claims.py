@@ -30,6 +30,7 @@ from .errors import ClaimConflictError, PermissionDeniedError, SnapshotNotFoundE
 from .metadata import CONSUMED_TOKENS, RECLAIMED_FROM
 from .sessions import ErrorInfo, Snapshot, utcnow
 from .stores import SessionStore, Updater
+from .telemetry import hooks
 
 __all__ = ["ClaimHold", "ClaimState", "Claims", "claim_state", "consumed_tokens", "is_answerable"]
 
@@ -84,6 +85,7 @@ class Claims:
                     claims=self, parent_id=parent_id, turn_id=turn_id, reclaimed_from=steal, nonces=tuple(nonces)
                 )
                 hold.start()
+                hooks.claim_taken(parent_id, turn_id, steal, self.ttl)
                 return hold
             assert take.lapsed is not None
             holder = await self.store.load(take.lapsed, tenant=self.tenant)
@@ -119,6 +121,7 @@ class ClaimHold:
                 written = await claims.store.save(self.parent_id, self._refresh, tenant=claims.tenant)
             except ClaimConflictError as exc:
                 self.lost = exc.message
+                hooks.claim_lost(self.parent_id, self.turn_id, exc.message)
                 return
             except Exception:  # the store is unreachable: the lease runs out, and the commit will refuse
                 continue
@@ -159,7 +162,13 @@ class ClaimHold:
         if self.lost is not None:
             raise ClaimConflictError(self.lost)
         claims = self.claims
-        written = await claims.store.save_all([(self.parent_id, self.commit_updater()), *writes], tenant=claims.tenant)
+        try:
+            written = await claims.store.save_all(
+                [(self.parent_id, self.commit_updater()), *writes], tenant=claims.tenant
+            )
+        except ClaimConflictError as exc:
+            hooks.claim_lost(self.parent_id, self.turn_id, exc.message)
+            raise
         self.done = True
         return written[1:]
 

@@ -1,0 +1,141 @@
+"""The one place that touches the OpenTelemetry API, which is optional (``interlock[otel]``).
+
+Without the package every helper here is a no-op (spans are ``None``); with it and no SDK
+configured, the API hands out non-recording spans and nothing is exported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Generator, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Link, Span
+
+try:
+    from opentelemetry import trace as _trace
+    from opentelemetry.trace.propagation import tracecontext as _tracecontext
+except ImportError:  # the extra is not installed: no spans
+    _trace = None
+    _tracecontext = None
+
+__all__ = [
+    "TRACER_NAME",
+    "Attributes",
+    "add_event",
+    "capture_content",
+    "current_span",
+    "fail",
+    "set_capture_content",
+    "span",
+    "span_carrier",
+]
+
+TRACER_NAME = "interlock"
+"""The instrumentation scope of every span interlock makes."""
+
+Attributes = Mapping[str, "str | bool | int | float | list[str] | None"]
+"""Span attributes; ``None`` values are left out."""
+
+_capture: bool | None = None
+_TRUE = frozenset({"1", "true", "yes", "on"})
+
+
+def set_capture_content(value: bool | None) -> None:
+    """Record prompts, tool inputs and outputs on spans (``None``: decide by the environment)."""
+    global _capture
+    _capture = value
+
+
+def capture_content() -> bool:
+    """Whether spans carry content: the :func:`set_capture_content` setting, else the environment.
+
+    ``INTERLOCK_OTEL_CAPTURE_CONTENT=true`` (or OpenTelemetry's own
+    ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``) turns it on; off by default.
+    """
+    if _capture is not None:
+        return _capture
+    for name in ("INTERLOCK_OTEL_CAPTURE_CONTENT", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"):
+        if os.environ.get(name, "").strip().lower() in _TRUE:
+            return True
+    return False
+
+
+def _clean(attributes: Attributes) -> dict[str, Any]:
+    return {k: v for k, v in attributes.items() if v is not None}
+
+
+@contextlib.contextmanager
+def span(
+    name: str,
+    attributes: Attributes,
+    *,
+    kind: Literal["internal", "client"] = "internal",
+    link_to: Mapping[str, Any] | None = None,
+    parent: Span | None = None,
+) -> Generator[Span | None, None, None]:
+    """A current span around the block (``None`` without the API); exceptions are left to the caller.
+
+    ``link_to`` is a W3C trace-context carrier (see :func:`span_carrier`) the span links to;
+    ``parent`` makes the span a child of that span instead of the current one.
+    """
+    if _trace is None:
+        yield None
+        return
+    links = _links(link_to)
+    context = None if parent is None else _trace.set_span_in_context(parent)
+    tracer = _trace.get_tracer(TRACER_NAME)
+    started = tracer.start_span(
+        name,
+        context=context,
+        kind=_trace.SpanKind.CLIENT if kind == "client" else _trace.SpanKind.INTERNAL,
+        attributes=_clean(attributes),
+        links=links,
+    )
+    with _trace.use_span(started, end_on_exit=True, record_exception=False, set_status_on_exception=False):
+        yield started
+
+
+def _links(carrier: Mapping[str, Any] | None) -> list[Link]:
+    if _trace is None or _tracecontext is None or not carrier:
+        return []
+    strings = {k: v for k, v in carrier.items() if isinstance(v, str)}
+    extracted = _tracecontext.TraceContextTextMapPropagator().extract(strings)
+    linked = _trace.get_current_span(extracted).get_span_context()
+    return [_trace.Link(linked, {"interlock.link": "paused_turn"})] if linked.is_valid else []
+
+
+def current_span() -> Span | None:
+    """The current span, when it records (``None`` otherwise)."""
+    if _trace is None:
+        return None
+    found = _trace.get_current_span()
+    return found if found.is_recording() else None
+
+
+def add_event(name: str, attributes: Attributes, target: Span | None = None) -> None:
+    """Add an event to ``target`` (or the current span), when it records."""
+    target = target if target is not None else current_span()
+    if target is not None and target.is_recording():
+        target.add_event(name, _clean(attributes))
+
+
+def fail(target: Span | None, error_type: str, message: str, exc: BaseException | None = None) -> None:
+    """Mark ``target`` failed: ``error.type``, status ERROR with ``message``, the exception recorded."""
+    if _trace is None or target is None or not target.is_recording():
+        return
+    target.set_attribute("error.type", error_type)
+    if exc is not None:
+        target.record_exception(exc)
+    target.set_status(_trace.StatusCode.ERROR, message)
+
+
+def span_carrier(target: Span | None) -> dict[str, str]:
+    """``target``'s span context as a W3C trace-context carrier (``{"traceparent": ...}``), or ``{}``."""
+    if _trace is None or _tracecontext is None or target is None or not target.get_span_context().is_valid:
+        return {}
+    carrier: dict[str, str] = {}
+    _tracecontext.TraceContextTextMapPropagator().inject(carrier, context=_trace.set_span_in_context(target))
+    return carrier

@@ -1,0 +1,420 @@
+"""The narrow hooks the runtime calls: each makes its span or span event, and its log record.
+
+Spans follow the OpenTelemetry GenAI semantic conventions: ``invoke_agent {agent}`` per
+turn, ``chat {model}`` per model call, ``execute_tool {tool}`` per tool call, with their
+``gen_ai.*`` attributes. interlock's own facts are ``interlock.*`` attributes and events:
+``interlock.interrupt``, ``interlock.resume``, ``interlock.claim.*``, ``interlock.journal.*``,
+``interlock.detached.*``, ``interlock.model.retry``, ``interlock.store.error``. A turn's span
+context is stored in the snapshot it writes (``metadata.traceContext``), so the turn that
+resumes it, in any process, links to it.
+
+Content (messages, tool inputs and outputs, interrupt data, resume payloads) is recorded
+only when :func:`~interlock.telemetry.capture_content` says so. Resume tokens never are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from .. import metadata as md
+from ..errors import InterlockError, Interrupt
+from ._otel import Attributes, add_event, capture_content, fail, span_carrier
+from ._otel import span as otel_span
+from .logs import logger
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
+    from ..interrupts import ResumePlan
+    from ..journal import JournalEntry
+    from ..messages import Message
+    from ..models import ChunkCallback, Model, ModelRequest, ModelResponse
+    from ..parts import ToolRequestPart
+    from ..sessions import ErrorInfo, Snapshot
+
+__all__ = [
+    "TurnTrace",
+    "call_model",
+    "claim_lost",
+    "claim_taken",
+    "detached_enqueued",
+    "detached_finished",
+    "journal",
+    "model_retry",
+    "resumed",
+    "split_model_name",
+    "store_error",
+    "tool_call",
+    "turn",
+]
+
+_agents, _models, _tools = logger("agents"), logger("models"), logger("tools")
+_claims, _effects, _stores = logger("claims"), logger("effects"), logger("stores")
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, default=str, ensure_ascii=False)
+
+
+def _error_type(exc: BaseException) -> str:
+    return exc.status if isinstance(exc, InterlockError) else type(exc).__qualname__
+
+
+# turns ------------------------------------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class TurnTrace:
+    """The span of one turn (``None`` without OpenTelemetry) and what its log lines say."""
+
+    span: Span | None
+    agent: str
+    session_id: str | None
+    turn_id: str | None
+
+    def metadata(self) -> dict[str, Any]:
+        """The snapshot metadata that lets a later resume link to this turn (``{}`` without a span)."""
+        carrier = span_carrier(self.span)
+        return {md.TRACE_CONTEXT: carrier} if carrier else {}
+
+    def finish(self, *, finish_reason: str | None, error: ErrorInfo | None, messages: Sequence[Message]) -> None:
+        """Record how the turn ended: its finish reason, its interrupts, or its error."""
+        where = {"agent": self.agent, "session_id": self.session_id, "snapshot_id": self.turn_id}
+        if error is not None:
+            fail(self.span, error.status, error.message)
+            _agents.warning("turn failed: %s %s", error.status, error.message, extra={**where, "status": error.status})
+            return
+        if self.span is not None:
+            self.span.set_attribute("interlock.finish_reason", finish_reason or "")
+        if finish_reason == "interrupted" and messages:
+            for part in messages[-1].interrupts:
+                _interrupted(self, part)
+        _agents.debug("turn finished: %s", finish_reason, extra={**where, "finish_reason": finish_reason})
+
+
+def _interrupted(trace: TurnTrace, part: ToolRequestPart) -> None:
+    kind = "in_doubt" if md.is_in_doubt(part) else "hold" if md.is_hold(part) else "tool"
+    attributes: Attributes = {
+        "gen_ai.tool.name": part.name,
+        "gen_ai.tool.call.id": part.ref,
+        "interlock.snapshot.id": trace.turn_id,
+        "interlock.interrupt.kind": kind,
+        "interlock.interrupt.data": _json(part.meta(md.INTERRUPT)) if capture_content() else None,
+    }
+    add_event("interlock.interrupt", attributes, trace.span)
+    _agents.info(
+        "turn paused: %s (%s) waits for an answer",
+        part.name,
+        kind,
+        extra={"agent": trace.agent, "session_id": trace.session_id, "snapshot_id": trace.turn_id, "tool": part.name}
+        | {"ref": part.ref, "interrupt_kind": kind},
+    )
+
+
+@contextlib.contextmanager
+def turn(
+    agent: str,
+    *,
+    session_id: str | None,
+    turn_id: str | None,
+    parent: Snapshot | None,
+    tenant: str | None,
+    detached: str | None,
+) -> Generator[TurnTrace, None, None]:
+    """The ``invoke_agent`` span of one turn; a turn continuing a paused snapshot links to its span."""
+    paused = parent is not None and parent.finish_reason == "interrupted"
+    carrier = (parent.metadata or {}).get(md.TRACE_CONTEXT) if paused and parent is not None else None
+    attributes: Attributes = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": agent,
+        "gen_ai.conversation.id": session_id,
+        "interlock.snapshot.id": turn_id,
+        "interlock.parent_snapshot.id": parent.snapshot_id if parent else None,
+        "interlock.tenant": tenant,
+        "interlock.detached": detached is not None,
+    }
+    started = time.perf_counter()
+    link = cast(dict[str, Any], carrier) if isinstance(carrier, dict) else None
+    with otel_span(f"invoke_agent {agent}", attributes, link_to=link) as span:
+        trace = TurnTrace(span=span, agent=agent, session_id=session_id, turn_id=turn_id)
+        if detached is not None:
+            add_event("interlock.detached.started", {"interlock.snapshot.id": detached}, span)
+        try:
+            yield trace
+        except BaseException as exc:
+            fail(span, _error_type(exc), str(exc) or type(exc).__name__, exc)
+            raise
+    _agents.debug("turn took %.1f ms", _ms(started), extra={"agent": agent, "duration_ms": _ms(started)})
+
+
+def resumed(plan: ResumePlan, context: dict[str, Any], holder: str | None) -> None:
+    """A resume runs: per answered call its verb, tool and ref; who answered; the claim's holder (fencing token)."""
+    identity = context.get("identity")
+    answered = [c for c in plan.calls if c.verb != "pending"]
+    for call in answered:
+        payload = call.payload if call.verb == "restart" else (call.response.output if call.response else None)
+        add_event(
+            "interlock.resume",
+            {
+                "interlock.resume.verb": call.verb,
+                "interlock.resume.decision": call.decision,
+                "gen_ai.tool.name": call.request.name,
+                "gen_ai.tool.call.id": call.request.ref,
+                "interlock.identity": identity if isinstance(identity, str) else None,
+                "interlock.claim.holder": holder,
+                "interlock.resume.payload": _json(payload) if capture_content() else None,
+            },
+        )
+    calls = ", ".join(f"{c.verb} {c.request.name}" for c in answered)
+    _agents.info(
+        "resume: %s", calls, extra={"identity": identity, "holder": holder, "verbs": [c.verb for c in answered]}
+    )
+
+
+def detached_enqueued(agent: str, snapshot_id: str, session_id: str | None, trace: TurnTrace | None) -> None:
+    """A turn went to the background: its pending snapshot is written."""
+    add_event("interlock.detached.enqueued", {"interlock.snapshot.id": snapshot_id}, trace.span if trace else None)
+    _agents.info(
+        "detached: turn runs on in the background as snapshot %s",
+        snapshot_id,
+        extra={"agent": agent, "session_id": session_id, "snapshot_id": snapshot_id},
+    )
+
+
+@contextlib.contextmanager
+def detached_finished(
+    agent: str, snapshot_id: str, status: str, trace: TurnTrace | None
+) -> Generator[None, None, None]:
+    """The detached run writes its outcome: a short span, a child of its last turn's."""
+    attributes: Attributes = {"interlock.snapshot.id": snapshot_id, "interlock.detached.status": status}
+    parent = trace.span if trace else None
+    with otel_span("interlock.detached.finish", attributes, parent=parent) as span:
+        try:
+            yield
+        except BaseException as exc:
+            fail(span, _error_type(exc), str(exc) or type(exc).__name__, exc)
+            raise
+    _agents.info(
+        "detached run finished: %s", status, extra={"agent": agent, "snapshot_id": snapshot_id, "status": status}
+    )
+
+
+# claims and the journal -------------------------------------------------------------------
+
+
+def claim_taken(parent_id: str, holder: str, reclaimed_from: str | None, ttl: float) -> None:
+    """A resume claimed an interrupted snapshot (and maybe took a lapsed claim over)."""
+    attributes = {"interlock.snapshot.id": parent_id, "interlock.claim.holder": holder, "interlock.claim.ttl": ttl}
+    add_event("interlock.claim.taken", attributes)
+    extra = {"snapshot_id": parent_id, "holder": holder, "ttl": ttl}
+    if reclaimed_from is None:
+        _claims.debug("claim taken on %s by %s", parent_id, holder, extra=extra)
+        return
+    add_event("interlock.claim.taken_over", {**attributes, "interlock.claim.previous_holder": reclaimed_from})
+    _claims.warning(
+        "claim on %s taken over from %s (its lease lapsed) by %s",
+        parent_id,
+        reclaimed_from,
+        holder,
+        extra={**extra, "previous_holder": reclaimed_from},
+    )
+
+
+def claim_lost(parent_id: str, holder: str, reason: str) -> None:
+    """A claim's lease lapsed or was taken over while its turn ran: the turn cannot commit."""
+    add_event("interlock.claim.lost", {"interlock.snapshot.id": parent_id, "interlock.claim.holder": holder})
+    _claims.warning("claim lost: %s", reason, extra={"snapshot_id": parent_id, "holder": holder})
+
+
+def journal(event: str, entry: JournalEntry) -> None:
+    """The effect journal decided a call: ``replayed``, ``in_doubt``, ``reconciled`` or ``retried``."""
+    attributes = {
+        "interlock.journal.key": entry.key,
+        "interlock.journal.attempt": entry.attempt,
+        "gen_ai.tool.name": entry.tool,
+        "gen_ai.tool.call.id": entry.ref,
+    }
+    add_event(f"interlock.journal.{event}", attributes)
+    extra = {"tool": entry.tool, "ref": entry.ref, "idempotency_key": entry.key, "attempt": entry.attempt}
+    if event == "in_doubt":
+        _effects.warning("%s is in doubt: attempt %d never reported back", entry.tool, entry.attempt, extra=extra)
+    else:
+        _effects.info("%s %s from the journal", entry.tool, event, extra=extra)
+
+
+def store_error(error: InterlockError, *, store: str, operation: str) -> None:
+    """A store call failed (``UNAVAILABLE`` may pass on a retry; the rest need someone to act)."""
+    add_event("interlock.store.error", {"error.type": error.status, "interlock.store.operation": operation})
+    level = "warning" if error.status == "UNAVAILABLE" else "error"
+    getattr(_stores, level)(
+        "%s store: %s failed: %s",
+        store,
+        operation,
+        error.message,
+        extra={"store": store, "operation": operation, "status": error.status},
+    )
+
+
+# model and tool calls ---------------------------------------------------------------------
+
+
+def split_model_name(name: str) -> tuple[str, str]:
+    """``(provider, model)`` of a ``provider/model`` name (a name without ``/`` is both)."""
+    provider, slash, model = name.partition("/")
+    return (provider, model) if slash and model else (name, name)
+
+
+async def call_model(model: Model, request: ModelRequest, *, on_chunk: ChunkCallback | None) -> ModelResponse:
+    """``model.generate(request)`` inside its ``chat`` span, logged with duration and tokens."""
+    provider, name = split_model_name(str(getattr(model, "name", None) or type(model).__name__))
+    config = request.config or {}
+    attributes: Attributes = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": provider,
+        "gen_ai.request.model": name,
+        "gen_ai.request.temperature": _number(config.get("temperature")),
+        "gen_ai.request.max_tokens": _number(config.get("maxOutputTokens")),
+        "gen_ai.request.top_p": _number(config.get("topP")),
+    }
+    extra: dict[str, Any] = {"provider": provider, "model": name}
+    started = time.perf_counter()
+    with otel_span(f"chat {name}", attributes, kind="client") as span:
+        if span is not None and capture_content():
+            span.set_attribute("gen_ai.input.messages", _json(_genai_messages(request.messages)))
+        try:
+            response = await model.generate(request, on_chunk=on_chunk)
+        except BaseException as exc:
+            fail(span, _error_type(exc), str(exc) or type(exc).__name__, exc)
+            _models.warning(
+                "model call failed after %.0f ms: %s",
+                _ms(started),
+                exc,
+                extra={**extra, "duration_ms": _ms(started), "status": _error_type(exc)},
+            )
+            raise
+        usage = response.usage
+        facts = {
+            "input_tokens": usage.input_tokens if usage else None,
+            "output_tokens": usage.output_tokens if usage else None,
+            "finish_reason": str(response.finish_reason),
+        }
+        if span is not None:
+            _record_response(span, response, facts)
+    _models.info(
+        "model call: %s/%s in %.0f ms",
+        provider,
+        name,
+        _ms(started),
+        extra={**extra, **facts, "duration_ms": _ms(started)},
+    )
+    return response
+
+
+def _record_response(span: Span, response: ModelResponse, facts: dict[str, Any]) -> None:
+    span.set_attribute("gen_ai.response.finish_reasons", [facts["finish_reason"]])
+    for key in ("input_tokens", "output_tokens"):
+        if facts[key] is not None:
+            span.set_attribute(f"gen_ai.usage.{key}", facts[key])
+    if capture_content():
+        output = _genai_messages([response.message])
+        output[0]["finish_reason"] = facts["finish_reason"]
+        span.set_attribute("gen_ai.output.messages", _json(output))
+
+
+def _number(value: Any) -> float | int | None:
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def model_retry(error: InterlockError, attempt: int, delay: float) -> None:
+    """A transient model failure is retried after ``delay`` seconds."""
+    add_event("interlock.model.retry", {"error.type": error.status, "interlock.retry.attempt": attempt})
+    _models.warning(
+        "model call failed (%s), retry %d in %.1f s: %s",
+        error.status,
+        attempt,
+        delay,
+        error.message,
+        extra={"status": error.status, "attempt": attempt, "delay_s": round(delay, 3)},
+    )
+
+
+@dataclass(kw_only=True)
+class ToolTrace:
+    """The span of one tool call; :meth:`output` records what the tool returned."""
+
+    span: Span | None
+
+    def output(self, value: Any) -> Any:
+        """Record the tool's output (content capture only) and hand it back."""
+        if self.span is not None and capture_content():
+            self.span.set_attribute("gen_ai.tool.call.result", _json(value))
+        return value
+
+
+@contextlib.contextmanager
+def tool_call(part: ToolRequestPart, *, description: str, resumed: bool) -> Generator[ToolTrace, None, None]:
+    """The ``execute_tool`` span of one call; an :class:`~interlock.errors.Interrupt` is an outcome, not an error."""
+    attributes: Attributes = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": part.name,
+        "gen_ai.tool.call.id": part.ref,
+        "gen_ai.tool.type": "function",
+        "gen_ai.tool.description": description or None,
+        "interlock.tool.resumed": resumed,
+        "gen_ai.tool.call.arguments": _json(part.input) if capture_content() else None,
+    }
+    extra = {"tool": part.name, "ref": part.ref}
+    started = time.perf_counter()
+    outcome = "ok"
+    with otel_span(f"execute_tool {part.name}", attributes) as span:
+        try:
+            yield ToolTrace(span=span)
+        except Interrupt:
+            outcome = "interrupted"
+            if span is not None:
+                span.set_attribute("interlock.tool.interrupted", True)
+            raise
+        except BaseException as exc:
+            outcome = _error_type(exc)
+            fail(span, outcome, str(exc) or type(exc).__name__, exc)
+            raise
+        finally:
+            _tools.debug(
+                "tool %s: %s in %.1f ms",
+                part.name,
+                outcome,
+                _ms(started),
+                extra={**extra, "outcome": outcome, "duration_ms": _ms(started)},
+            )
+
+
+# content ----------------------------------------------------------------------------------
+
+_ROLES = {"model": "assistant"}
+
+
+def _genai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Messages in the GenAI conventions' shape: ``{role, parts: [{type, ...}]}``."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        parts: list[dict[str, Any]] = []
+        for part in message.content:
+            if part.kind == "text":
+                parts.append({"type": "text", "content": part.text})
+            elif part.kind == "tool_request":
+                parts.append({"type": "tool_call", "id": part.ref, "name": part.name, "arguments": part.input})
+            elif part.kind == "tool_response":
+                parts.append({"type": "tool_call_response", "id": part.ref, "response": part.output})
+            else:
+                parts.append({"type": part.kind})
+        out.append({"role": _ROLES.get(message.role, message.role), "parts": parts})
+    return out
