@@ -19,10 +19,14 @@ Logging. ``interlock.*`` loggers (see :mod:`interlock.telemetry.logs`) with stru
 
 from __future__ import annotations
 
-from ._otel import TRACER_NAME, capture_content
-from ._otel import set_capture_content as _set_capture_content
+from typing import TYPE_CHECKING
+
+from ._otel import TRACER_NAME, capture_content, set_options
 from .export import ExportSetup, configure_from_env
 from .logs import JsonFormatter, LogFormat, configure_logging
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 __all__ = [
     "TRACER_NAME",
@@ -36,11 +40,12 @@ __all__ = [
 ]
 
 
-def configure(*, capture_content: bool | None = None) -> None:
-    """Process-wide telemetry settings.
+def configure(*, capture_content: bool | None = None, tracer_provider: TracerProvider | None = None) -> None:
+    """Process-wide telemetry settings; each call sets both (``configure()`` restores the defaults).
 
     Args:
         capture_content: record prompts, replies, tool inputs and outputs on spans
             (``None``: by ``INTERLOCK_OTEL_CAPTURE_CONTENT``, off unless it is ``true``).
+        tracer_provider: where interlock's spans go (``None``: OpenTelemetry's global provider).
     """
-    _set_capture_content(capture_content)
+    set_options(capture_content=capture_content, tracer_provider=tracer_provider)

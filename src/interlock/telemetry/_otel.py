@@ -12,7 +12,7 @@ from collections.abc import Generator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import Link, Span
+    from opentelemetry.trace import Link, Span, TracerProvider
 
 try:
     from opentelemetry import trace as _trace
@@ -28,7 +28,7 @@ __all__ = [
     "capture_content",
     "current_span",
     "fail",
-    "set_capture_content",
+    "set_options",
     "span",
     "span_carrier",
 ]
@@ -40,17 +40,18 @@ Attributes = Mapping[str, "str | bool | int | float | list[str] | None"]
 """Span attributes; ``None`` values are left out."""
 
 _capture: bool | None = None
+_provider: TracerProvider | None = None
 _TRUE = frozenset({"1", "true", "yes", "on"})
 
 
-def set_capture_content(value: bool | None) -> None:
-    """Record prompts, tool inputs and outputs on spans (``None``: decide by the environment)."""
-    global _capture
-    _capture = value
+def set_options(*, capture_content: bool | None, tracer_provider: TracerProvider | None) -> None:
+    """Record content on spans (``None``: by the environment); take tracers from ``tracer_provider`` (or the global)."""
+    global _capture, _provider
+    _capture, _provider = capture_content, tracer_provider
 
 
 def capture_content() -> bool:
-    """Whether spans carry content: the :func:`set_capture_content` setting, else the environment.
+    """Whether spans carry content: the :func:`set_options` setting, else the environment.
 
     ``INTERLOCK_OTEL_CAPTURE_CONTENT=true`` (or OpenTelemetry's own
     ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``) turns it on; off by default.
@@ -86,7 +87,7 @@ def span(
         return
     links = _links(link_to)
     context = None if parent is None else _trace.set_span_in_context(parent)
-    tracer = _trace.get_tracer(TRACER_NAME)
+    tracer = _trace.get_tracer(TRACER_NAME, tracer_provider=_provider)
     started = tracer.start_span(
         name,
         context=context,
