@@ -34,6 +34,7 @@ LogFormat = Literal["text", "json"]
 logging.getLogger("interlock").addHandler(logging.NullHandler())
 
 _STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime", "taskName"}
+_SKIPPED = _STANDARD | {"color_message"}  # uvicorn's copy of the message with terminal colours
 _TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
@@ -57,7 +58,7 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
         }
         for key, value in record.__dict__.items():
-            if key not in _STANDARD and not key.startswith("_"):
+            if key not in _SKIPPED and not key.startswith("_"):
                 out[key] = value
         out.update(_trace_ids())
         if record.exc_info:
