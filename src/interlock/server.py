@@ -424,13 +424,17 @@ class AgentServer:
             finish += f"({output.error.status})" if output.error else ""
         else:
             finish = f"error({error.status if isinstance(error, InterlockError) else type(error).__name__})"
+        session, snapshot = (output.session_id, output.snapshot_id) if output else (None, None)
+        duration = round((time.monotonic() - turn.started) * 1000)
         logger.info(
             "turn agent=%s session=%s snapshot=%s finish=%s duration_ms=%d",
             turn.agent.name,
-            (output.session_id if output else None) or "-",
-            (output.snapshot_id if output else None) or "-",
+            session or "-",
+            snapshot or "-",
             finish,
-            round((time.monotonic() - turn.started) * 1000),
+            duration,
+            extra={"agent": turn.agent.name, "session_id": session, "snapshot_id": snapshot}
+            | {"finish_reason": finish, "duration_ms": duration},
         )
 
 
