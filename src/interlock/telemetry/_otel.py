@@ -12,7 +12,7 @@ from collections.abc import Generator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import Link, Span, TracerProvider
+    from opentelemetry.trace import Link, Span, Tracer, TracerProvider
 
 try:
     from opentelemetry import trace as _trace
@@ -31,6 +31,7 @@ __all__ = [
     "set_options",
     "span",
     "span_carrier",
+    "tracing",
 ]
 
 TRACER_NAME = "interlock"
@@ -41,13 +42,14 @@ Attributes = Mapping[str, "str | bool | int | float | list[str] | None"]
 
 _capture: bool | None = None
 _provider: TracerProvider | None = None
+_tracer: tuple[object, Tracer] | None = None
 _TRUE = frozenset({"1", "true", "yes", "on"})
 
 
 def set_options(*, capture_content: bool | None, tracer_provider: TracerProvider | None) -> None:
     """Record content on spans (``None``: by the environment); take tracers from ``tracer_provider`` (or the global)."""
-    global _capture, _provider
-    _capture, _provider = capture_content, tracer_provider
+    global _capture, _provider, _tracer
+    _capture, _provider, _tracer = capture_content, tracer_provider, None
 
 
 def capture_content() -> bool:
@@ -82,12 +84,12 @@ def span(
     ``link_to`` is a W3C trace-context carrier (see :func:`span_carrier`) the span links to;
     ``parent`` makes the span a child of that span instead of the current one.
     """
-    if _trace is None:
+    tracer = _get_tracer()
+    if _trace is None or tracer is None:
         yield None
         return
     links = _links(link_to)
     context = None if parent is None else _trace.set_span_in_context(parent)
-    tracer = _trace.get_tracer(TRACER_NAME, tracer_provider=_provider)
     started = tracer.start_span(
         name,
         context=context,
@@ -97,6 +99,26 @@ def span(
     )
     with _trace.use_span(started, end_on_exit=True, record_exception=False, set_status_on_exception=False):
         yield started
+
+
+def tracing() -> bool:
+    """True when spans are recorded somewhere: the API is installed and a tracer provider is set."""
+    return _get_tracer() is not None
+
+
+def _get_tracer() -> Tracer | None:
+    """Interlock's tracer; ``None`` while no tracer provider is set (so no span is made at all)."""
+    global _tracer
+    if _trace is None:
+        return None
+    if _tracer is not None and (_provider is None or _tracer[0] is _provider):
+        return _tracer[1]  # a provider, once set, stays (OpenTelemetry refuses to replace the global one)
+    provider = _provider or _trace.get_tracer_provider()
+    if isinstance(provider, _trace.ProxyTracerProvider):
+        return None
+    if _tracer is None or _tracer[0] is not provider:
+        _tracer = (provider, provider.get_tracer(TRACER_NAME))
+    return _tracer[1]
 
 
 def _links(carrier: Mapping[str, Any] | None) -> list[Link]:

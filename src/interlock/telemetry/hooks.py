@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import time
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .. import metadata as md
 from ..errors import InterlockError, Interrupt
-from ._otel import Attributes, add_event, capture_content, fail, span_carrier
+from ._otel import Attributes, add_event, capture_content, current_span, fail, span_carrier, tracing
 from ._otel import span as otel_span
 from .logs import logger
 
@@ -98,7 +99,8 @@ class TurnTrace:
         if finish_reason == "interrupted" and messages:
             for part in messages[-1].interrupts:
                 _interrupted(self, part)
-        _agents.debug("turn finished: %s", finish_reason, extra={**where, "finish_reason": finish_reason})
+        if _agents.isEnabledFor(logging.DEBUG):
+            _agents.debug("turn finished: %s", finish_reason, extra={**where, "finish_reason": finish_reason})
 
 
 def _interrupted(trace: TurnTrace, part: ToolRequestPart) -> None:
@@ -108,7 +110,7 @@ def _interrupted(trace: TurnTrace, part: ToolRequestPart) -> None:
         "gen_ai.tool.call.id": part.ref,
         "interlock.snapshot.id": trace.turn_id,
         "interlock.interrupt.kind": kind,
-        "interlock.interrupt.data": _json(part.meta(md.INTERRUPT)) if capture_content() else None,
+        "interlock.interrupt.data": _json(part.meta(md.INTERRUPT)) if trace.span and capture_content() else None,
     }
     add_event("interlock.interrupt", attributes, trace.span)
     _agents.info(
@@ -153,13 +155,15 @@ def turn(
         except BaseException as exc:
             fail(span, _error_type(exc), str(exc) or type(exc).__name__, exc)
             raise
-    _agents.debug("turn took %.1f ms", _ms(started), extra={"agent": agent, "duration_ms": _ms(started)})
+    if _agents.isEnabledFor(logging.DEBUG):
+        _agents.debug("turn took %.1f ms", _ms(started), extra={"agent": agent, "duration_ms": _ms(started)})
 
 
 def resumed(plan: ResumePlan, context: dict[str, Any], holder: str | None) -> None:
     """A resume runs: per answered call its verb, tool and ref; who answered; the claim's holder (fencing token)."""
     identity = context.get("identity")
     answered = [c for c in plan.calls if c.verb != "pending"]
+    content = current_span() is not None and capture_content()
     for call in answered:
         payload = call.payload if call.verb == "restart" else (call.response.output if call.response else None)
         add_event(
@@ -171,7 +175,7 @@ def resumed(plan: ResumePlan, context: dict[str, Any], holder: str | None) -> No
                 "gen_ai.tool.call.id": call.request.ref,
                 "interlock.identity": identity if isinstance(identity, str) else None,
                 "interlock.claim.holder": holder,
-                "interlock.resume.payload": _json(payload) if capture_content() else None,
+                "interlock.resume.payload": _json(payload) if content else None,
             },
         )
     calls = ", ".join(f"{c.verb} {c.request.name}" for c in answered)
@@ -275,9 +279,59 @@ def split_model_name(name: str) -> tuple[str, str]:
 
 async def call_model(model: Model, request: ModelRequest, *, on_chunk: ChunkCallback | None) -> ModelResponse:
     """``model.generate(request)`` inside its ``chat`` span, logged with duration and tokens."""
-    provider, name = split_model_name(str(getattr(model, "name", None) or type(model).__name__))
+    if not tracing() and not _models.isEnabledFor(logging.INFO):  # the common case costs nothing more
+        try:
+            return await model.generate(request, on_chunk=on_chunk)
+        except Exception as exc:
+            _log_model_failure(model, exc, None)
+            raise
+    provider, name = split_model_name(_model_name(model))
+    started = time.perf_counter()
+    with otel_span(f"chat {name}", _chat_attributes(provider, name, request), kind="client") as span:
+        try:
+            response = await model.generate(request, on_chunk=on_chunk)
+        except BaseException as exc:
+            fail(span, _error_type(exc), str(exc) or type(exc).__name__, exc)
+            if isinstance(exc, Exception):
+                _log_model_failure(model, exc, started)
+            raise
+        if span is not None:
+            _record_response(span, request, response)
+    if _models.isEnabledFor(logging.INFO):
+        usage = response.usage
+        facts = {
+            "provider": provider,
+            "model": name,
+            "input_tokens": usage.input_tokens if usage else None,
+            "output_tokens": usage.output_tokens if usage else None,
+            "finish_reason": str(response.finish_reason),
+            "duration_ms": _ms(started),
+        }
+        _models.info("model call: %s/%s in %.0f ms", provider, name, facts["duration_ms"], extra=facts)
+    return response
+
+
+def _model_name(model: Model) -> str:
+    return str(getattr(model, "name", None) or type(model).__name__)
+
+
+def _log_model_failure(model: Model, exc: Exception, started: float | None) -> None:
+    provider, name = split_model_name(_model_name(model))
+    duration = None if started is None else _ms(started)
+    _models.warning(
+        "model call to %s/%s failed: %s",
+        provider,
+        name,
+        exc,
+        extra={"provider": provider, "model": name, "duration_ms": duration, "status": _error_type(exc)},
+    )
+
+
+def _chat_attributes(provider: str, name: str, request: ModelRequest) -> Attributes:
+    if not tracing():
+        return {}
     config = request.config or {}
-    attributes: Attributes = {
+    return {
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": provider,
         "gen_ai.request.model": name,
@@ -285,48 +339,20 @@ async def call_model(model: Model, request: ModelRequest, *, on_chunk: ChunkCall
         "gen_ai.request.max_tokens": _number(config.get("maxOutputTokens")),
         "gen_ai.request.top_p": _number(config.get("topP")),
     }
-    extra: dict[str, Any] = {"provider": provider, "model": name}
-    started = time.perf_counter()
-    with otel_span(f"chat {name}", attributes, kind="client") as span:
-        if span is not None and capture_content():
-            span.set_attribute("gen_ai.input.messages", _json(_genai_messages(request.messages)))
-        try:
-            response = await model.generate(request, on_chunk=on_chunk)
-        except BaseException as exc:
-            fail(span, _error_type(exc), str(exc) or type(exc).__name__, exc)
-            _models.warning(
-                "model call failed after %.0f ms: %s",
-                _ms(started),
-                exc,
-                extra={**extra, "duration_ms": _ms(started), "status": _error_type(exc)},
-            )
-            raise
-        usage = response.usage
-        facts = {
-            "input_tokens": usage.input_tokens if usage else None,
-            "output_tokens": usage.output_tokens if usage else None,
-            "finish_reason": str(response.finish_reason),
-        }
-        if span is not None:
-            _record_response(span, response, facts)
-    _models.info(
-        "model call: %s/%s in %.0f ms",
-        provider,
-        name,
-        _ms(started),
-        extra={**extra, **facts, "duration_ms": _ms(started)},
-    )
-    return response
 
 
-def _record_response(span: Span, response: ModelResponse, facts: dict[str, Any]) -> None:
-    span.set_attribute("gen_ai.response.finish_reasons", [facts["finish_reason"]])
-    for key in ("input_tokens", "output_tokens"):
-        if facts[key] is not None:
-            span.set_attribute(f"gen_ai.usage.{key}", facts[key])
+def _record_response(span: Span, request: ModelRequest, response: ModelResponse) -> None:
+    finish_reason = str(response.finish_reason)
+    span.set_attribute("gen_ai.response.finish_reasons", [finish_reason])
+    usage = response.usage
+    if usage is not None and usage.input_tokens is not None:
+        span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
+    if usage is not None and usage.output_tokens is not None:
+        span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
     if capture_content():
+        span.set_attribute("gen_ai.input.messages", _json(_genai_messages(request.messages)))
         output = _genai_messages([response.message])
-        output[0]["finish_reason"] = facts["finish_reason"]
+        output[0]["finish_reason"] = finish_reason
         span.set_attribute("gen_ai.output.messages", _json(output))
 
 
@@ -360,9 +386,31 @@ class ToolTrace:
         return value
 
 
-@contextlib.contextmanager
-def tool_call(part: ToolRequestPart, *, description: str, resumed: bool) -> Generator[ToolTrace, None, None]:
+class _Untraced(contextlib.AbstractContextManager[ToolTrace]):
+    """A tool call with neither spans nor debug logging: nothing to do."""
+
+    def __enter__(self) -> ToolTrace:
+        return _UNTRACED_TOOL
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_UNTRACED_TOOL = ToolTrace(span=None)
+_UNTRACED = _Untraced()
+
+
+def tool_call(
+    part: ToolRequestPart, *, description: str, resumed: bool
+) -> contextlib.AbstractContextManager[ToolTrace]:
     """The ``execute_tool`` span of one call; an :class:`~interlock.errors.Interrupt` is an outcome, not an error."""
+    if not tracing() and not _tools.isEnabledFor(logging.DEBUG):
+        return _UNTRACED
+    return _tool_call(part, description=description, resumed=resumed)
+
+
+@contextlib.contextmanager
+def _tool_call(part: ToolRequestPart, *, description: str, resumed: bool) -> Generator[ToolTrace, None, None]:
     attributes: Attributes = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": part.name,
@@ -370,12 +418,13 @@ def tool_call(part: ToolRequestPart, *, description: str, resumed: bool) -> Gene
         "gen_ai.tool.type": "function",
         "gen_ai.tool.description": description or None,
         "interlock.tool.resumed": resumed,
-        "gen_ai.tool.call.arguments": _json(part.input) if capture_content() else None,
     }
     extra = {"tool": part.name, "ref": part.ref}
     started = time.perf_counter()
     outcome = "ok"
     with otel_span(f"execute_tool {part.name}", attributes) as span:
+        if span is not None and capture_content():
+            span.set_attribute("gen_ai.tool.call.arguments", _json(part.input))
         try:
             yield ToolTrace(span=span)
         except Interrupt:
@@ -388,13 +437,14 @@ def tool_call(part: ToolRequestPart, *, description: str, resumed: bool) -> Gene
             fail(span, outcome, str(exc) or type(exc).__name__, exc)
             raise
         finally:
-            _tools.debug(
-                "tool %s: %s in %.1f ms",
-                part.name,
-                outcome,
-                _ms(started),
-                extra={**extra, "outcome": outcome, "duration_ms": _ms(started)},
-            )
+            if _tools.isEnabledFor(logging.DEBUG):
+                _tools.debug(
+                    "tool %s: %s in %.1f ms",
+                    part.name,
+                    outcome,
+                    _ms(started),
+                    extra={**extra, "outcome": outcome, "duration_ms": _ms(started)},
+                )
 
 
 # content ----------------------------------------------------------------------------------
