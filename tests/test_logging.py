@@ -216,7 +216,9 @@ async def test_serve_with_json_logs_writes_one_json_object_per_stderr_line(tmp_p
         _, err = await asyncio.to_thread(proc.communicate, timeout=30)
     lines = [json.loads(line) for line in err.splitlines()]  # every line is a JSON object
     assert lines and all({"time", "level", "logger", "message"} <= set(line) for line in lines)
-    (turn,) = [line for line in lines if line["logger"] == "interlock.server" and line["message"].startswith("turn ")]
+    (turn,) = [
+        line for line in lines if line["logger"] == "interlock.http.server" and line["message"].startswith("turn ")
+    ]
     assert (turn["agent"], turn["finish_reason"]) == ("echo", "stop") and turn["snapshot_id"]
     (model,) = [line for line in lines if line["logger"] == "interlock.models"]
     assert model["provider"] == "test" and isinstance(model["duration_ms"], float)

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._otel import TRACER_NAME, capture_content, set_options
 from .export import ExportSetup, configure_from_env
 from .logs import JsonFormatter, LogFormat, configure_logging
+from .otel import TRACER_NAME, capture_content, set_options
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .. import metadata as md
 from ..errors import InterlockError, Interrupt
-from ._otel import Attributes, add_event, capture_content, current_span, fail, span_carrier, tracing
-from ._otel import span as otel_span
 from .logs import logger
+from .otel import Attributes, add_event, capture_content, current_span, fail, span_carrier, tracing
+from .otel import span as otel_span
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span

@@ -15,7 +15,7 @@ logger                      what it logs
 ``interlock.claims``        claims taken (debug), taken over and lost (warning)
 ``interlock.effects``       effect journal replays (info) and in-doubt calls (warning)
 ``interlock.stores``        store errors (warning when retrying may help, else error)
-``interlock.server``        one line per HTTP turn (info)
+``interlock.http.server``   one line per HTTP turn (info)
 ==========================  ===================================================================
 """
 
@@ -67,7 +67,7 @@ class JsonFormatter(logging.Formatter):
 
 
 def _trace_ids() -> dict[str, str]:
-    from ._otel import current_span
+    from .otel import current_span
 
     found = current_span()
     if found is None:
