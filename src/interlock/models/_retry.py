@@ -29,7 +29,7 @@ from ..errors import (
     UnauthenticatedError,
     UnavailableError,
 )
-from ..telemetry import hooks
+from ..telemetry import calls as telemetry
 
 _T = TypeVar("_T")
 
@@ -156,7 +156,7 @@ async def call_with_retries(
             if not transient or retries >= policy.max_retries or not may_retry():
                 raise error from exc
         delay = policy.delay(retries, _retry_after(error))
-        hooks.model_retry(error, retries + 1, delay)
+        telemetry.model_retry(error, retries + 1, delay)
         await asyncio.sleep(delay)
         retries += 1
 

@@ -1,10 +1,10 @@
-"""The narrow hooks the runtime calls: each makes its span or span event, and its log record.
+"""The narrow hooks the runtime calls about turns: each makes its span or span event, and its log record.
 
-Spans follow the OpenTelemetry GenAI semantic conventions: ``invoke_agent {agent}`` per
-turn, ``chat {model}`` per model call, ``execute_tool {tool}`` per tool call, with their
-``gen_ai.*`` attributes. interlock's own facts are ``interlock.*`` attributes and events:
-``interlock.interrupt``, ``interlock.resume``, ``interlock.claim.*``, ``interlock.journal.*``,
-``interlock.detached.*``, ``interlock.model.retry``, ``interlock.store.error``. A turn's span
+Every turn is an ``invoke_agent {agent}`` span (OpenTelemetry's GenAI semantic
+conventions; model and tool calls are in :mod:`interlock.telemetry.calls`). interlock's own
+facts are ``interlock.*`` attributes and events: ``interlock.interrupt``, ``interlock.resume``,
+``interlock.claim.*``, ``interlock.journal.*``, ``interlock.detached.*``,
+``interlock.store.error``. A turn's span
 context is stored in the snapshot it writes (``metadata.traceContext``), so the turn that
 resumes it, in any process, links to it.
 
@@ -15,7 +15,6 @@ only when :func:`~interlock.telemetry.capture_content` says so. Resume tokens ne
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
 from collections.abc import Generator, Sequence
@@ -23,9 +22,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from .. import metadata as md
-from ..errors import InterlockError, Interrupt
+from ..errors import InterlockError
 from .logs import logger
-from .otel import Attributes, add_event, capture_content, current_span, fail, span_carrier, tracing
+from .otel import (
+    Attributes,
+    add_event,
+    as_json,
+    capture_content,
+    current_span,
+    elapsed_ms,
+    error_type,
+    fail,
+    span_carrier,
+)
 from .otel import span as otel_span
 
 if TYPE_CHECKING:
@@ -34,40 +43,22 @@ if TYPE_CHECKING:
     from ..interrupts import ResumePlan
     from ..journal import JournalEntry
     from ..messages import Message
-    from ..models import ChunkCallback, Model, ModelRequest, ModelResponse
     from ..parts import ToolRequestPart
     from ..sessions import ErrorInfo, Snapshot
 
 __all__ = [
     "TurnTrace",
-    "call_model",
     "claim_lost",
     "claim_taken",
     "detached_enqueued",
     "detached_finished",
     "journal",
-    "model_retry",
     "resumed",
-    "split_model_name",
     "store_error",
-    "tool_call",
     "turn",
 ]
 
-_agents, _models, _tools = logger("agents"), logger("models"), logger("tools")
-_claims, _effects, _stores = logger("claims"), logger("effects"), logger("stores")
-
-
-def _ms(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 3)
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, default=str, ensure_ascii=False)
-
-
-def _error_type(exc: BaseException) -> str:
-    return exc.status if isinstance(exc, InterlockError) else type(exc).__qualname__
+_agents, _claims, _effects, _stores = logger("agents"), logger("claims"), logger("effects"), logger("stores")
 
 
 # turns ------------------------------------------------------------------------------------
@@ -110,7 +101,7 @@ def _interrupted(trace: TurnTrace, part: ToolRequestPart) -> None:
         "gen_ai.tool.call.id": part.ref,
         "interlock.snapshot.id": trace.turn_id,
         "interlock.interrupt.kind": kind,
-        "interlock.interrupt.data": _json(part.meta(md.INTERRUPT)) if trace.span and capture_content() else None,
+        "interlock.interrupt.data": as_json(part.meta(md.INTERRUPT)) if trace.span and capture_content() else None,
     }
     add_event("interlock.interrupt", attributes, trace.span)
     _agents.info(
@@ -153,10 +144,11 @@ def turn(
         try:
             yield trace
         except BaseException as exc:
-            fail(span, _error_type(exc), str(exc) or type(exc).__name__, exc)
+            fail(span, error_type(exc), str(exc) or type(exc).__name__, exc)
             raise
     if _agents.isEnabledFor(logging.DEBUG):
-        _agents.debug("turn took %.1f ms", _ms(started), extra={"agent": agent, "duration_ms": _ms(started)})
+        duration = elapsed_ms(started)
+        _agents.debug("turn took %.1f ms", duration, extra={"agent": agent, "duration_ms": duration})
 
 
 def resumed(plan: ResumePlan, context: dict[str, Any], holder: str | None) -> None:
@@ -175,7 +167,7 @@ def resumed(plan: ResumePlan, context: dict[str, Any], holder: str | None) -> No
                 "gen_ai.tool.call.id": call.request.ref,
                 "interlock.identity": identity if isinstance(identity, str) else None,
                 "interlock.claim.holder": holder,
-                "interlock.resume.payload": _json(payload) if content else None,
+                "interlock.resume.payload": as_json(payload) if content else None,
             },
         )
     calls = ", ".join(f"{c.verb} {c.request.name}" for c in answered)
@@ -205,7 +197,7 @@ def detached_finished(
         try:
             yield
         except BaseException as exc:
-            fail(span, _error_type(exc), str(exc) or type(exc).__name__, exc)
+            fail(span, error_type(exc), str(exc) or type(exc).__name__, exc)
             raise
     _agents.info(
         "detached run finished: %s", status, extra={"agent": agent, "snapshot_id": snapshot_id, "status": status}
@@ -266,205 +258,3 @@ def store_error(error: InterlockError, *, store: str, operation: str) -> None:
         error.message,
         extra={"store": store, "operation": operation, "status": error.status},
     )
-
-
-# model and tool calls ---------------------------------------------------------------------
-
-
-def split_model_name(name: str) -> tuple[str, str]:
-    """``(provider, model)`` of a ``provider/model`` name (a name without ``/`` is both)."""
-    provider, slash, model = name.partition("/")
-    return (provider, model) if slash and model else (name, name)
-
-
-async def call_model(model: Model, request: ModelRequest, *, on_chunk: ChunkCallback | None) -> ModelResponse:
-    """``model.generate(request)`` inside its ``chat`` span, logged with duration and tokens."""
-    if not tracing() and not _models.isEnabledFor(logging.INFO):  # the common case costs nothing more
-        try:
-            return await model.generate(request, on_chunk=on_chunk)
-        except Exception as exc:
-            _log_model_failure(model, exc, None)
-            raise
-    provider, name = split_model_name(_model_name(model))
-    started = time.perf_counter()
-    with otel_span(f"chat {name}", _chat_attributes(provider, name, request), kind="client") as span:
-        try:
-            response = await model.generate(request, on_chunk=on_chunk)
-        except BaseException as exc:
-            fail(span, _error_type(exc), str(exc) or type(exc).__name__, exc)
-            if isinstance(exc, Exception):
-                _log_model_failure(model, exc, started)
-            raise
-        if span is not None:
-            _record_response(span, request, response)
-    if _models.isEnabledFor(logging.INFO):
-        usage = response.usage
-        facts = {
-            "provider": provider,
-            "model": name,
-            "input_tokens": usage.input_tokens if usage else None,
-            "output_tokens": usage.output_tokens if usage else None,
-            "finish_reason": str(response.finish_reason),
-            "duration_ms": _ms(started),
-        }
-        _models.info("model call: %s/%s in %.0f ms", provider, name, facts["duration_ms"], extra=facts)
-    return response
-
-
-def _model_name(model: Model) -> str:
-    return str(getattr(model, "name", None) or type(model).__name__)
-
-
-def _log_model_failure(model: Model, exc: Exception, started: float | None) -> None:
-    provider, name = split_model_name(_model_name(model))
-    duration = None if started is None else _ms(started)
-    _models.warning(
-        "model call to %s/%s failed: %s",
-        provider,
-        name,
-        exc,
-        extra={"provider": provider, "model": name, "duration_ms": duration, "status": _error_type(exc)},
-    )
-
-
-def _chat_attributes(provider: str, name: str, request: ModelRequest) -> Attributes:
-    if not tracing():
-        return {}
-    config = request.config or {}
-    return {
-        "gen_ai.operation.name": "chat",
-        "gen_ai.provider.name": provider,
-        "gen_ai.request.model": name,
-        "gen_ai.request.temperature": _number(config.get("temperature")),
-        "gen_ai.request.max_tokens": _number(config.get("maxOutputTokens")),
-        "gen_ai.request.top_p": _number(config.get("topP")),
-    }
-
-
-def _record_response(span: Span, request: ModelRequest, response: ModelResponse) -> None:
-    finish_reason = str(response.finish_reason)
-    span.set_attribute("gen_ai.response.finish_reasons", [finish_reason])
-    usage = response.usage
-    if usage is not None and usage.input_tokens is not None:
-        span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
-    if usage is not None and usage.output_tokens is not None:
-        span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
-    if capture_content():
-        span.set_attribute("gen_ai.input.messages", _json(_genai_messages(request.messages)))
-        output = _genai_messages([response.message])
-        output[0]["finish_reason"] = finish_reason
-        span.set_attribute("gen_ai.output.messages", _json(output))
-
-
-def _number(value: Any) -> float | int | None:
-    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def model_retry(error: InterlockError, attempt: int, delay: float) -> None:
-    """A transient model failure is retried after ``delay`` seconds."""
-    add_event("interlock.model.retry", {"error.type": error.status, "interlock.retry.attempt": attempt})
-    _models.warning(
-        "model call failed (%s), retry %d in %.1f s: %s",
-        error.status,
-        attempt,
-        delay,
-        error.message,
-        extra={"status": error.status, "attempt": attempt, "delay_s": round(delay, 3)},
-    )
-
-
-@dataclass(kw_only=True)
-class ToolTrace:
-    """The span of one tool call; :meth:`output` records what the tool returned."""
-
-    span: Span | None
-
-    def output(self, value: Any) -> Any:
-        """Record the tool's output (content capture only) and hand it back."""
-        if self.span is not None and capture_content():
-            self.span.set_attribute("gen_ai.tool.call.result", _json(value))
-        return value
-
-
-class _Untraced(contextlib.AbstractContextManager[ToolTrace]):
-    """A tool call with neither spans nor debug logging: nothing to do."""
-
-    def __enter__(self) -> ToolTrace:
-        return _UNTRACED_TOOL
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-_UNTRACED_TOOL = ToolTrace(span=None)
-_UNTRACED = _Untraced()
-
-
-def tool_call(
-    part: ToolRequestPart, *, description: str, resumed: bool
-) -> contextlib.AbstractContextManager[ToolTrace]:
-    """The ``execute_tool`` span of one call; an :class:`~interlock.errors.Interrupt` is an outcome, not an error."""
-    if not tracing() and not _tools.isEnabledFor(logging.DEBUG):
-        return _UNTRACED
-    return _tool_call(part, description=description, resumed=resumed)
-
-
-@contextlib.contextmanager
-def _tool_call(part: ToolRequestPart, *, description: str, resumed: bool) -> Generator[ToolTrace, None, None]:
-    attributes: Attributes = {
-        "gen_ai.operation.name": "execute_tool",
-        "gen_ai.tool.name": part.name,
-        "gen_ai.tool.call.id": part.ref,
-        "gen_ai.tool.type": "function",
-        "gen_ai.tool.description": description or None,
-        "interlock.tool.resumed": resumed,
-    }
-    extra = {"tool": part.name, "ref": part.ref}
-    started = time.perf_counter()
-    outcome = "ok"
-    with otel_span(f"execute_tool {part.name}", attributes) as span:
-        if span is not None and capture_content():
-            span.set_attribute("gen_ai.tool.call.arguments", _json(part.input))
-        try:
-            yield ToolTrace(span=span)
-        except Interrupt:
-            outcome = "interrupted"
-            if span is not None:
-                span.set_attribute("interlock.tool.interrupted", True)
-            raise
-        except BaseException as exc:
-            outcome = _error_type(exc)
-            fail(span, outcome, str(exc) or type(exc).__name__, exc)
-            raise
-        finally:
-            if _tools.isEnabledFor(logging.DEBUG):
-                _tools.debug(
-                    "tool %s: %s in %.1f ms",
-                    part.name,
-                    outcome,
-                    _ms(started),
-                    extra={**extra, "outcome": outcome, "duration_ms": _ms(started)},
-                )
-
-
-# content ----------------------------------------------------------------------------------
-
-_ROLES = {"model": "assistant"}
-
-
-def _genai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """Messages in the GenAI conventions' shape: ``{role, parts: [{type, ...}]}``."""
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        parts: list[dict[str, Any]] = []
-        for part in message.content:
-            if part.kind == "text":
-                parts.append({"type": "text", "content": part.text})
-            elif part.kind == "tool_request":
-                parts.append({"type": "tool_call", "id": part.ref, "name": part.name, "arguments": part.input})
-            elif part.kind == "tool_response":
-                parts.append({"type": "tool_call_response", "id": part.ref, "response": part.output})
-            else:
-                parts.append({"type": part.kind})
-        out.append({"role": _ROLES.get(message.role, message.role), "parts": parts})
-    return out

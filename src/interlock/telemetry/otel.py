@@ -7,7 +7,9 @@ configured, the API hands out non-recording spans and nothing is exported.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import time
 from collections.abc import Generator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -162,3 +164,20 @@ def span_carrier(target: Span | None) -> dict[str, str]:
     carrier: dict[str, str] = {}
     _tracecontext.TraceContextTextMapPropagator().inject(carrier, context=_trace.set_span_in_context(target))
     return carrier
+
+
+def elapsed_ms(started: float) -> float:
+    """Milliseconds since ``started`` (a :func:`time.perf_counter` reading)."""
+    return round((time.perf_counter() - started) * 1000, 3)
+
+
+def as_json(value: Any) -> str:
+    """``value`` as a JSON string attribute (anything not JSON as its ``str``)."""
+    return json.dumps(value, default=str, ensure_ascii=False)
+
+
+def error_type(exc: BaseException) -> str:
+    """The ``error.type`` of an exception: its canonical status, or its class name."""
+    from ..errors import InterlockError
+
+    return exc.status if isinstance(exc, InterlockError) else type(exc).__qualname__
