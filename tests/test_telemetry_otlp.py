@@ -1,19 +1,22 @@
 """``interlock serve`` exports its spans over OTLP/HTTP, configured by the standard ``OTEL_*`` variables.
 
-A small OTLP/HTTP receiver runs on 127.0.0.1 in the test (uvicorn); the server runs in a
-subprocess with the official exporter pointed at it; RemoteAgent pauses a transfer and
-approves it; the received protobuf is decoded with ``opentelemetry-proto``.
+A small OTLP/HTTP receiver runs on 127.0.0.1 in the test (uvicorn). One server process
+(the official exporter pointed at the receiver) pauses a transfer and exits; a second one,
+on the same SQLite file, takes the approval. RemoteAgent drives both; the received protobuf
+is decoded with ``opentelemetry-proto``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import pathlib
 import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -33,6 +36,7 @@ pytestmark = pytest.mark.slow
 
 MODULE = textwrap.dedent(
     """
+    import os
     from pydantic import BaseModel
     from interlock import AgentServer, Message, PromptAgent, ToolContext, ToolRequestPart, tool
     from interlock.stores.sqlite import SQLiteStore
@@ -52,9 +56,8 @@ MODULE = textwrap.dedent(
 
 
     PAY = Message(role="model", content=[ToolRequestPart(name="transfer", ref="t1", input="bob")])
-    banker = PromptAgent(
-        "banker", ScriptedModel([PAY, "Sent."]), tools=[transfer], store=SQLiteStore("bank.db")
-    )
+    script = [PAY] if os.environ["PHASE"] == "pause" else ["Sent."]
+    banker = PromptAgent("banker", ScriptedModel(script), tools=[transfer], store=SQLiteStore("bank.db"))
     app = AgentServer([banker], context=lambda request: {"identity": request.headers.get("x-user")})
     """
 )
@@ -120,43 +123,51 @@ async def wait_until_up(proc: subprocess.Popen[str], url: str) -> None:
                     await asyncio.sleep(0.1)
 
 
+@contextlib.asynccontextmanager
+async def server(cwd: pathlib.Path, collector: str, phase: str) -> AsyncIterator[RemoteAgent]:
+    """``interlock serve`` exporting to ``collector``; stopped (SIGINT) after the block, which flushes its spans."""
+    env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "PHASE": phase,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": collector,
+        "OTEL_SERVICE_NAME": "bank-test",
+        "OTEL_BSP_SCHEDULE_DELAY": "600000",  # nothing is sent before the server exits: its flush sends all
+    }
+    env.pop("INTERLOCK_OTEL_CAPTURE_CONTENT", None)
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "interlock", "serve", "bank_app:app", "--port", str(port)],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        await wait_until_up(proc, url)
+        async with RemoteAgent(f"{url}/banker", headers={"x-user": "alice"}) as banker:
+            yield banker
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = await asyncio.to_thread(proc.communicate, timeout=30)
+    assert proc.returncode == 0, err
+
+
 async def test_serve_exports_the_pause_approve_cycle_over_otlp(tmp_path: pathlib.Path) -> None:
     (tmp_path / "bank_app.py").write_text(MODULE)
     receiver = Receiver()
     async with serve(receiver) as collector:
-        port = free_port()
-        env = {
-            **os.environ,
-            "PYTHONUNBUFFERED": "1",
-            "OTEL_EXPORTER_OTLP_ENDPOINT": collector,
-            "OTEL_SERVICE_NAME": "bank-test",
-            "OTEL_BSP_SCHEDULE_DELAY": "600000",  # nothing is sent before the server exits: its flush sends all
-        }
-        env.pop("INTERLOCK_OTEL_CAPTURE_CONTENT", None)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "interlock", "serve", "bank_app:app", "--port", str(port)],
-            cwd=tmp_path,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            url = f"http://127.0.0.1:{port}"
-            await wait_until_up(proc, url)
-            async with RemoteAgent(f"{url}/banker", headers={"x-user": "alice"}) as banker:
-                out = await banker.run("Send Bob money")
-                assert out.finish_reason == "interrupted" and out.snapshot_id is not None
-                approve = ToolRequestPart(
-                    name="transfer", ref="t1", input="bob", metadata={"resumed": {"approved": True}}
-                )
-                done = await banker.run(resume=Resume(restart=[approve]), snapshot_id=out.snapshot_id)
-                assert done.finish_reason == "stop", done.error
-            assert receiver.requests == []
-        finally:
-            proc.send_signal(signal.SIGINT)
-            _, err = await asyncio.to_thread(proc.communicate, timeout=30)
-    assert proc.returncode == 0, err
+        async with server(tmp_path, collector, "pause") as banker:
+            out = await banker.run("Send Bob money")
+            assert out.finish_reason == "interrupted" and out.snapshot_id is not None
+            assert receiver.requests == []  # batched until the server exits
+        assert receiver.requests != []  # flushed at exit
+        async with server(tmp_path, collector, "approve") as banker:  # another process: the link comes from the store
+            approve = ToolRequestPart(name="transfer", ref="t1", input="bob", metadata={"resumed": {"approved": True}})
+            done = await banker.run(resume=Resume(restart=[approve]), snapshot_id=out.snapshot_id)
+            assert done.finish_reason == "stop", done.error
 
     received = receiver.spans()
     assert {r.get("service.name") for r, _, _ in received} == {"bank-test"}
@@ -167,7 +178,7 @@ async def test_serve_exports_the_pause_approve_cycle_over_otlp(tmp_path: pathlib
     assert attributes(paused)["interlock.snapshot.id"] == out.snapshot_id
     assert attributes(paused)["interlock.finish_reason"] == "interrupted"
     assert [e.name for e in paused.events] == ["interlock.interrupt"]
-    # across the HTTP boundary the resumed turn links to the paused one (its context came from the store)
+    # across two processes the resumed turn links to the paused one (its context came from the store)
     assert resumed.trace_id != paused.trace_id
     assert [(link.trace_id, link.span_id) for link in resumed.links] == [(paused.trace_id, paused.span_id)]
     resume_events = [attributes_of(e) for e in resumed.events if e.name == "interlock.resume"]
