@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import pathlib
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator, Sequence
 
 import pytest
@@ -228,3 +231,49 @@ async def test_no_provider_no_trace_context(tmp_path: pathlib.Path) -> None:
         assert out.snapshot_id is not None
         snap = await store.load(out.snapshot_id)
         assert snap is not None and md.TRACE_CONTEXT not in (snap.metadata or {})
+
+
+def test_without_the_extra_everything_runs_and_nothing_is_traced(tmp_path: pathlib.Path) -> None:
+    """With ``opentelemetry`` not importable, a pause/approve cycle runs; exporting names the extra to install."""
+    script = textwrap.dedent(
+        """
+        import sys
+        sys.modules["opentelemetry"] = None  # as if interlock[otel] were not installed
+        import asyncio
+        from interlock import InMemoryStore, Message, PromptAgent, Resume, ToolContext, ToolRequestPart, tool
+        from interlock import metadata as md
+        from interlock.telemetry import configure_from_env
+        from interlock.testing import ScriptedModel
+
+        @tool
+        async def transfer(to: str, ctx: ToolContext, approved: dict | None) -> str:
+            '''Pays once approved.'''
+            if approved is None:
+                ctx.interrupt({"to": to})
+            return "sent"
+
+        async def main():
+            store = InMemoryStore()
+            ask = Message(role="model", content=[ToolRequestPart(name="transfer", ref="t1", input="bob")])
+            out = await PromptAgent("b", ScriptedModel([ask]), tools=[transfer], store=store).run("pay")
+            assert out.finish_reason == "interrupted", out
+            restart = ToolRequestPart(name="transfer", ref="t1", input="bob", metadata={"resumed": {"ok": 1}})
+            agent = PromptAgent("b", ScriptedModel(["done"]), tools=[transfer], store=store)
+            done = await agent.run(resume=Resume(restart=[restart]), snapshot_id=out.snapshot_id)
+            assert done.finish_reason == "stop", done
+            snap = await store.load(out.snapshot_id)
+            assert md.TRACE_CONTEXT not in snap.metadata
+
+        asyncio.run(main())
+        try:
+            configure_from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})
+        except ImportError as exc:
+            assert "pip install 'interlock[otel]'" in str(exc), exc
+        else:
+            raise AssertionError("configure_from_env exported without the SDK")
+        assert "opentelemetry.trace" not in sys.modules
+        print("ok")
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert (proc.returncode, proc.stdout.strip(), proc.stderr) == (0, "ok", "")
