@@ -152,8 +152,12 @@ def test_the_library_prints_nothing_by_default(tmp_path: pathlib.Path) -> None:
 
 
 def test_json_formatter_writes_extra_fields_and_the_trace() -> None:
-    stream = io.StringIO()
-    configure_logging("info", "json", stream=stream)
+    stream, root = io.StringIO(), logging.getLogger()
+    others = list(root.handlers)  # pytest's own
+    configure_logging("info", "json", stream=io.StringIO())
+    configure_logging("info", "json", stream=stream)  # replaces the first, keeps the others
+    (mine,) = [h for h in root.handlers if h not in others]
+    assert root.handlers == [*others, mine]
     try:
         log = logging.getLogger("interlock.test")
         log.debug("hidden")
@@ -165,7 +169,8 @@ def test_json_formatter_writes_extra_fields_and_the_trace() -> None:
         except ValueError:
             log.exception("it failed")
     finally:
-        logging.getLogger().handlers.clear()
+        root.removeHandler(mine)
+        root.setLevel(logging.WARNING)
         logging.getLogger("interlock").setLevel(logging.NOTSET)
     first, second = [json.loads(line) for line in stream.getvalue().splitlines()]
     context = span.get_span_context()

@@ -489,7 +489,7 @@ class Invocation:
                 assert self.claims is not None
                 hold = await self.claims.take(parent.snapshot_id, turn_id, nonces=nonces)
             if plan is not None:
-                hooks.resumed(plan, self.context, hold.turn_id if hold else None)
+                hooks.resuming(plan, self.context, hold.turn_id if hold else None)
             if hold is None and store is not None and not self._store_ready:
                 await store.ready()  # before any model or tool runs (a claim's write has checked it already)
                 self._store_ready = True

@@ -53,7 +53,7 @@ __all__ = [
     "detached_enqueued",
     "detached_finished",
     "journal",
-    "resumed",
+    "resuming",
     "store_error",
     "turn",
 ]
@@ -151,7 +151,7 @@ def turn(
         _agents.debug("turn took %.1f ms", duration, extra={"agent": agent, "duration_ms": duration})
 
 
-def resumed(plan: ResumePlan, context: dict[str, Any], holder: str | None) -> None:
+def resuming(plan: ResumePlan, context: dict[str, Any], holder: str | None) -> None:
     """A resume runs: per answered call its verb, tool and ref; who answered; the claim's holder (fencing token)."""
     identity = context.get("identity")
     answered = [c for c in plan.calls if c.verb != "pending"]

@@ -76,19 +76,33 @@ def _trace_ids() -> dict[str, str]:
     return {"trace_id": format(context.trace_id, "032x"), "span_id": format(context.span_id, "016x")}
 
 
+class _Handler(logging.StreamHandler[TextIO]):
+    """The handler :func:`configure_logging` installs: to ``stream``, or to ``sys.stderr`` as it is at each record."""
+
+    def __init__(self, stream: TextIO | None) -> None:
+        super().__init__(stream or sys.stderr)
+        self._fixed = stream
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self._fixed is None:
+            self.stream = sys.stderr
+        super().emit(record)
+
+
 def configure_logging(level: str = "warning", fmt: LogFormat = "text", *, stream: TextIO | None = None) -> None:
     """Send log records of ``level`` and above to ``stream`` (stderr), as text lines or JSON objects.
 
-    For applications and the command line; the library itself never calls it. Replaces the
-    root logger's handlers, so calling it twice does not print records twice.
+    For applications and the command line; the library itself never calls it. A handler on
+    the root logger (so other libraries' records, uvicorn's among them, come out the same
+    way); it replaces the one an earlier call installed and leaves other handlers alone.
     """
     numeric = logging.getLevelNamesMapping().get(level.upper())
     if numeric is None:
         raise ValueError(f"unknown log level {level!r}; use debug, info, warning or error")
-    handler = logging.StreamHandler(stream or sys.stderr)
+    handler = _Handler(stream)
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(_TEXT_FORMAT))
     root = logging.getLogger()
-    for old in list(root.handlers):
+    for old in [h for h in root.handlers if isinstance(h, _Handler)]:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(numeric)
