@@ -28,9 +28,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from opentelemetry.sdk.trace import TracerProvider
 from test_cli import free_port
 
 from interlock import RemoteAgent, Resume, ToolRequestPart
+from interlock.telemetry import configure
 
 pytestmark = pytest.mark.slow
 
@@ -155,6 +157,27 @@ async def server(cwd: pathlib.Path, collector: str, phase: str) -> AsyncIterator
     assert proc.returncode == 0, err
 
 
+async def test_a_traced_caller_is_the_parent_of_the_served_turn(tmp_path: pathlib.Path) -> None:
+    """RemoteAgent sends the caller's ``traceparent``; the server's turn span is its child, in the caller's trace."""
+    (tmp_path / "bank_app.py").write_text(MODULE)
+    provider = TracerProvider()  # the caller's spans record (nothing needs to export them here)
+    configure(tracer_provider=provider)
+    receiver = Receiver()
+    try:
+        async with serve(receiver) as collector:
+            async with server(tmp_path, collector, "pause") as banker:
+                with provider.get_tracer("caller").start_as_current_span("ask for a transfer") as caller:
+                    out = await banker.run("Send Bob money")
+            assert out.finish_reason == "interrupted"
+    finally:
+        configure()
+        provider.shutdown()
+    (turn,) = [s for _, _, s in receiver.spans() if s.name == "invoke_agent banker"]
+    context = caller.get_span_context()
+    assert turn.trace_id == context.trace_id.to_bytes(16, "big")
+    assert turn.parent_span_id == context.span_id.to_bytes(8, "big")
+
+
 async def test_serve_exports_the_pause_approve_cycle_over_otlp(tmp_path: pathlib.Path) -> None:
     (tmp_path / "bank_app.py").write_text(MODULE)
     receiver = Receiver()
@@ -170,6 +193,7 @@ async def test_serve_exports_the_pause_approve_cycle_over_otlp(tmp_path: pathlib
             assert done.finish_reason == "stop", done.error
 
     received = receiver.spans()
+    assert len(received) == 6, [s.name for _, _, s in received]
     assert {r.get("service.name") for r, _, _ in received} == {"bank-test"}
     assert {scope for _, scope, _ in received} == {"interlock"}
     turns = sorted((s for _, _, s in received if s.name == "invoke_agent banker"), key=lambda s: s.start_time_unix_nano)

@@ -48,6 +48,7 @@ from ..errors import (
     UnimplementedError,
 )
 from ..sessions import Snapshot, check_state
+from ..telemetry.otel import incoming_trace
 from ..wire import chunk_to_json, init_from_json, input_from_json, output_to_json, snapshot_to_json
 from .asgi import (
     Action,
@@ -200,7 +201,8 @@ class AgentServer:
             if action == "turn":
                 accept, flag = headers.get("accept", ""), query.get("stream", "").lower()
                 stream = "text/event-stream" in accept or flag in ("true", "1")
-                await self._turn(agent, payload, context, stream=stream, cors=cors, receive=receive, send=send)
+                with incoming_trace(headers):  # a traced caller's span becomes the parent of the turn's
+                    await self._turn(agent, payload, context, stream=stream, cors=cors, receive=receive, send=send)
             else:
                 result, code = await self._companion(agent, action, payload, context, receive)
                 await respond(send, code, result, cors)

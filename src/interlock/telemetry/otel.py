@@ -17,9 +17,11 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Link, Span, Tracer, TracerProvider
 
 try:
+    from opentelemetry import context as _context
     from opentelemetry import trace as _trace
     from opentelemetry.trace.propagation import tracecontext as _tracecontext
 except ImportError:  # the extra is not installed: no spans
+    _context = None
     _trace = None
     _tracecontext = None
 
@@ -30,6 +32,8 @@ __all__ = [
     "capture_content",
     "current_span",
     "fail",
+    "incoming_trace",
+    "outgoing_trace",
     "set_options",
     "span",
     "span_carrier",
@@ -181,3 +185,25 @@ def error_type(exc: BaseException) -> str:
     from ..errors import InterlockError
 
     return exc.status if isinstance(exc, InterlockError) else type(exc).__qualname__
+
+
+def outgoing_trace() -> dict[str, str]:
+    """The W3C trace-context headers (``traceparent``) of the current span, for an HTTP request; ``{}`` untraced."""
+    if not tracing():
+        return {}
+    assert _trace is not None
+    return span_carrier(_trace.get_current_span())
+
+
+@contextlib.contextmanager
+def incoming_trace(headers: Mapping[str, str]) -> Generator[None, None, None]:
+    """Make the caller's span (a request's ``traceparent`` header) the parent of the spans made in the block."""
+    if _context is None or _tracecontext is None or "traceparent" not in headers or not tracing():
+        yield
+        return
+    extracted = _tracecontext.TraceContextTextMapPropagator().extract(dict(headers))
+    token = _context.attach(extracted)
+    try:
+        yield
+    finally:
+        _context.detach(token)
