@@ -153,11 +153,13 @@ def test_the_library_prints_nothing_by_default(tmp_path: pathlib.Path) -> None:
 
 def test_json_formatter_writes_extra_fields_and_the_trace() -> None:
     stream, root = io.StringIO(), logging.getLogger()
-    others = list(root.handlers)  # pytest's own
+    before = list(root.handlers)
     configure_logging("info", "json", stream=io.StringIO())
+    (first,) = [h for h in root.handlers if h not in before]
+    others = [h for h in root.handlers if h is not first]  # pytest's own (an earlier call's handler is gone)
     configure_logging("info", "json", stream=stream)  # replaces the first, keeps the others
     (mine,) = [h for h in root.handlers if h not in others]
-    assert root.handlers == [*others, mine]
+    assert root.handlers == [*others, mine] and first not in root.handlers
     try:
         log = logging.getLogger("interlock.test")
         log.debug("hidden")
@@ -171,7 +173,6 @@ def test_json_formatter_writes_extra_fields_and_the_trace() -> None:
     finally:
         root.removeHandler(mine)
         root.setLevel(logging.WARNING)
-        logging.getLogger("interlock").setLevel(logging.NOTSET)
     first, second = [json.loads(line) for line in stream.getvalue().splitlines()]
     context = span.get_span_context()
     assert first["message"] == "model call: x" and first["level"] == "INFO" and first["logger"] == "interlock.test"

@@ -105,5 +105,4 @@ def configure_logging(level: str = "warning", fmt: LogFormat = "text", *, stream
     for old in [h for h in root.handlers if isinstance(h, _Handler)]:
         root.removeHandler(old)
     root.addHandler(handler)
-    root.setLevel(numeric)
-    logging.getLogger("interlock").setLevel(numeric)
+    root.setLevel(numeric)  # the interlock loggers inherit it (their own levels are left alone)
