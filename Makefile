@@ -58,6 +58,7 @@ bench: $(STAMP) postgres
 	$(BIN)/python bench/signing.py
 	$(BIN)/python bench/tokens.py
 	$(BIN)/python bench/postgres.py
+	$(BIN)/python bench/telemetry.py
 	$(BIN)/python bench/effects.py  # last: it exits 1 while the journal's cost is over its target
 
 clean:

@@ -30,6 +30,7 @@ from .errors import ClaimConflictError, PermissionDeniedError, SnapshotNotFoundE
 from .metadata import CONSUMED_TOKENS, RECLAIMED_FROM
 from .sessions import ErrorInfo, Snapshot, utcnow
 from .stores import JournalUpdater, SessionStore, Updater
+from .telemetry import hooks
 
 __all__ = ["ClaimHold", "ClaimState", "Claims", "claim_state", "consumed_tokens", "is_answerable"]
 
@@ -95,6 +96,7 @@ class Claims:
                     claims=self, parent_id=parent_id, turn_id=turn_id, reclaimed_from=steal, nonces=tuple(nonces)
                 )
                 hold.start()
+                hooks.claim_taken(parent_id, turn_id, steal, self.ttl)
                 return hold
             assert take.lapsed is not None
             holder = await self.store.load(take.lapsed, tenant=self.tenant)
@@ -130,6 +132,7 @@ class ClaimHold:
                 written = await claims.store.save(self.parent_id, self._refresh, tenant=claims.tenant)
             except ClaimConflictError as exc:
                 self.lost = exc.message
+                hooks.claim_lost(self.parent_id, self.turn_id, exc.message)
                 return
             except Exception:  # the store is unreachable: the lease runs out, and the commit will refuse
                 continue
@@ -172,9 +175,13 @@ class ClaimHold:
         if self.lost is not None:
             raise ClaimConflictError(self.lost)
         claims = self.claims
-        written = await claims.store.save_all(
-            [(self.parent_id, self.commit_updater()), *writes], tenant=claims.tenant, journal=journal
-        )
+        try:
+            written = await claims.store.save_all(
+                [(self.parent_id, self.commit_updater()), *writes], tenant=claims.tenant, journal=journal
+            )
+        except ClaimConflictError as exc:
+            hooks.claim_lost(self.parent_id, self.turn_id, exc.message)
+            raise
         self.done = True
         return written[1:]
 

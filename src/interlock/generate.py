@@ -30,6 +30,7 @@ from .messages import Message
 from .models import ChunkCallback, Model, ModelChunk, ModelRequest, Usage
 from .parts import Part, ToolRequestPart, ToolResponsePart, with_metadata
 from .sessions import Session
+from .telemetry import calls as telemetry
 from .tools import Tool, ToolContext, ToolMiddleware, to_json
 
 __all__ = ["GenerateResult", "check_resume", "generate"]
@@ -142,7 +143,8 @@ class _Loop:
             reclaimed_from=self.reclaimed_from,
         )
         try:
-            return True, await self._through_middleware(tool, ctx, value, index, retry)
+            with telemetry.tool_call(part, description=tool.description, resumed=planned is not None) as traced:
+                return True, traced.output(await self._through_middleware(tool, ctx, value, index, retry))
         except Interrupt as signal:
             return False, md.interrupt_value(signal.data)
         except InterlockError:
@@ -386,7 +388,7 @@ async def generate(
     rounds = 0
     while True:
         request = ModelRequest(messages=list(loop.history), tools=definitions, config=config, tool_choice=tool_choice)
-        response = await model.generate(request, on_chunk=loop.emit if on_chunk is not None else None)
+        response = await telemetry.call_model(model, request, on_chunk=loop.emit if on_chunk is not None else None)
         loop.message_index += 1
         calls += 1
         message = response.message

@@ -18,6 +18,7 @@ key                       where, and what it means
 ``effectInDoubt``         in an interrupt's data: the journal cannot tell whether the call took effect
 ``resumeToken``           tool request (interrupt) and the resume entry answering it: its signed token
 ``consumedTokens``        snapshot: the nonces of the resume tokens its committed answer used
+``traceContext``          snapshot: the W3C trace context of the turn that wrote it (a resume links to it)
 ========================  ===================================================================
 """
 
@@ -47,6 +48,7 @@ __all__ = [
     "RESOLVED_INTERRUPT",
     "RESUMED",
     "SOURCE",
+    "TRACE_CONTEXT",
     "approval",
     "hold_data",
     "hold_message",
@@ -89,6 +91,9 @@ RESUME_TOKEN = "resumeToken"
 """Interrupted tool request: its server-minted resume token (:mod:`interlock.tokens`); an answer carries it back."""
 CONSUMED_TOKENS = "consumedTokens"
 """Snapshot metadata: the nonces of the resume tokens spent by the answer committed to it (single use)."""
+
+TRACE_CONTEXT = "traceContext"
+"""Snapshot metadata: the W3C trace context (``{"traceparent": ...}``) of the turn that wrote it."""
 
 _HOLD_PREFIX = "Tool not in approved list: "
 

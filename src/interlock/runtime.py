@@ -33,6 +33,7 @@ from .parts import ToolRequestPart
 from .sessions import ErrorInfo, Session, SessionState, Snapshot, new_id, utcnow
 from .signing import Keyring
 from .stores import JournalUpdater, SessionStore, check_tenant
+from .telemetry import hooks
 from .tokens import TokenDecision, TokenSigner, check_tokens, mint_tokens
 from .tools import to_json
 
@@ -144,6 +145,7 @@ class Invocation:
         self._turns: asyncio.Queue[_Turn | object] = asyncio.Queue()
         self._running: _Turn | None = None
         self._detached_hold: ClaimHold | None = None
+        self.trace: hooks.TurnTrace | None = None
         self._store_ready = False
         self._loop = asyncio.get_running_loop()
         self._thread = threading.get_ident()
@@ -220,7 +222,9 @@ class Invocation:
 
     async def _finish(self, result: AgentResult | None) -> None:
         if self.detached_id is not None:
-            await self._finalize_detached()
+            status = "aborted" if self.abort_event.is_set() else "failed" if self.error else "completed"
+            with hooks.detached_finished(self.agent.name, self.detached_id, status, self.trace):
+                await self._finalize_detached()
             self._stop_tasks()
             return
         self._stop_tasks()
@@ -386,6 +390,9 @@ class Invocation:
         self._tasks.append(asyncio.ensure_future(self._watch_abort(pending_id)))
         _background.add(self.main)
         self.main.add_done_callback(_background.discard)
+        hooks.detached_enqueued(
+            self.agent.name, pending_id, self.session.session_id, self.trace if self._running else None
+        )
         self._resolve(AgentOutput(session_id=self.session.session_id, snapshot_id=pending_id, finish_reason="detached"))
 
     async def _heartbeat(self, snapshot_id: str) -> None:
@@ -413,6 +420,7 @@ class Invocation:
         hold, self._detached_hold = self._detached_hold, None
         state = self.session.state.copy()
         error, finish = self.error, ("failed" if self.error else (self.last_finish_reason or "stop"))
+        traced = self.trace.metadata() if self.trace else {}
         if finish == "interrupted":
             state.messages = mint_tokens(
                 self.agent, state.messages, session_id=self.session.session_id, snapshot_id=self.detached_id
@@ -427,6 +435,7 @@ class Invocation:
                 error=error,
                 state=state,
                 heartbeat_at=None,
+                metadata={**(cur.metadata or {}), **traced},
             )
 
         try:
@@ -456,7 +465,18 @@ class Invocation:
             assert isinstance(item, _Turn)
             self._running = item
             try:
-                await self._run_turn(handler, item)
+                with hooks.turn(
+                    self.agent.name,
+                    session_id=self.session.session_id,
+                    turn_id=item.snapshot_id,
+                    parent=self.tip,
+                    tenant=self.tenant,
+                    detached=self.detached_id,
+                ) as self.trace:
+                    await self._run_turn(handler, item)
+                    self.trace.finish(
+                        finish_reason=self.last_finish_reason, error=self.error, messages=self.session.messages
+                    )
             finally:
                 self._running = None
 
@@ -475,6 +495,8 @@ class Invocation:
             plan, nonces = self._plan(turn.input)  # before anything runs or is claimed: a refusal changes nothing
             if plan is not None and parent is not None and parent.finish_reason == "interrupted" and turn_id:
                 hold = await self._claim(parent, turn_id, plan, nonces, effects)
+            if plan is not None:
+                hooks.resuming(plan, self.context, hold.turn_id if hold else None)
             if hold is None and store is not None and not self._store_ready:
                 await store.ready()  # before any model or tool runs (a claim's write has checked it already)
                 self._store_ready = True
@@ -593,7 +615,7 @@ class Invocation:
         The journal's deferred outcomes are written in the same transaction (no write of their own).
         """
         assert self.store is not None
-        meta: dict[str, Any] = {"agent": self.agent.name}
+        meta: dict[str, Any] = {"agent": self.agent.name, **(self.trace.metadata() if self.trace else {})}
         if plan is not None:
             meta["resume"] = audit_record(plan.resume, self.context, plan=plan)
         if finish == "interrupted":  # each pending interrupt gets a token bound to this snapshot

@@ -28,6 +28,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from ..telemetry import configure_from_env, configure_logging
+
 __all__ = ["COMMANDS", "COMMAND_MODULES", "Command", "CommandError", "load_target", "main", "register"]
 
 
@@ -47,6 +49,8 @@ class Command:
     help: str
     configure: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
+    log_level: str = "warning"
+    """The ``--log-level`` when none is given."""
 
 
 COMMANDS: dict[str, Command] = {}
@@ -68,8 +72,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="interlock", description="LLM agents that pause for people.")
     parser.add_argument("--version", action="version", version=f"interlock {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    common = argparse.ArgumentParser(add_help=False)
+    logs = common.add_argument_group("logging")
+    logs.add_argument("--log-level", choices=["debug", "info", "warning", "error"], help="least severe records shown")
+    logs.add_argument(
+        "--log-format", choices=["text", "json"], default="text", help="text lines or one JSON object each"
+    )
     for command in COMMANDS.values():
-        sub = subparsers.add_parser(command.name, help=command.help, description=command.help)
+        sub = subparsers.add_parser(command.name, help=command.help, description=command.help, parents=[common])
         command.configure(sub)
     return parser
 
@@ -84,6 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command is None:
         parser.print_help(sys.stderr)
         return 2
+    args.log_level = args.log_level or command.log_level
+    configure_logging(args.log_level, args.log_format)
     try:
         return command.run(args)
     except CommandError as exc:
@@ -182,7 +194,6 @@ def _configure_serve(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port to bind (default 8000)")
     parser.add_argument("--base-path", default="", help="URL prefix of every agent route, e.g. /api")
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument(
         "--workers", type=_positive, default=1, metavar="N", help="worker processes (each imports the target)"
     )
@@ -213,13 +224,12 @@ def _serve(args: argparse.Namespace) -> int:
         import uvicorn
     except ImportError:
         raise CommandError("serving needs uvicorn: pip install 'interlock[server]'", code=1) from None
-    level = getattr(logging, str(args.log_level).upper())
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    logging.getLogger("interlock").setLevel(level)
+    export_traces()
     options: dict[str, Any] = {
         "host": args.host,
         "port": args.port,
         "log_level": args.log_level,
+        "log_config": None,  # uvicorn's records go through the handler configure_logging installed (text or JSON)
         "lifespan": "auto",
         "timeout_keep_alive": args.timeout_keep_alive,
     }
@@ -231,4 +241,29 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-register(Command(name="serve", help="serve agents over Genkit's HTTP protocol", configure=_configure_serve, run=_serve))
+def export_traces() -> None:
+    """Export OpenTelemetry traces as the ``OTEL_*`` variables say, when ``interlock[otel]`` is installed.
+
+    For long-running commands (``serve``); see :func:`interlock.telemetry.configure_from_env`.
+    """
+    log = logging.getLogger("interlock.telemetry")
+    try:
+        outcome = configure_from_env()
+    except ImportError as exc:
+        if any(name.startswith("OTEL_EXPORTER_OTLP") for name in os.environ):
+            log.warning("traces are not exported: %s", exc)
+        return
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    log.info("OpenTelemetry: %s", outcome, extra={"otel_setup": outcome})
+
+
+register(
+    Command(
+        name="serve",
+        help="serve agents over Genkit's HTTP protocol",
+        configure=_configure_serve,
+        run=_serve,
+        log_level="info",
+    )
+)

@@ -52,6 +52,7 @@ from ..errors import (
     UnimplementedError,
 )
 from ..sessions import Snapshot, check_state
+from ..telemetry.otel import incoming_trace
 from ..wire import chunk_to_json, init_from_json, input_from_json, output_to_json, snapshot_to_json
 from .asgi import (
     Action,
@@ -213,7 +214,8 @@ class AgentServer:
             if action == "turn":
                 accept, flag = headers.get("accept", ""), query.get("stream", "").lower()
                 stream = "text/event-stream" in accept or flag in ("true", "1")
-                await self._turn(agent, payload, context, stream=stream, cors=cors, receive=receive, send=send)
+                with incoming_trace(headers):  # a traced caller's span becomes the parent of the turn's
+                    await self._turn(agent, payload, context, stream=stream, cors=cors, receive=receive, send=send)
             else:
                 result, code = await self._companion(agent, action, payload, context, receive)
                 await respond(send, code, result, cors)
@@ -436,11 +438,15 @@ class AgentServer:
             finish += f"({output.error.status})" if output.error else ""
         else:
             finish = f"error({error.status if isinstance(error, InterlockError) else type(error).__name__})"
+        session, snapshot = (output.session_id, output.snapshot_id) if output else (None, None)
+        duration = round((time.monotonic() - turn.started) * 1000)
         logger.info(
             "turn agent=%s session=%s snapshot=%s finish=%s duration_ms=%d",
             turn.agent.name,
-            (output.session_id if output else None) or "-",
-            (output.snapshot_id if output else None) or "-",
+            session or "-",
+            snapshot or "-",
             finish,
-            round((time.monotonic() - turn.started) * 1000),
+            duration,
+            extra={"agent": turn.agent.name, "session_id": session, "snapshot_id": snapshot}
+            | {"finish_reason": finish, "duration_ms": duration},
         )

@@ -41,6 +41,7 @@ from typing import Any, TypeVar
 from ..errors import InvalidArgumentError, UsageError
 from ..journal import JournalEntry
 from ..sessions import TERMINAL, Snapshot
+from ..telemetry import hooks
 from . import JournalUpdater, SnapshotInfo, Updater, check_tenant
 from . import _sqlite_journal as journal
 from ._sqlite_errors import check_layout, sqlite_error
@@ -238,7 +239,9 @@ class SQLiteStore:
         try:
             return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
         except sqlite3.DatabaseError as exc:  # locked (retry) or permanent: read-only, no directory, damaged, ...
-            raise sqlite_error(exc, self.path) from exc
+            error = sqlite_error(exc, self.path)
+            hooks.store_error(error, store="sqlite", operation=getattr(fn, "__name__", "call").lstrip("_"))
+            raise error from exc
 
     def _wake(self) -> None:
         try:
