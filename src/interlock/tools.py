@@ -260,6 +260,11 @@ class Tool(Generic[I, O, R]):
         return self.fn is None
 
     @property
+    def resume_schema(self) -> dict[str, Any] | None:
+        """The JSON Schema of the tool's resume payload (what a restart may carry), or ``None``."""
+        return _schema(self.resume_type)
+
+    @property
     def is_resumable(self) -> bool:
         """True when the tool takes a typed resume payload."""
         return self._resume is not None
