@@ -45,7 +45,7 @@ Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[ASGIMessage]]
 Send = Callable[[ASGIMessage], Awaitable[None]]
 Headers = list[tuple[bytes, bytes]]
-Action = Literal["turn", "getSnapshot", "abort", "waitForSnapshot"]
+Action = Literal["turn", "getSnapshot", "abort", "waitForSnapshot", "inbox"]
 
 HTTP_TO_STATUS = {
     400: "INVALID_ARGUMENT",
