@@ -25,8 +25,8 @@ _HINTS = (
     ("minimum", ">= {}"),
     ("exclusiveMaximum", "< {}"),
     ("maximum", "<= {}"),
-    ("minLength", "at least {} characters"),
-    ("maxLength", "at most {} characters"),
+    ("minLength", "length >= {}"),
+    ("maxLength", "length <= {}"),
     ("pattern", "matches {}"),
 )
 
@@ -55,11 +55,14 @@ class FormField:
 
 
 def _resolve(schema: Any, root: Mapping[str, Any]) -> dict[str, Any]:
+    """The schema behind ``$ref``s and ``X | None``, keeping the outer title, description and default."""
     node: Any = schema
+    kept: dict[str, Any] = {}
     for _ in range(20):  # a chain of $refs, bounded
         if not isinstance(node, dict):
             return {}
         d = cast(dict[str, Any], node)
+        kept = {k: d[k] for k in ("title", "description", "default") if k in d} | kept
         ref = d.get("$ref")
         if isinstance(ref, str) and ref.startswith("#/$defs/"):
             node = cast(dict[str, Any], root.get("$defs") or {}).get(ref.removeprefix("#/$defs/"))
@@ -70,7 +73,7 @@ def _resolve(schema: Any, root: Mapping[str, Any]) -> dict[str, Any]:
             if len(rest) == 1:
                 node = rest[0]
                 continue
-        return d
+        return d | kept
     return {}
 
 

@@ -201,7 +201,7 @@ class _Pages:
         snapshot_id = request.path_params["snapshot_id"]
         values: dict[str, Any] = {"snapshot_id": snapshot_id, "form": form}
         try:
-            body = self._answer_body(form, await self.inbox.get(snapshot_id, tenant=who.tenant))
+            body = self._answer_body(form, await service.waiting(self.inbox, snapshot_id, who.tenant))
             parsed = service.parse_answer(body)
             values["result"] = await service.answer(
                 self.inbox, snapshot_id, parsed, identity=who.identity, tenant=who.tenant

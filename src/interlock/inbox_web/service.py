@@ -167,12 +167,17 @@ def answer_options(inbox: Inbox, item: PendingInterrupt) -> dict[str, dict[str, 
     return {k: options[k] for k in DECISIONS if k in options}
 
 
-async def detail(inbox: Inbox, snapshot_id: str, tenant: str | None) -> dict[str, Any]:
-    """A snapshot's pending interrupts with their answer schemas, and its session's recent messages."""
+async def waiting(inbox: Inbox, snapshot_id: str, tenant: str | None) -> list[PendingInterrupt]:
+    """:meth:`Inbox.get`, with an answered snapshot refused as :class:`AnsweredError` (who answered, when)."""
     try:
-        items = await inbox.get(snapshot_id, tenant=tenant)
+        return await inbox.get(snapshot_id, tenant=tenant)
     except ClaimConflictError as exc:
         raise await answered(inbox, snapshot_id, tenant, exc) from None
+
+
+async def detail(inbox: Inbox, snapshot_id: str, tenant: str | None) -> dict[str, Any]:
+    """A snapshot's pending interrupts with their answer schemas, and its session's recent messages."""
+    items = await waiting(inbox, snapshot_id, tenant)
     snap = await inbox.store.load(snapshot_id, tenant=tenant) if inbox.store else None
     messages = snap.state.messages[-RECENT_MESSAGES:] if snap and snap.state else []
     first = items[0]
