@@ -13,11 +13,11 @@ from pydantic import BaseModel, Field
 
 from interlock import Agent, Message, PromptAgent, SessionStore, ToolContext, ToolRequestPart, interrupt_tool, tool
 from interlock.errors import UnauthenticatedError
+from interlock.http import RequestInfo
+from interlock.http.inbox import InboxApp
 from interlock.inbox import Inbox
-from interlock.inbox_web import InboxApp
 from interlock.middleware import tool_approval
 from interlock.models import ModelRequest, ModelResponse
-from interlock.server import RequestInfo
 from interlock.testing import ScriptedModel
 from interlock.tokens import TokenSigner
 

@@ -16,9 +16,9 @@ from inbox_apps import RUNS, build_app
 from starlette.routing import Route
 
 from interlock import Agent, AgentOutput
+from interlock.http.inbox import InboxApp, answer_url
+from interlock.http.inbox.openapi import ROUTES
 from interlock.inbox import Inbox
-from interlock.inbox_web import InboxApp, answer_url
-from interlock.inbox_web.openapi import ROUTES
 from interlock.stores.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.slow

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from inbox_apps import build_app
 
-from interlock.errors import HTTP_STATUS
+from interlock.http.status import HTTP_STATUS
 from interlock.stores.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.slow
@@ -69,7 +69,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=30)
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | text,
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | text,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),
     max_leaves=12,
 )

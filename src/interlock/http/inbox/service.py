@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from .. import metadata as md
-from ..agents import PromptAgent
-from ..cli_inbox import parse_duration
-from ..errors import ClaimConflictError, InvalidArgumentError, SnapshotNotFoundError
-from ..inbox import Answer, Approve, AuditEntry, Edit, Inbox, PendingInterrupt, Reject, Respond, Restart
-from ..tools import Tool
-from ..wire import messages_to_json, output_to_json, part_to_json
+from ... import metadata as md
+from ...agents import PromptAgent
+from ...cli.inbox import parse_duration
+from ...errors import ClaimConflictError, InvalidArgumentError, SnapshotNotFoundError
+from ...inbox import Answer, Approve, AuditEntry, Edit, Inbox, PendingInterrupt, Reject, Respond, Restart
+from ...tools import Tool
+from ...wire import messages_to_json, output_to_json, part_to_json
 
 __all__ = ["AnsweredError", "Filters", "answer", "audit", "detail", "list_page", "parse_answer", "parse_filters"]
 

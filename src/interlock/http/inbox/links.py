@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from urllib.parse import quote, urlencode
 
-from ..inbox import PendingInterrupt
-from ..metadata import resume_token
+from ...inbox import PendingInterrupt
+from ...metadata import resume_token
 
 __all__ = ["answer_url"]
 

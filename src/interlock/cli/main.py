@@ -2,14 +2,14 @@
 
 Sub-commands live in a registry, so other modules can add theirs::
 
-    from interlock.cli import Command, register
+    from interlock.cli.main import Command, register
 
     register(Command(name="demo", help="run the demo", configure=add_arguments, run=run_demo))
 
 and list that module in :data:`COMMAND_MODULES` (imported when the command line starts).
 
 ``interlock serve module:attr`` serves an agent, a list or dict of agents, an
-:class:`~interlock.server.AgentServer` or any ASGI app on uvicorn, logging one line per
+:class:`~interlock.http.server.AgentServer` or any ASGI app on uvicorn, logging one line per
 turn. Exit codes: 0 success, 1 runtime failure, 2 bad usage (e.g. a target that cannot
 be imported).
 """
@@ -48,7 +48,7 @@ class Command:
 
 COMMANDS: dict[str, Command] = {}
 """The registered sub-commands, by name."""
-COMMAND_MODULES: list[str] = ["interlock.demo", "interlock.cli_inbox"]
+COMMAND_MODULES: list[str] = ["interlock.cli.demo", "interlock.cli.inbox"]
 """Modules that register sub-commands; :func:`main` imports them first."""
 
 
@@ -111,8 +111,8 @@ def load_target(spec: str) -> Any:
 
 def as_app(target: Any, *, base_path: str = "") -> Any:
     """An ASGI app for an agent, a list or dict of agents, or an app (returned as is)."""
-    from .agents import Agent
-    from .server import AgentServer
+    from ..agents import Agent
+    from ..http.server import AgentServer
 
     if isinstance(target, Agent):
         return AgentServer([target], base_path=base_path)
@@ -129,7 +129,7 @@ def as_app(target: Any, *, base_path: str = "") -> Any:
 
 
 def _agents_of(target: object) -> dict[str, Any] | list[Any] | None:
-    from .agents import Agent
+    from ..agents import Agent
 
     if isinstance(target, Mapping):
         found = dict(cast(Mapping[str, Any], target))

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from ..inbox import Inbox, PendingInterrupt
+from ...inbox import Inbox, PendingInterrupt
 
 __all__ = ["Change", "changes", "sse"]
 

@@ -12,8 +12,8 @@
     GET  /sessions/{session_id}           a session's audit trail
     GET  /events                          the live updates (htmx's SSE extension swaps them in)
 
-Forms post what :mod:`interlock.inbox_web.forms` reads back into JSON, and the answer runs
-through :func:`interlock.inbox_web.service.answer`, like the API's.
+Forms post what :mod:`interlock.http.inbox.forms` reads back into JSON, and the answer runs
+through :func:`interlock.http.inbox.service.answer`, like the API's.
 """
 
 from __future__ import annotations
@@ -30,12 +30,14 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from ..errors import InterlockError, InternalError, InvalidArgumentError, NotFoundError
-from ..inbox import PendingInterrupt
+from ...errors import InterlockError, InternalError, InvalidArgumentError, NotFoundError
+from ...inbox import PendingInterrupt
+from ..status import http_status
 from . import service
 from .auth import CSRF_COOKIE, Who, check_csrf, check_origin, csrf_token
 from .events import changes, sse
 from .forms import fields_for, read_form
+from .responses import event_stream
 
 if TYPE_CHECKING:
     from .app import InboxApp
@@ -43,7 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["page_routes"]
 
 _ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("interlock.inbox_web", "templates"),
+    loader=jinja2.PackageLoader("interlock.http.inbox", "templates"),
     autoescape=True,
     undefined=jinja2.StrictUndefined,
 )
@@ -110,7 +112,7 @@ class _Pages:
                 who = await self.app.auth.who(request)
                 return await page(request, who)
             except InterlockError as exc:
-                return self.render(request, "error.html", {"error": exc}, code=exc.http_status)
+                return self.render(request, "error.html", {"error": exc}, code=http_status(exc))
             except Exception:
                 logging.getLogger("interlock.inbox").exception("unexpected error serving %s", request.url.path)
                 service_error = InternalError("Internal error")
@@ -141,8 +143,6 @@ class _Pages:
         return self.render(request, "_pending.html", await self._listing(request, who))
 
     async def events(self, request: Request, who: Who) -> Response:
-        from .app import event_stream
-
         base = str(request.scope.get("root_path") or "").rstrip("/")
 
         async def stream() -> AsyncIterator[bytes]:
@@ -211,7 +211,7 @@ class _Pages:
             return self.render(request, "_result.html", values, code=409)
         except InterlockError as exc:
             values["error"] = exc
-            return self.render(request, "_result.html", values, code=exc.http_status)
+            return self.render(request, "_result.html", values, code=http_status(exc))
         return self.render(request, "_result.html", values)
 
     async def _form(self, request: Request) -> dict[str, str]:

@@ -5,7 +5,7 @@
     app = InboxApp(Inbox(store, agents=[bank]), context=who_is_asking)   # or token="...", user="alice"
     uvicorn.run(app)                                  # or mount it: mount_inbox(AgentServer([bank]), app)
 
-Routes (see :data:`interlock.inbox_web.openapi.ROUTES`)::
+Routes (see :data:`interlock.http.inbox.openapi.ROUTES`)::
 
     GET  /api/interrupts                     pending interrupts (agent, tool, session, older_than,
                                              newer_than, order=oldest|newest, limit, cursor)
@@ -31,13 +31,12 @@ from urllib.parse import urlencode
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response, StreamingResponse
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
 
-from .._http import HTTP_TO_STATUS, Reject, encode, error_body, json_body
-from ..errors import (
+from ...errors import (
     InterlockError,
     InternalError,
     InvalidArgumentError,
@@ -45,12 +44,17 @@ from ..errors import (
     UsageError,
     error_from_status,
 )
-from ..inbox import Inbox
+from ...inbox import Inbox
+from ..asgi import Reject, json_body
 from ..server import ContextProvider
+from ..sse import encode
+from ..status import HTTP_TO_STATUS
 from . import service
 from .auth import SESSION_COOKIE, Auth, Who, check_origin
 from .events import changes, sse
 from .openapi import openapi
+from .pages import page_routes
+from .responses import event_stream, json_error, json_response
 
 __all__ = ["InboxApp", "mount_inbox"]
 
@@ -92,8 +96,6 @@ class InboxApp:
         self.poll_interval = poll_interval
         self.stream_lifetime = stream_lifetime
         self.max_body = max_body
-        from .pages import page_routes  # the page builds on this module's helpers
-
         routes: list[BaseRoute] = [
             Route("/api/interrupts", self._guarded(self._list), methods=["GET"]),
             Route("/api/interrupts/{snapshot_id}", self._guarded(self._detail), methods=["GET"]),
@@ -223,22 +225,6 @@ class InboxApp:
 
     async def _openapi(self, request: Request) -> Response:
         return json_response(openapi())
-
-
-def json_response(payload: Any, *, code: int = 200) -> Response:
-    """A JSON response (compact, ASCII)."""
-    return Response(encode(payload), status_code=code, media_type="application/json")
-
-
-def json_error(exc: InterlockError, *, code: int | None = None) -> Response:
-    """``{status, message, details?}`` with the HTTP code of the canonical status."""
-    return json_response(error_body(exc), code=code or exc.http_status)
-
-
-def event_stream(chunks: AsyncIterator[bytes]) -> Response:
-    """A ``text/event-stream`` response that is not buffered on the way."""
-    headers = {"cache-control": "no-cache", "x-accel-buffering": "no"}
-    return StreamingResponse(chunks, media_type="text/event-stream", headers=headers)
 
 
 def _no_query(request: Request) -> None:

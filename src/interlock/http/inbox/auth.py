@@ -24,10 +24,10 @@ from typing import Any, cast
 
 from starlette.requests import Request
 
-from .._http import RequestInfo
-from ..errors import PermissionDeniedError, UnauthenticatedError, UsageError
+from ...errors import PermissionDeniedError, UnauthenticatedError, UsageError
+from ...stores import check_tenant
+from ..asgi import RequestInfo
 from ..server import ContextProvider
-from ..stores import check_tenant
 
 __all__ = ["CSRF_COOKIE", "SESSION_COOKIE", "Auth", "Who"]
 

@@ -3,7 +3,7 @@
 ::
 
     from interlock.inbox import Inbox
-    from interlock.inbox_web import InboxApp
+    from interlock.http.inbox import InboxApp
 
     app = InboxApp(Inbox(store, agents=[bank]), context=who_is_asking)  # the agent server's hook
     app = InboxApp(Inbox(store, agents=[bank]), token=secret, user="alice")  # one user
