@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-__all__ = ["COMMANDS", "COMMAND_MODULES", "Command", "CommandError", "load_target", "main", "register"]
+__all__ = ["COMMANDS", "COMMAND_MODULES", "Command", "CommandError", "load_target", "main", "register", "run_app"]
 
 
 class CommandError(Exception):
@@ -48,7 +48,7 @@ class Command:
 
 COMMANDS: dict[str, Command] = {}
 """The registered sub-commands, by name."""
-COMMAND_MODULES: list[str] = ["interlock.cli.demo", "interlock.cli.inbox"]
+COMMAND_MODULES: list[str] = ["interlock.cli.demo", "interlock.cli.inbox", "interlock.cli.inbox_serve"]
 """Modules that register sub-commands; :func:`main` imports them first."""
 
 
@@ -149,7 +149,11 @@ def _configure_serve(parser: argparse.ArgumentParser) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    app = as_app(load_target(args.target), base_path=args.base_path)
+    return run_app(as_app(load_target(args.target), base_path=args.base_path), args)
+
+
+def run_app(app: Any, args: argparse.Namespace) -> int:
+    """Serve an ASGI app on uvicorn at ``args.host``/``args.port``, logging at ``args.log_level``."""
     try:
         import uvicorn
     except ImportError:

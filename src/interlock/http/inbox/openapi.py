@@ -38,6 +38,7 @@ ROUTES: dict[str, dict[str, dict[str, Any]]] = {
                 _param("session", "query", "only this session's interrupts"),
                 _param("older_than", "query", "waiting at least this long: seconds, or 90s, 10m, 2h, 1d"),
                 _param("newer_than", "query", "waiting less than this long"),
+                _param("in_doubt", "query", "true: only calls whose effect is unknown; false: none of them"),
                 _param("order", "query", "oldest (default) or newest first", {"enum": ["oldest", "newest"]}),
                 _param("limit", "query", "interrupts per page (default 50, at most 500)", _LIMIT),
                 _param("cursor", "query", "next_cursor of the previous page"),

@@ -8,7 +8,6 @@ another answer won is :class:`AnsweredError` (ABORTED, 409) naming who answered 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from typing import Any, cast
 
 from ... import metadata as md
 from ...agents import PromptAgent
-from ...cli.inbox import parse_duration
+from ...durations import parse_duration
 from ...errors import ClaimConflictError, InvalidArgumentError, SnapshotNotFoundError
 from ...inbox import Answer, Approve, AuditEntry, Edit, Inbox, PendingInterrupt, Reject, Respond, Restart
 from ...tools import Tool
@@ -30,7 +29,7 @@ MAX_LIMIT = 500
 RECENT_MESSAGES = 20
 """How many of a session's latest messages a detail carries."""
 DECISIONS = ("approve", "reject", "respond", "restart", "edit")
-_FILTERS = ("agent", "tool", "session", "older_than", "newer_than", "order", "limit", "cursor")
+_FILTERS = ("agent", "tool", "session", "older_than", "newer_than", "in_doubt", "order", "limit", "cursor")
 _ANSWER_KEYS = ("decision", "ref", "tool", "payload", "output", "input", "reason", "resume_token")
 
 
@@ -47,6 +46,7 @@ class Filters:
     session_id: str | None = None
     older_than: timedelta | None = None
     newer_than: timedelta | None = None
+    in_doubt: bool | None = None
     newest_first: bool = False
     limit: int = 50
     after: tuple[datetime, str] | None = None
@@ -66,6 +66,7 @@ def parse_filters(query: Mapping[str, str]) -> Filters:
         session_id=query.get("session") or None,
         older_than=_duration(query, "older_than"),
         newer_than=_duration(query, "newer_than"),
+        in_doubt=_flag(query.get("in_doubt")),
         newest_first=order == "newest",
         limit=_limit(query.get("limit")),
         after=_cursor(query.get("cursor")),
@@ -80,8 +81,16 @@ def _duration(query: Mapping[str, str], key: str) -> timedelta | None:
         return timedelta(seconds=int(text))
     try:
         return parse_duration(text)
-    except argparse.ArgumentTypeError as exc:
-        raise InvalidArgumentError(f"{key}: {exc}") from None
+    except InvalidArgumentError as exc:
+        raise InvalidArgumentError(f"{key}: {exc.message}") from None
+
+
+def _flag(text: str | None) -> bool | None:
+    if not text:
+        return None
+    if text not in ("true", "false"):
+        raise InvalidArgumentError(f"in_doubt must be 'true' or 'false', not {text!r}")
+    return text == "true"
 
 
 def _limit(text: str | None) -> int:
@@ -119,6 +128,7 @@ async def list_page(inbox: Inbox, filters: Filters, tenant: str | None) -> dict[
         tenant=tenant,
         older_than=filters.older_than,
         newer_than=filters.newer_than,
+        in_doubt=filters.in_doubt,
         session_id=filters.session_id,
         newest_first=filters.newest_first,
         after=filters.after,
