@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck unit bench clean browser
 
 $(STAMP): pyproject.toml
 	@echo "==> creating $(VENV) and installing interlock with its dev tools"
@@ -25,6 +25,10 @@ $(INTEROP_STAMP): scripts/setup_interop.sh tests/interop/package.json tests/inte
 	bash scripts/setup_interop.sh
 	@touch $(INTEROP_STAMP)
 
+# Debian's chromium for the inbox's browser tests (Playwright drives it by its path; no browser download).
+browser:
+	bash scripts/setup_browser.sh
+
 demo: $(STAMP) $(LOCAL_STAMP)
 	$(BIN)/interlock demo
 
@@ -36,7 +40,7 @@ lint: $(STAMP)
 typecheck: $(STAMP) $(LOCAL_STAMP)
 	$(BIN)/pyright
 
-unit: $(STAMP) $(LOCAL_STAMP) $(INTEROP_STAMP)
+unit: $(STAMP) $(LOCAL_STAMP) $(INTEROP_STAMP) browser
 	$(BIN)/pytest
 
 test: lint typecheck unit
@@ -48,6 +52,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/effects_faults.py
 	$(BIN)/python bench/signing.py
 	$(BIN)/python bench/tokens.py
+	$(BIN)/python bench/inbox_http.py
 	$(BIN)/python bench/effects.py  # last: it exits 1 while the journal's cost is over its target
 
 clean:
