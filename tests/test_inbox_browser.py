@@ -185,3 +185,18 @@ async def test_another_tenants_user_does_not_see_it(site: Site) -> None:
     await own.goto(site.url + "/")
     await expect(own.locator(f"tr[data-snapshot='{theirs.snapshot_id}']")).to_be_visible()
     await site.shot(other, "other-tenant")
+
+
+async def test_a_filtered_list_stays_filtered_as_it_updates(site: Site) -> None:
+    page = await site.page("alice")
+    await page.goto(site.url + "/?agent=ops")
+    await expect(page.locator(".empty")).to_be_visible()
+    await page.evaluate("window.__not_reloaded = true")
+    paid = await site.start("bank", "pay hank 5")
+    held = await site.start("ops", "delete /srv/tmp.txt")
+    await expect(page.locator(f"tr[data-snapshot='{held.snapshot_id}']")).to_be_visible(timeout=WAIT)
+    await expect(page.locator(f"tr[data-snapshot='{paid.snapshot_id}']")).to_have_count(0)
+    assert await page.evaluate("window.__not_reloaded") is True
+    await page.select_option("select[name=order]", "newest")
+    await expect(page).to_have_url(f"{site.url}/?agent=ops&tool=&older_than=&order=newest", timeout=WAIT)
+    await expect(page.locator("tr.item")).to_have_count(1)

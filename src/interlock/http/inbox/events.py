@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from ...inbox import Inbox, PendingInterrupt
+from .service import Filters
 
 __all__ = ["Change", "changes", "sse"]
 
@@ -30,13 +31,26 @@ class Change:
     resolved: list[str]
 
 
-async def changes(inbox: Inbox, tenant: str | None, *, interval: float, lifetime: float) -> AsyncIterator[Change]:
-    """The first listing, then each change, until ``lifetime`` seconds have passed."""
+async def changes(
+    inbox: Inbox, tenant: str | None, *, interval: float, lifetime: float, filters: Filters | None = None
+) -> AsyncIterator[Change]:
+    """The first listing (of what ``filters`` let through), then each change, until ``lifetime`` seconds passed."""
+    f = filters or Filters()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + lifetime
     seen: dict[str, PendingInterrupt] | None = None
     while loop.time() < deadline:
-        items = await inbox.pending(tenant=tenant, limit=WATCHED)
+        items = await inbox.pending(
+            tenant=tenant,
+            agent=f.agent,
+            tool=f.tool,
+            session_id=f.session_id,
+            older_than=f.older_than,
+            newer_than=f.newer_than,
+            in_doubt=f.in_doubt,
+            newest_first=f.newest_first,
+            limit=WATCHED,
+        )
         now = {i.snapshot_id: i for i in items}
         if seen is None or now.keys() != seen.keys():
             before = seen or {}

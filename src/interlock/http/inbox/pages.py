@@ -144,13 +144,20 @@ class _Pages:
 
     async def events(self, request: Request, who: Who) -> Response:
         base = str(request.scope.get("root_path") or "").rstrip("/")
+        query = dict(request.query_params)
+        filters = service.parse_filters({k: v for k, v in query.items() if k != "cursor"})
 
         async def stream() -> AsyncIterator[bytes]:
             async for change in changes(
-                self.inbox, who.tenant, interval=self.app.poll_interval, lifetime=self.app.stream_lifetime
+                self.inbox,
+                who.tenant,
+                interval=self.app.poll_interval,
+                lifetime=self.app.stream_lifetime,
+                filters=filters,
             ):
-                page = {"items": [service.item_json(self.inbox, i) for i in change.items], "next_cursor": None}
-                html = _ENV.get_template("_pending.html").render(base=base, page=page, query={})
+                items = change.items[: filters.limit]
+                page = {"items": [service.item_json(self.inbox, i) for i in items], "next_cursor": None}
+                html = _ENV.get_template("_pending.html").render(base=base, page=page, query=query)
                 yield sse("pending", html)
                 if change.created or change.resolved:
                     yield sse("changed", " ".join(change.resolved) or "-")
