@@ -14,7 +14,7 @@ from interlock import InMemoryStore, Message, PromptAgent, Resume, SessionStore,
 from interlock import metadata as md
 from interlock.errors import UnavailableError
 from interlock.models import ModelRequest, ModelResponse
-from interlock.stores import Updater
+from interlock.stores import JournalUpdater, Updater
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
 
@@ -104,10 +104,16 @@ async def test_a_model_failure_after_the_tool_replays_the_recorded_result(store:
 class FailingCommit(InMemoryStore):
     failing = True
 
-    async def save_all(self, updates: Sequence[tuple[str, Updater]], *, tenant: str | None = None) -> list[Any]:
+    async def save_all(
+        self,
+        updates: Sequence[tuple[str, Updater]],
+        *,
+        tenant: str | None = None,
+        journal: Sequence[tuple[str, JournalUpdater]] = (),
+    ) -> list[Any]:
         if self.failing and len(updates) > 1:
             raise UnavailableError("disk I/O error")
-        return await super().save_all(updates, tenant=tenant)
+        return await super().save_all(updates, tenant=tenant, journal=journal)
 
 
 async def test_a_commit_failure_after_the_tool_replays_the_recorded_result(tmp_path: pathlib.Path) -> None:

@@ -25,6 +25,7 @@ from ..journal import JournalEntry
 from ..sessions import Snapshot, utcnow
 
 __all__ = [
+    "JournalUpdater",
     "SessionStore",
     "SnapshotInfo",
     "Updater",
@@ -39,6 +40,9 @@ Updater = Callable[[Snapshot | None], Snapshot | None]
 It runs inside the store's transaction and may run again under contention, so it must
 not have side effects. Raising aborts the save and propagates.
 """
+
+JournalUpdater = Callable[[JournalEntry | None], JournalEntry | None]
+"""As :data:`Updater`, for the effect journal's entry of one idempotency key (``None``: none stored)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -72,11 +76,18 @@ class SessionStore(Protocol):
         ...
 
     async def save_all(
-        self, updates: Sequence[tuple[str, Updater]], *, tenant: str | None = None
+        self,
+        updates: Sequence[tuple[str, Updater]],
+        *,
+        tenant: str | None = None,
+        journal: Sequence[tuple[str, JournalUpdater]] = (),
     ) -> list[Snapshot | None]:
-        """:meth:`save` several rows (distinct ids) in one transaction.
+        """:meth:`save` several rows (distinct ids) in one transaction, with effect journal entries.
 
-        All are written, or none when an updater raises (the error propagates).
+        ``journal`` pairs an idempotency key with an updater of its entry, applied after
+        ``updates`` in the same transaction (distinct keys): a claim records the intents of
+        the calls it restarts, a commit the outcomes of the turn's calls, with no write of
+        their own. All are written, or none when an updater raises (the error propagates).
         """
         ...
 

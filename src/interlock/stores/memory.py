@@ -8,7 +8,7 @@ from datetime import datetime
 
 from ..journal import JournalEntry, superseded
 from ..sessions import Snapshot
-from . import SnapshotInfo, Updater, apply_update, check_tenant, pick_leaf
+from . import JournalUpdater, SnapshotInfo, Updater, apply_update, check_tenant, pick_leaf
 from ._prune import prunable
 
 __all__ = ["InMemoryStore"]
@@ -39,13 +39,21 @@ class InMemoryStore:
         return (await self.save_all([(snapshot_id, update)], tenant=tenant))[0]
 
     async def save_all(
-        self, updates: Sequence[tuple[str, Updater]], *, tenant: str | None = None
+        self,
+        updates: Sequence[tuple[str, Updater]],
+        *,
+        tenant: str | None = None,
+        journal: Sequence[tuple[str, JournalUpdater]] = (),
     ) -> list[Snapshot | None]:
         tenant = check_tenant(tenant)
         staged: list[tuple[Snapshot | None, Snapshot | None]] = []
         for snapshot_id, update in updates:  # every updater runs before anything is written
             current = self._rows.get((tenant, snapshot_id))
             staged.append((current, apply_update(None if current is None else _isolated(current), update, snapshot_id)))
+        entries = [(key, update(self._journal.get((tenant, key)))) for key, update in journal]
+        for key, entry in entries:
+            if entry is not None:
+                self._journal[(tenant, key)] = entry
         for current, new in staged:
             if new is not None:
                 self._rows[(tenant, new.snapshot_id)] = _isolated(new)

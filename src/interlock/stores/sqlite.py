@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 from ..errors import InvalidArgumentError, UsageError
 from ..journal import JournalEntry
 from ..sessions import TERMINAL, Snapshot
-from . import SnapshotInfo, Updater, check_tenant
+from . import JournalUpdater, SnapshotInfo, Updater, check_tenant
 from . import _sqlite_journal as journal
 from ._sqlite_errors import check_layout, sqlite_error
 from ._sqlite_rows import SnapshotRows
@@ -143,9 +143,13 @@ class SQLiteStore:
         return (await self.save_all([(snapshot_id, update)], tenant=tenant))[0]
 
     async def save_all(
-        self, updates: Sequence[tuple[str, Updater]], *, tenant: str | None = None
+        self,
+        updates: Sequence[tuple[str, Updater]],
+        *,
+        tenant: str | None = None,
+        journal: Sequence[tuple[str, JournalUpdater]] = (),
     ) -> list[Snapshot | None]:
-        written, status_changed = await self._call(self._save_all, _key(tenant), list(updates))
+        written, status_changed = await self._call(self._save_all, _key(tenant), list(updates), list(journal))
         if status_changed:
             self._wake()
         return written
@@ -307,9 +311,13 @@ class SQLiteStore:
         with self._read_txn() as con:
             return self._rows.list(con, tenant, session_id, finish_reason)
 
-    def _save_all(self, tenant: str, updates: list[tuple[str, Updater]]) -> tuple[list[Snapshot | None], bool]:
+    def _save_all(
+        self, tenant: str, updates: list[tuple[str, Updater]], entries: list[tuple[str, JournalUpdater]]
+    ) -> tuple[list[Snapshot | None], bool]:
         def save_each(con: sqlite3.Connection) -> tuple[list[Snapshot | None], bool]:
             results = [self._rows.save(con, tenant, sid, update) for sid, update in updates]
+            for key, update in entries:
+                journal.update(con, tenant, key, update)
             return [written for written, _ in results], any(changed for _, changed in results)
 
         return self._write_txn(save_each)
