@@ -24,11 +24,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from interlock import InMemoryStore, Message, PromptAgent, Resume, ToolContext, ToolRequestPart, tool
+from interlock.messages import messages_to_json
 from interlock.models import ModelRequest, ModelResponse
 from interlock.stores import SessionStore
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
-from interlock.wire import messages_to_json
 
 
 class Transfer(BaseModel):

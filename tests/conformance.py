@@ -10,7 +10,7 @@ import asyncio
 import pathlib
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from pydantic import BaseModel
@@ -176,11 +176,13 @@ def build_agents(store_factory: Callable[[], Any] = InMemoryStore) -> dict[str, 
 
 
 def script_model(step: dict[str, Any]) -> ScriptedModel:
+    replies: list[dict[str, Any]] = step.get("modelResponses") or []
+    batches: list[list[Any]] = step.get("streamChunks") or []
     responses = [
         ModelResponse(message=message_from_json(r["message"]), finish_reason=r.get("finishReason", "stop"))
-        for r in step.get("modelResponses") or []
+        for r in replies
     ]
-    chunks = [[model_chunk_from_json(c) for c in batch] for batch in step.get("streamChunks") or []]
+    chunks = [[model_chunk_from_json(c) for c in batch] for batch in batches]
     return ScriptedModel(responses, chunks=chunks)
 
 
@@ -191,16 +193,18 @@ def contains(actual: Any, expected: Any, path: str = "$") -> None:
     """Subset match: objects by key, arrays as ordered subsequences, scalars exactly."""
     if isinstance(expected, dict):
         assert isinstance(actual, dict), f"{path}: expected an object, got {actual!r}"
-        for key, value in expected.items():
-            assert key in actual, f"{path}: missing key {key!r} in {actual!r}"
-            contains(actual[key], value, f"{path}.{key}")
+        got = cast(dict[str, Any], actual)
+        for key, value in cast(dict[str, Any], expected).items():
+            assert key in got, f"{path}: missing key {key!r} in {got!r}"
+            contains(got[key], value, f"{path}.{key}")
     elif isinstance(expected, list):
         assert isinstance(actual, list), f"{path}: expected a list, got {actual!r}"
+        items = cast(list[Any], actual)
         i = 0
-        for n, item in enumerate(expected):
-            while i < len(actual) and not _matches(actual[i], item):
+        for n, item in enumerate(cast(list[Any], expected)):
+            while i < len(items) and not _matches(items[i], item):
                 i += 1
-            assert i < len(actual), f"{path}[{n}]: {item!r} not found in order in {actual!r}"
+            assert i < len(items), f"{path}[{n}]: {item!r} not found in order in {items!r}"
             i += 1
     else:
         assert actual == expected, f"{path}: {actual!r} != {expected!r}"
@@ -219,7 +223,8 @@ def check_chunks(chunks: list[dict[str, Any]], expected: list[dict[str, Any]]) -
     for got, want in zip(chunks, expected, strict=True):
         if "turnEnd" in want:
             assert "turnEnd" in got, f"expected turnEnd, got {got!r}"
-            if (want["turnEnd"] or {}).get("finishReason"):
+            wanted: dict[str, Any] = want["turnEnd"] or {}
+            if wanted.get("finishReason"):
                 assert got["turnEnd"].get("finishReason") == want["turnEnd"]["finishReason"]
         else:
             contains(got, want)
@@ -228,7 +233,8 @@ def check_chunks(chunks: list[dict[str, Any]], expected: list[dict[str, Any]]) -
 def check_output(output: dict[str, Any], expected: dict[str, Any]) -> None:
     for key, want in expected.items():
         if key == "hasSessionId":
-            sid = (output.get("state") or {}).get("sessionId") or output.get("sessionId")
+            state: dict[str, Any] = output.get("state") or {}
+            sid: Any = state.get("sessionId") or output.get("sessionId")
             assert bool(sid) == want, f"sessionId presence: {output!r}"
         elif key == "hasSnapshotId":
             assert bool(output.get("snapshotId")) == want, f"snapshotId presence: {output!r}"
@@ -237,7 +243,7 @@ def check_output(output: dict[str, Any], expected: dict[str, Any]) -> None:
         elif key == "artifactsContain":
             contains(output.get("artifacts"), want, "$.artifacts")
         elif key == "errorContains":
-            error = output.get("error") or {}
+            error: dict[str, Any] = output.get("error") or {}
             if "status" in want:
                 assert error.get("status") == want["status"], f"error: {error!r}"
             assert want.get("message", "") in error.get("message", ""), f"error: {error!r}"
@@ -249,7 +255,8 @@ def check_snapshot(snap: dict[str, Any] | None, expected: dict[str, Any]) -> Non
     assert snap is not None, "snapshot not found"
     for key, want in expected.items():
         if key == "hasSessionId":
-            assert bool((snap.get("state") or {}).get("sessionId")) == want
+            snap_state: dict[str, Any] = snap.get("state") or {}
+            assert bool(snap_state.get("sessionId")) == want
         elif key == "stateContains":
             contains(snap.get("state"), want, "$.state")
         elif key == "errorContains":
@@ -270,9 +277,9 @@ def substitute(value: Any, captured: dict[str, Any]) -> Any:
             return captured[whole.group(1)]
         return _TEMPLATE.sub(lambda m: str(captured[m.group(1)]), value)
     if isinstance(value, dict):
-        return {k: substitute(v, captured) for k, v in value.items()}
+        return {k: substitute(v, captured) for k, v in cast(dict[str, Any], value).items()}
     if isinstance(value, list):
-        return [substitute(v, captured) for v in value]
+        return [substitute(v, captured) for v in cast(list[Any], value)]
     return value
 
 
@@ -288,7 +295,7 @@ async def run_case(
             await _send(agent, step, captured, set_model)
         elif kind == "getSnapshotData":
             snap = await agent.get_snapshot(step.get("snapshotId"), session_id=step.get("sessionId"))
-            check_snapshot(None if snap is None else snapshot_to_json(snap), step.get("expectSnapshot") or {})
+            check_snapshot(snapshot_to_json(snap), step.get("expectSnapshot") or {})
         elif kind == "abort":
             previous = await agent.abort(step["snapshotId"])
             assert previous == step.get("expectPreviousStatus"), f"abort returned {previous!r}"
@@ -304,7 +311,7 @@ async def _wait(agent: Any, snapshot_id: str, timeout: float) -> dict[str, Any]:
     deadline = loop.time() + timeout
     while True:
         snap = await agent.get_snapshot(snapshot_id)
-        if snap is not None and snap.status in ("completed", "failed", "aborted"):
+        if snap.status in ("completed", "failed", "aborted"):
             return snapshot_to_json(snap)
         assert loop.time() < deadline, f"snapshot {snapshot_id} did not complete in {timeout} s"
         await asyncio.sleep(0.02)
@@ -316,7 +323,8 @@ async def _send(
     set_model(agent, script_model(step))
     init = init_from_json(step.get("init") or {})
     conn = agent.connect(snapshot_id=init.snapshot_id, session_id=init.session_id, state=init.state)
-    for raw in step.get("inputs") or []:
+    inputs: list[Any] = step.get("inputs") or []
+    for raw in inputs:
         await conn.send(input_from_json(raw))
     await conn.close()
     chunks = [chunk_to_json(c) async for c in conn]

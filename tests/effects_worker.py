@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fault_worker import HangingModel, _reap, _until, integrity, outcome
+from fault_worker import HangingModel, _reap, _until, integrity, outcome  # pyright: ignore[reportPrivateUsage]
 from pydantic import BaseModel
 
 from interlock import Message, PromptAgent, Resume, Snapshot, ToolContext, ToolRequestPart, ToolResponsePart, tool
@@ -221,7 +221,7 @@ async def _worker(
             model=HangingModel(marker) if point == "model" else None,
             claim_ttl=1.0,
         )
-        out = await agent.run(resume=APPROVE, snapshot_id=snap, detach=mode == "detached")
+        out = await agent.run(resume=APPROVE, snapshot_id=snap, detach=mode == "detached", raise_on_error=False)
         print(json.dumps(outcome(out)), flush=True)
         if mode == "detached" and out.snapshot_id:
             final = await agent.wait(out.snapshot_id, timeout=600)
@@ -322,7 +322,7 @@ async def _answer_in_doubt(run: EffectRun, agent: PromptAgent, paused: Any, effe
             restart=[ToolRequestPart(name=part.name, ref=part.ref, input=part.input, metadata={md.RESUMED: True})]
         )
     async with asyncio.timeout(30):
-        return await agent.run(resume=answer, snapshot_id=paused.snapshot_id)
+        return await agent.run(resume=answer, snapshot_id=paused.snapshot_id, raise_on_error=False)
 
 
 async def _recover(run: EffectRun, db: pathlib.Path, effects: pathlib.Path, snap: str) -> None:
@@ -341,7 +341,7 @@ async def _recover(run: EffectRun, db: pathlib.Path, effects: pathlib.Path, snap
         agent = booking_agent(store, service, idempotent=run.variant == "idempotent", claim_ttl=5.0)
         before = len(effect_lines(effects))
         async with asyncio.timeout(30):
-            out = await agent.run(resume=APPROVE, snapshot_id=snap)
+            out = await agent.run(resume=APPROVE, snapshot_id=snap, raise_on_error=False)
         if out.finish_reason == "interrupted" and any(md.is_in_doubt(p) for p in out.interrupts):
             run.in_doubt = True
             run.ran_before_asking = len(effect_lines(effects)) - before

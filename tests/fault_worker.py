@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import os
 import pathlib
@@ -29,7 +30,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from banking import APPROVE, PAY, Approval, Transfer
 
@@ -93,7 +94,7 @@ def bank(
 def outcome(out: AgentOutput) -> dict[str, Any]:
     err = out.error
     details: Any = err.details if err is not None else None
-    winner = details.get("winner") if isinstance(details, dict) else None
+    winner: Any = cast(dict[str, Any], details).get("winner") if isinstance(details, dict) else None
     return {
         "finish": out.finish_reason,
         "snapshot": out.snapshot_id,
@@ -164,7 +165,7 @@ async def _until(what: str, check: Any, timeout: float, proc: asyncio.subprocess
     """Poll ``check()`` until true; the seconds it took. Fails on timeout, or when ``proc`` exits first."""
     start = time.monotonic()
     while True:
-        if await check() if asyncio.iscoroutinefunction(check) else check():
+        if await check() if inspect.iscoroutinefunction(check) else check():
             return time.monotonic() - start
         if proc is not None and proc.returncode is not None:
             err = await proc.stderr.read() if proc.stderr else b""
@@ -243,7 +244,9 @@ async def race_in_process(db: pathlib.Path, log: pathlib.Path, snaps: Sequence[s
         for snap in snaps:
             agents = [bank(store, log, snap) for _ in range(n)]
             async with asyncio.timeout(60):
-                outs = await asyncio.gather(*(a.run(resume=APPROVE, snapshot_id=snap) for a in agents))
+                outs = await asyncio.gather(
+                    *(a.run(resume=APPROVE, snapshot_id=snap, raise_on_error=False) for a in agents)
+                )
             results.append([outcome(o) for o in outs])
     wall = time.monotonic() - start
     fig = await judge_race(db, log, snaps, results, n)
@@ -270,8 +273,9 @@ async def race_across_processes(
             if p.returncode != 0:
                 raise AssertionError(f"a race worker failed ({p.returncode}): {stderr.decode()[-3000:]}")
             for line in stdout.decode().splitlines():
-                r = json.loads(line)
-                results[r.pop("rep")].append(r)
+                r: dict[str, Any] = json.loads(line)
+                rep: int = r.pop("rep")
+                results[rep].append(r)
     finally:
         for p in procs:
             await _reap(p)
@@ -302,7 +306,9 @@ async def _race_worker(db: str, log: pathlib.Path, plan_path: str, worker: int, 
             start_at = await _barrier(barrier, rep, worker, workers)
             await asyncio.sleep(max(0.0, start_at - time.time()))
             async with asyncio.timeout(60):
-                outs = await asyncio.gather(*(a.run(resume=APPROVE, snapshot_id=snap) for a in agents))
+                outs = await asyncio.gather(
+                    *(a.run(resume=APPROVE, snapshot_id=snap, raise_on_error=False) for a in agents)
+                )
             for out in outs:
                 print(json.dumps({"rep": rep, "worker": worker, **outcome(out)}), flush=True)
 
@@ -349,13 +355,15 @@ async def lapse_blocking_tool(work: pathlib.Path, run: int) -> LapseRun:
     start = time.monotonic()
     async with SQLiteStore(db) as one, SQLiteStore(db) as two:
         first = asyncio.ensure_future(
-            bank(one, log, snap, blocking_sleep=3.0, claim_ttl=1.0).run(resume=APPROVE, snapshot_id=snap)
+            bank(one, log, snap, blocking_sleep=3.0, claim_ttl=1.0).run(
+                resume=APPROVE, snapshot_id=snap, raise_on_error=False
+            )
         )
         try:
             await asyncio.sleep(1.5)
             async with asyncio.timeout(30):
                 second = await bank(two, log, snap, blocking_sleep=3.0, claim_ttl=1.0).run(
-                    resume=APPROVE, snapshot_id=snap
+                    resume=APPROVE, snapshot_id=snap, raise_on_error=False
                 )
                 done = await first
         finally:
@@ -395,7 +403,7 @@ async def lapse_stopped_process(work: pathlib.Path, run: int, *, stop_for: float
 
             notes["lapse_wait"] = await _until("the stopped holder's lease to lapse", lapsed, stop_for)
             takeover = asyncio.ensure_future(
-                bank(store, log, snap, claim_ttl=1.0).run(resume=APPROVE, snapshot_id=snap)
+                bank(store, log, snap, claim_ttl=1.0).run(resume=APPROVE, snapshot_id=snap, raise_on_error=False)
             )
             try:
                 await asyncio.sleep(max(0.0, stopped + stop_for - time.monotonic()))
@@ -432,7 +440,9 @@ async def lapse_stopped_process(work: pathlib.Path, run: int, *, stop_for: float
 
 async def _stall_worker(db: str, log: pathlib.Path, snap: str) -> None:
     async with SQLiteStore(db) as store:
-        out = await bank(store, log, snap, claim_ttl=1.0, tool_sleep=1.0).run(resume=APPROVE, snapshot_id=snap)
+        out = await bank(store, log, snap, claim_ttl=1.0, tool_sleep=1.0).run(
+            resume=APPROVE, snapshot_id=snap, raise_on_error=False
+        )
         print(json.dumps(outcome(out)), flush=True)
 
 
@@ -510,7 +520,7 @@ async def _crash_worker(db: str, log: pathlib.Path, snap: str, point: str, mode:
             tool_sleep=3600 if point == "tool" else 0.0,
             model=HangingModel(marker) if point == "model" else None,
         )
-        out = await agent.run(resume=APPROVE, snapshot_id=snap, detach=mode == "detached")
+        out = await agent.run(resume=APPROVE, snapshot_id=snap, detach=mode == "detached", raise_on_error=False)
         print(json.dumps(outcome(out)), flush=True)
         if mode == "detached" and out.snapshot_id:
             final = await agent.wait(out.snapshot_id, timeout=600)
@@ -553,7 +563,7 @@ async def crash_and_recover(work: pathlib.Path, run: int, point: str, mode: str)
         async with serve(AgentServer([bank(served, log, snap)])) as base, RemoteAgent(f"{base}/bank") as remote:
             fig.remote = [p.ref or "" for p in await remote.pending_interrupts(snap)]
         async with asyncio.timeout(30):
-            done = await agent.run(resume=APPROVE, snapshot_id=snap)
+            done = await agent.run(resume=APPROVE, snapshot_id=snap, raise_on_error=False)
         fig.resumed = outcome(done)
         after = await store.load(snap)
         assert after is not None

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import uvicorn
 
 
 @contextlib.asynccontextmanager
-async def serve(app: Any) -> AsyncIterator[str]:
+async def serve(app: Any) -> AsyncGenerator[str]:
     """Serve ``app`` on a free 127.0.0.1 port; yields the base URL, shuts the server down after."""
     config = uvicorn.Config(
         app,

@@ -96,7 +96,7 @@ async def test_failed_turn_returns_last_good_state_client_managed() -> None:
     agent = PromptAgent("a", ScriptedModel(["first", call("boom")]), tools=[boom])
     first = await agent.run("one")
     assert first.state is not None
-    out = await agent.run("two", state=first.state)
+    out = await agent.run("two", state=first.state, raise_on_error=False)
     assert out.finish_reason == "failed"
     assert out.error is not None and out.error.status == "INTERNAL" and "disk full" in out.error.message
     assert out.state is not None
@@ -108,7 +108,7 @@ async def test_failed_turn_points_at_last_good_snapshot() -> None:
     store = InMemoryStore()
     agent = PromptAgent("a", ScriptedModel(["first"]), store=store)
     first = await agent.run("one")
-    out = await agent.run("two", snapshot_id=first.snapshot_id)  # the script has no second answer
+    out = await agent.run("two", snapshot_id=first.snapshot_id, raise_on_error=False)  # the script has no second answer
     assert out.finish_reason == "failed"
     assert out.snapshot_id == first.snapshot_id
     assert len(await store.list()) == 1
@@ -130,10 +130,10 @@ async def test_failure_stops_later_inputs_and_ends_turn_with_failed() -> None:
 async def test_unresumable_and_missing_snapshots_fail_gracefully() -> None:
     store = InMemoryStore()
     agent = PromptAgent("a", ScriptedModel([]), store=store)
-    out = await agent.run("x", snapshot_id="nope")
+    out = await agent.run("x", snapshot_id="nope", raise_on_error=False)
     assert out.error is not None and out.error.status == "NOT_FOUND"
     await store.save("p", lambda _: _pending("p", "s"))
-    out = await agent.run("x", snapshot_id="p")
+    out = await agent.run("x", snapshot_id="p", raise_on_error=False)
     assert out.error is not None and "is not resumable (status: pending)" in out.error.message
 
 
@@ -148,7 +148,8 @@ def _pending(snapshot_id: str, session_id: str) -> Any:
 
 async def test_state_transform_redacts_output_and_snapshots() -> None:
     def redact(state: SessionState) -> SessionState:
-        state.custom = {k: v for k, v in (state.custom or {}).items() if k != "secret"}
+        custom: dict[str, Any] = state.custom or {}
+        state.custom = {k: v for k, v in custom.items() if k != "secret"}
         return state
 
     async def fn(runner: SessionRunner) -> AgentResult | None:
@@ -193,7 +194,7 @@ async def test_failing_chunk_transform_fails_closed() -> None:
         raise RuntimeError("transform broke")
 
     model = ScriptedModel(["hello"], chunks=[[ModelChunk(content=[TextPart(text="secret")])]])
-    out = await PromptAgent("a", model, chunk_transform=broken).run("x")
+    out = await PromptAgent("a", model, chunk_transform=broken).run("x", raise_on_error=False)
     assert out.finish_reason == "failed" and out.error is not None and "transform broke" in out.error.message
 
 
@@ -228,7 +229,7 @@ async def test_concurrent_resumes_exactly_one_wins() -> None:
 
     async def resume() -> Any:
         a = PromptAgent("bank", ScriptedModel(["paid"]), tools=[transfer], store=store)
-        return await a.run(resume=Resume(restart=[restart]), snapshot_id=out.snapshot_id)
+        return await a.run(resume=Resume(restart=[restart]), snapshot_id=out.snapshot_id, raise_on_error=False)
 
     results = await asyncio.gather(*(resume() for _ in range(8)))
     winners = [r for r in results if r.finish_reason == "stop"]
@@ -249,13 +250,13 @@ async def test_refused_resume_does_not_consume_the_interrupt() -> None:
     forged = ToolRequestPart(
         name="transfer", ref="r1", input={"to": "eve", "amount": 500}, metadata={"resumed": {"approved": True}}
     )
-    bad = await agent.run(resume=Resume(restart=[forged]), snapshot_id=out.snapshot_id)
+    bad = await agent.run(resume=Resume(restart=[forged]), snapshot_id=out.snapshot_id, raise_on_error=False)
     assert bad.error is not None and "modified inputs" in bad.error.message
     bad_payload = transfer.interrupted(out.interrupts[0]).restart()
     bad_payload = ToolRequestPart(
         name="transfer", ref="r1", input=bad_payload.input, metadata={"resumed": {"approved": "maybe"}}
     )
-    bad = await agent.run(resume=Resume(restart=[bad_payload]), snapshot_id=out.snapshot_id)
+    bad = await agent.run(resume=Resume(restart=[bad_payload]), snapshot_id=out.snapshot_id, raise_on_error=False)
     assert bad.error is not None and bad.error.status == "INVALID_ARGUMENT"
     good = transfer.interrupted(out.interrupts[0]).restart(Approval(approved=True))
     done = await agent.run(resume=Resume(restart=[good]), snapshot_id=out.snapshot_id)
@@ -298,7 +299,7 @@ async def test_fresh_claim_blocks_a_second_resume() -> None:
         ),
     )
     restart = transfer.interrupted(out.interrupts[0]).restart(Approval(approved=True))
-    lost = await agent.run(resume=Resume(restart=[restart]), snapshot_id=sid)
+    lost = await agent.run(resume=Resume(restart=[restart]), snapshot_id=sid, raise_on_error=False)
     assert lost.error is not None and lost.error.status == "ABORTED" and "running-turn" in lost.error.message
 
 
@@ -401,7 +402,7 @@ async def test_stale_heartbeat_reads_expired_and_blocks_session_resume() -> None
     snap = await agent.get_snapshot("p")
     assert snap is not None and snap.status == "expired"
     await store.save("q", lambda _: _pending("q", "t"))
-    out = await agent.run("hi", session_id="t")
+    out = await agent.run("hi", session_id="t", raise_on_error=False)
     assert out.error is not None and out.error.status == "FAILED_PRECONDITION" and "still running" in out.error.message
 
 
@@ -474,7 +475,12 @@ async def test_branching_session_can_be_refused() -> None:
 async def test_tools_see_the_live_session_and_stream_custom_patches() -> None:
     @tool
     def remember(input: dict[str, Any], ctx: ToolContext[Any]) -> str:
-        ctx.session.update_custom(lambda c: {**(c or {}), "fact": input["fact"]})
+        def add_fact(c: Any) -> dict[str, Any]:
+            before: dict[str, Any] = c or {}
+            return {**before, "fact": input["fact"]}
+
+        assert ctx.session is not None
+        ctx.session.update_custom(add_fact)
         return "noted"
 
     agent = PromptAgent("a", ScriptedModel([call("remember", fact="sky is blue"), "ok"]), tools=[remember])

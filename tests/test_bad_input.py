@@ -75,7 +75,7 @@ def asking(name: str = "ask") -> Message:
 
 
 def rows(store: InMemoryStore) -> dict[Any, Any]:
-    return dict(store._rows)
+    return dict(store._rows)  # pyright: ignore[reportPrivateUsage]
 
 
 @pytest.fixture
@@ -241,7 +241,7 @@ async def test_14_a_tool_interrupting_with_data_that_is_not_json_fails_cleanly()
 
     store = InMemoryStore()
     agent = PromptAgent("a", ScriptedModel([asking("odd"), "done"]), tools=[odd], store=store)
-    out = await agent.run("go")
+    out = await agent.run("go", raise_on_error=False)
     assert out.error is not None and out.error.status == "INVALID_ARGUMENT"
     assert "interrupt data" in out.error.message
     app = AgentServer([agent])
@@ -378,7 +378,13 @@ async def test_15_an_abandoned_wait_for_snapshot_stops_polling() -> None:
     async def send(message: MutableMapping[str, Any]) -> None:
         sent.append(message)
 
-    scope = {"type": "http", "method": "POST", "path": "/echo/waitForSnapshot", "headers": [], "query_string": b""}
+    scope: dict[str, Any] = {
+        "type": "http",
+        "method": "POST",
+        "path": "/echo/waitForSnapshot",
+        "headers": [],
+        "query_string": b"",
+    }
     task = asyncio.ensure_future(app(scope, receive, send))
     await asyncio.sleep(0.35)
     assert polls >= 2 and not task.done()
@@ -444,7 +450,7 @@ async def test_16_a_foreign_table_is_a_failed_precondition(tmp_path: pathlib.Pat
 async def test_16_a_read_only_database_is_permission_denied(tmp_path: pathlib.Path) -> None:
     async with SQLiteStore(tmp_path / "ro.db") as store:
         await store.save("a", lambda _: _snap("a"))
-        await store._call(lambda: store._db().execute("PRAGMA query_only = 1"))
+        await store._call(lambda: store._db().execute("PRAGMA query_only = 1"))  # pyright: ignore[reportPrivateUsage]
         with pytest.raises(PermissionDeniedError, match="writable"):
             await store.save("b", lambda _: _snap("b"))
         loaded = await store.load("a")
@@ -455,7 +461,7 @@ async def test_16_a_locked_database_stays_unavailable(tmp_path: pathlib.Path) ->
     path = tmp_path / "locked.db"
     async with SQLiteStore(path) as store:
         await store.save("a", lambda _: _snap("a"))
-        await store._call(lambda: store._db().execute("PRAGMA busy_timeout = 50"))
+        await store._call(lambda: store._db().execute("PRAGMA busy_timeout = 50"))  # pyright: ignore[reportPrivateUsage]
         other = sqlite3.connect(path, isolation_level=None)
         try:
             other.execute("BEGIN EXCLUSIVE")
@@ -471,5 +477,5 @@ async def test_an_empty_resume_to_a_client_managed_agent_with_no_history_is_a_cl
     from interlock import PromptAgent, Resume
     from interlock.testing import EchoModel
 
-    out = await PromptAgent("s", EchoModel()).run(resume=Resume())
+    out = await PromptAgent("s", EchoModel()).run(resume=Resume(), raise_on_error=False)
     assert out.error is not None and out.error.status == "FAILED_PRECONDITION", out.error

@@ -66,7 +66,7 @@ async def test_serve_runs_agents_and_logs_each_turn(tmp_path: pathlib.Path) -> N
             assert response.text.endswith("\n\n") and '"finishReason":"stop"' in response.text
     finally:
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=20)
+        _, err = proc.communicate(timeout=20)
     assert proc.returncode is not None
     lines = [line for line in err.splitlines() if "interlock.http.server" in line and " turn " in line]
     assert len(lines) == 1, err

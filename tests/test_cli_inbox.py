@@ -11,14 +11,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import Any
 
 import pytest
 import uvicorn
 from test_inbox import Desk, build_agents
 
-import interlock.cli.inbox  # noqa: F401  (registers the commands until cli.main imports it)
+import interlock.cli.inbox  # noqa: F401  # pyright: ignore[reportUnusedImport]  (registers the commands)
 from interlock import AgentOutput
 from interlock.cli import main
 from interlock.http.server import AgentServer
@@ -261,7 +261,7 @@ def test_sessions_list_show_and_prune(db: pathlib.Path, capsys: pytest.CaptureFi
 
 
 @contextlib.contextmanager
-def served(db: pathlib.Path) -> Iterator[str]:
+def served(db: pathlib.Path) -> Generator[str]:
     """Serve the test agents over ``db`` on a uvicorn thread; the server takes the identity from X-User."""
     store = SQLiteStore(db)
     app = AgentServer(

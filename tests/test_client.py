@@ -17,6 +17,7 @@ from interlock.errors import (
     InternalError,
     InvalidArgumentError,
     NotFoundError,
+    SnapshotNotFoundError,
     UnauthenticatedError,
     UnavailableError,
 )
@@ -247,10 +248,13 @@ async def test_companions_against_genkit_servers(canned: tuple[Canned, str]) -> 
         snap = await agent.get_snapshot("snap-2")
         assert snap is not None and snap.parent_id is None and snap.status == "completed"
         assert snap.state is not None and [p.ref for p in snap.interrupts] == ["r1"]
-        assert await agent.get_snapshot("x") is None
-        assert await agent.get_snapshot(session_id="x") is None
-        assert await agent.get_snapshot("x") is None
-        with pytest.raises(NotFoundError):
+        with pytest.raises(SnapshotNotFoundError):
+            await agent.get_snapshot("x")
+        with pytest.raises(SnapshotNotFoundError):
+            await agent.get_snapshot(session_id="x")
+        with pytest.raises(SnapshotNotFoundError):  # a 200 with a null result is no snapshot either
+            await agent.pending_interrupts("x")
+        with pytest.raises(NotFoundError, match="nope"):
             await agent.get_snapshot("x")
         assert await agent.abort("x") is None
         assert await agent.abort("x") is None

@@ -92,7 +92,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Any:
 async def test_a_model_failure_after_the_tool_replays_the_recorded_result(store: Any, tmp_path: pathlib.Path) -> None:
     ledger = Ledger(tmp_path / "effects.log")
     sid = await paused(store, ledger)
-    failed = await bank(store, ledger, FailingModel(1)).run(resume=APPROVE, snapshot_id=sid)
+    failed = await bank(store, ledger, FailingModel(1)).run(resume=APPROVE, snapshot_id=sid, raise_on_error=False)
     assert failed.error is not None and failed.error.status == "UNAVAILABLE"
     done = await bank(store, ledger, FailingModel(0)).run(resume=APPROVE, snapshot_id=sid)
     assert done.finish_reason == "stop", done.error
@@ -119,7 +119,7 @@ class FailingCommit(InMemoryStore):
 async def test_a_commit_failure_after_the_tool_replays_the_recorded_result(tmp_path: pathlib.Path) -> None:
     store, ledger = FailingCommit(), Ledger(tmp_path / "effects.log")
     sid = await paused(store, ledger)
-    failed = await bank(store, ledger).run(resume=APPROVE, snapshot_id=sid)
+    failed = await bank(store, ledger).run(resume=APPROVE, snapshot_id=sid, raise_on_error=False)
     assert failed.error is not None and failed.error.status == "UNAVAILABLE"
     store.failing = False
     done = await bank(store, ledger).run(resume=APPROVE, snapshot_id=sid)
@@ -229,10 +229,14 @@ async def test_reconcile_decides_an_in_doubt_call(store: Any, tmp_path: pathlib.
     assert entry.status == "done" and entry.key == asked[0]
 
 
+def _did_not_happen(key: str) -> None:
+    return None
+
+
 async def test_reconcile_saying_it_did_not_happen_runs_the_tool(store: Any, tmp_path: pathlib.Path) -> None:
     ledger = Ledger(tmp_path / "effects.log")
-    sid, _ = await in_doubt_after_an_abort_mid_tool(store, ledger, reconcile=lambda key: None)
-    done = await bank(store, ledger, reconcile=lambda key: None).run(resume=APPROVE, snapshot_id=sid)
+    sid, _ = await in_doubt_after_an_abort_mid_tool(store, ledger, reconcile=_did_not_happen)
+    done = await bank(store, ledger, reconcile=_did_not_happen).run(resume=APPROVE, snapshot_id=sid)
     assert done.finish_reason == "stop", done.error
     assert len(ledger.effects) == 1
 

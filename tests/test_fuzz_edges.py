@@ -12,7 +12,7 @@ import pathlib
 import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -107,7 +107,7 @@ _leaf = st.one_of(
     st.text(max_size=8),
     st.sampled_from(["\ud800", "\udfff", "r1", "ask", "", "user"]),
 )
-json_like = st.recursive(
+json_like: st.SearchStrategy[Any] = st.recursive(
     _leaf,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
     max_leaves=8,
@@ -136,19 +136,22 @@ def _mostly(valid: st.SearchStrategy[Any], junk: st.SearchStrategy[Any]) -> st.S
 
 _names = _mostly(st.sampled_from(["ask", "other", ""]), json_like)
 _refs = _mostly(st.sampled_from(["r1", "r2", None]), json_like)
-_wire_part = st.one_of(
-    st.fixed_dictionaries({"text": _mostly(st.text(max_size=5), json_like)}, optional={"metadata": json_like}),
-    st.fixed_dictionaries(
-        {"toolResponse": st.fixed_dictionaries({"name": _names, "ref": _refs, "output": json_like})},
-        optional={"metadata": json_like},
+Strategies = dict[str, st.SearchStrategy[Any]]
+
+
+def _object(required: Strategies, optional: Strategies | None = None) -> st.SearchStrategy[Any]:
+    return st.fixed_dictionaries(required, optional=optional or {})
+
+
+_wire_part: st.SearchStrategy[Any] = st.one_of(
+    _object({"text": _mostly(st.text(max_size=5), json_like)}, {"metadata": json_like}),
+    _object(
+        {"toolResponse": _object({"name": _names, "ref": _refs, "output": json_like})},
+        {"metadata": json_like},
     ),
-    st.fixed_dictionaries(
-        {
-            "toolRequest": st.fixed_dictionaries(
-                {"name": _names, "ref": _refs, "input": _mostly(st.just({"a": 1}), json_like)}
-            )
-        },
-        optional={"metadata": st.fixed_dictionaries({"resumed": json_like})},
+    _object(
+        {"toolRequest": _object({"name": _names, "ref": _refs, "input": _mostly(st.just({"a": 1}), json_like)})},
+        {"metadata": _object({"resumed": json_like})},
     ),
     json_like,
 )
@@ -225,8 +228,9 @@ async def test_fuzz_http_bodies_never_give_a_5xx_or_change_the_store_when_refuse
         return
     sse = answer.headers.get("content-type", "").startswith("text/event-stream")
     frames = [json.loads(f[6:]) for f in answer.text.split("\n\n") if f] if sse else [answer.json()]
-    for frame in frames:
-        error = frame.get("error") or (frame.get("result") or {}).get("error")
+    for frame in cast(list[dict[str, Any]], frames):
+        result: dict[str, Any] = frame.get("result") or {}
+        error: Any = frame.get("error") or result.get("error")
         if error is not None:
             assert error["status"] not in BAD_STATUSES, error
 

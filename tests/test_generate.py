@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from pydantic import BaseModel
@@ -682,7 +682,8 @@ async def test_middleware_wraps_first_calls_and_restarts() -> None:
 
     async def hold_unapproved(ctx: ToolContext[Any], value: Any, call_next: Any) -> Any:
         seen.append((ctx.tool, ctx.resumed))
-        resumed = ctx.resumed if isinstance(ctx.resumed, dict) else {}
+        raw: Any = ctx.resumed
+        resumed: dict[str, Any] = cast(dict[str, Any], raw) if isinstance(raw, dict) else {}
         if resumed.get("toolApproved") is not True:
             ctx.interrupt({"toolApproval": True, "message": f"Tool not in approved list: {ctx.tool}"})
         return await call_next(value)

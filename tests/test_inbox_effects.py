@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from test_effects import APPROVE, Ledger, bank, in_doubt_after_an_abort_mid_tool, paused
 
-import interlock.cli.inbox  # noqa: F401  (registers the commands until cli.main imports it)
+import interlock.cli.inbox  # noqa: F401  # pyright: ignore[reportUnusedImport]  (registers the commands)
 from interlock import AgentOutput, InMemoryStore, PromptAgent, SessionStore, ToolResponsePart
 from interlock import metadata as md
 from interlock.cli import main

@@ -31,8 +31,9 @@ from http_helpers import serve
 from interop.app import BASE_PATH, CLIENTS, SCENARIOS, Setup, build, create_server
 
 from interlock import Snapshot
+from interlock.messages import message_to_json, messages_to_json
 from interlock.testing import ScriptedModel
-from interlock.wire import message_to_json, messages_to_json, snapshot_to_json
+from interlock.wire import snapshot_to_json
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
@@ -138,7 +139,7 @@ class Runs:
 
     server: Server
     clients: Clients
-    tasks: dict[tuple[str, str], asyncio.Task[Run]] = field(default_factory=dict)
+    tasks: dict[tuple[str, str], asyncio.Task[Run]] = field(default_factory=dict[tuple[str, str], "asyncio.Task[Run]"])
     limit: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(PARALLEL))
 
     def start(self, client: str, scenario: str) -> asyncio.Task[Run]:
@@ -194,7 +195,9 @@ async def runs(request: pytest.FixtureRequest, server: Server, interop_clients: 
     for item in request.session.items:
         callspec = getattr(item, "callspec", None)
         scenario = getattr(item, "originalname", "").removeprefix("test_")
-        if getattr(item, "module", None) is request.module and callspec is not None and scenario in SCENARIOS:
+        module: object = getattr(item, "module", None)
+        mine: object = request.module  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        if module is mine and callspec is not None and scenario in SCENARIOS:
             all_runs.start(callspec.params["client"], scenario)
     yield all_runs
     await all_runs.aclose()
@@ -299,6 +302,12 @@ async def test_interrupt_respond(runs: Runs, server: Server, client: str) -> Non
     assert paused["finishReason"] == "interrupted"
     assert paused["interrupts"] == [{"name": "approveTransfer", "ref": "t1", "input": {"amount": 100, "to": "acct-1"}}]
     assert paused["message"]["content"][1]["metadata"] == {"interrupt": True}
+    # The paused request streams as the turn's last model chunk, role "tool" (as Genkit JS and Go
+    # servers send it); the client collects it with its own chunk API, before the result arrives.
+    assert report["streamedInterrupts"] == [paused["message"]["content"][1]]
+    paused_chunks = report["interruptedChunks"]
+    assert paused_chunks[-2]["modelChunk"]["role"] == "tool"
+    assert paused_chunks[-1] == {"turnEnd": {"snapshotId": paused["snapshotId"], "finishReason": "interrupted"}}
 
     output = {"approved": True, "by": client}
     assert (resumed["text"], resumed["finishReason"]) == (tool_answer("approveTransfer", output), "stop")
@@ -449,6 +458,8 @@ async def test_client_managed(runs: Runs, server: Server, client: str) -> None:
         "interrupted",
         [{"name": "approveTransfer", "ref": "t7", "input": {"amount": 100, "to": "acct-1"}}],
     )
+    # The paused request streamed too; the history the client rebuilt from the chunks stays exact (below).
+    assert report["streamedInterrupts"] == [p for p in paused["message"]["content"] if "toolRequest" in p]
     assert resumed["text"] == tool_answer("approveTransfer", {"approved": False})
     conversation = ["user", "model", "user", "model", "tool", "model", "user"]
     assert after["text"] == f"I see 7 messages: {','.join(conversation)}"

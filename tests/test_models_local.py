@@ -30,7 +30,7 @@ from interlock.models._chat_template import (
     schema_errors,
     tool_grammar,
 )
-from interlock.models.local import LocalModel, _CpuMeter, pick_threads
+from interlock.models.local import LocalModel, _CpuMeter, pick_threads  # pyright: ignore[reportPrivateUsage]
 from interlock.parts import TextPart, ToolRequestPart, ToolResponsePart
 
 TRANSFER = ToolDefinition(
@@ -127,7 +127,7 @@ def test_assemble_replaces_a_truncated_file(tmp_path: Path) -> None:
 
 
 def test_progress_goes_to_stderr_every_ten_percent(capsys: pytest.CaptureFixture[str]) -> None:
-    progress = weights._StderrProgress("assembling")
+    progress = weights._StderrProgress("assembling")  # pyright: ignore[reportPrivateUsage]
     for done in range(0, 1_000_001, 50_000):
         progress(done, 1_000_000)
     lines = capsys.readouterr().err.splitlines()

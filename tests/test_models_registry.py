@@ -23,10 +23,11 @@ from interlock.testing import ScriptedModel
 
 @pytest.fixture(autouse=True)
 def clean_registry() -> Iterator[None]:
-    saved = dict(registry._registered)
+    registered = registry._registered  # pyright: ignore[reportPrivateUsage]
+    saved = dict(registered)
     yield
-    registry._registered.clear()
-    registry._registered.update(saved)
+    registered.clear()
+    registered.update(saved)
 
 
 async def test_openai_name_resolves_and_answers() -> None:
@@ -115,7 +116,7 @@ def test_entry_points_add_providers(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: echo-provider\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text("[interlock.models]\necho = echo_provider:echo\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(tmp_path))  # pyright: ignore[reportUnknownMemberType]
     monkeypatch.delitem(sys.modules, "echo_provider", raising=False)
 
     assert "echo" in providers()

@@ -11,6 +11,7 @@ import interlock
 
 EXPECTED = [
     "Agent",
+    "AgentError",
     "AgentInput",
     "AgentOutput",
     "AgentResult",

@@ -111,7 +111,7 @@ async def assert_refused(
     store: InMemoryStore, runs: list[str], agent: PromptAgent, resume: Resume, reason: str, **where: Any
 ) -> str:
     before, ran = await rows(store), list(runs)
-    out = await agent.run(resume=resume, **where)
+    out = await agent.run(resume=resume, **where, raise_on_error=False)
     assert out.error is not None and out.error.status == "PERMISSION_DENIED", out
     assert out.error.details == {"reason": reason}, out.error
     assert runs == ran, "a refused resume ran a tool"
@@ -123,7 +123,7 @@ async def assert_refused(
 
 
 async def test_each_interrupt_carries_a_token_the_answer_spends_once() -> None:
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
     agent = bank(store, runs, [PAY, "paid"])
     sid, [part] = await paused(agent)
     token = md.resume_token(part)
@@ -141,7 +141,7 @@ async def test_each_interrupt_carries_a_token_the_answer_spends_once() -> None:
 
 
 async def test_typed_answers_and_approvals_copy_the_token() -> None:
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
     agent = bank(store, runs, [PAY])
     _, [part] = await paused(agent)
     transfer = agent.tools[0]
@@ -155,7 +155,7 @@ async def test_typed_answers_and_approvals_copy_the_token() -> None:
 
 
 async def test_without_require_a_missing_token_passes_and_a_present_one_is_checked() -> None:
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
     agent = bank(store, runs, [PAY, "paid"], require=False)
     sid, [part] = await paused(agent)
     await assert_refused(store, runs, agent, restart(part, "it1.forged"), "malformed", snapshot_id=sid)
@@ -176,7 +176,7 @@ def test_options_are_refused_where_they_cannot_work() -> None:
 
 
 async def test_a_missing_token_is_refused() -> None:
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
     agent = bank(store, runs, [PAY, "paid"])
     sid, [part] = await paused(agent)
     message = await assert_refused(store, runs, agent, restart(part, None), "missing", snapshot_id=sid)
@@ -221,7 +221,7 @@ def _mangle(token: str, how: str) -> object:
     ],
 )
 async def test_a_tampered_or_malformed_token_is_refused(how: str, reason: str) -> None:
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
     agent = bank(store, runs, [PAY, "paid"])
     sid, [part] = await paused(agent)
     token = md.resume_token(part)
@@ -230,7 +230,7 @@ async def test_a_tampered_or_malformed_token_is_refused(how: str, reason: str) -
 
 
 async def test_a_token_rebound_to_this_snapshot_without_the_key_is_tampered() -> None:
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
     agent = bank(store, runs, [PAY, "paid"])
     sid, [part] = await paused(agent)
     forger = TokenSigner({"k1": K9})  # right key id, wrong secret
@@ -243,7 +243,7 @@ async def test_a_token_rebound_to_this_snapshot_without_the_key_is_tampered() ->
 
 
 async def test_a_token_of_an_unknown_key_is_refused() -> None:
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
     agent = bank(store, runs, [PAY, "paid"])
     sid, [part] = await paused(agent)
     snap = await store.load(sid)
@@ -256,7 +256,7 @@ async def test_a_token_of_an_unknown_key_is_refused() -> None:
 
 
 async def test_an_expired_token_is_refused() -> None:
-    store, runs, clock = InMemoryStore(), [], Clock()
+    store, runs, clock = InMemoryStore(), list[str](), Clock()
     agent = bank(store, runs, [PAY, "paid"], signer=TokenSigner({"k1": K1}, ttl=60, clock=clock))
     sid, [part] = await paused(agent)
     clock.now += 61
@@ -267,7 +267,7 @@ async def test_an_expired_token_is_refused() -> None:
 
 
 async def test_a_token_from_another_session_is_refused() -> None:
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
     agent = bank(store, runs, [PAY, PAY])
     mine, [part] = await paused(agent)
     _, [theirs] = await paused(agent, "pay bob 5 again")
@@ -276,7 +276,7 @@ async def test_a_token_from_another_session_is_refused() -> None:
 
 
 async def test_a_token_from_an_older_snapshot_of_the_session_is_refused_and_a_replay_is_replayed() -> None:
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
     agent = bank(store, runs, [PAY, PAY, "paid"])  # the answered turn asks for the same transfer again
     first, [old] = await paused(agent)
     again = await agent.run(resume=restart(old), snapshot_id=first)
@@ -292,7 +292,7 @@ async def test_a_token_from_an_older_snapshot_of_the_session_is_refused_and_a_re
 
 
 async def test_a_token_for_another_call_of_the_turn_is_refused() -> None:
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
     two = Message(
         role="model",
         content=[
@@ -328,7 +328,7 @@ async def test_a_token_for_another_call_of_the_turn_is_refused() -> None:
 
 
 async def test_a_decision_the_token_does_not_allow_is_refused() -> None:
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
     ask = Message(role="model", content=[ToolRequestPart(name="ask", ref="a1", input={"q": "why?"})])
     agent = bank(store, runs, [ask, "ok"])
     sid, [part] = await paused(agent)
@@ -339,14 +339,14 @@ async def test_a_decision_the_token_does_not_allow_is_refused() -> None:
 
 
 async def test_an_edited_input_is_refused_unless_the_token_allows_edit() -> None:
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
     strict = bank(store, runs, [PAY])
     sid, [part] = await paused(strict)
     lenient = bank(store, runs, ["paid"], allow_replaced_input=True)  # the policy widened after minting
     edit = Decision.restart({"approved": True}, input={"to": "mallory", "amount": 1_000_000})
     await assert_refused(store, runs, lenient, restart(part, decision=edit), "edited", snapshot_id=sid)
 
-    store2, runs2 = InMemoryStore(), []
+    store2, runs2 = InMemoryStore(), list[str]()
     editable = bank(store2, runs2, [PAY, "paid"], allow_replaced_input=True)
     sid2, [part2] = await paused(editable)
     out = await editable.run(resume=restart(part2, decision=edit), snapshot_id=sid2)
@@ -355,7 +355,7 @@ async def test_an_edited_input_is_refused_unless_the_token_allows_edit() -> None
 
 
 async def test_a_token_minted_by_another_agent_is_refused() -> None:
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
     agent = bank(store, runs, [PAY])
     sid, [part] = await paused(agent)
     snap = await store.load(sid)
@@ -370,14 +370,14 @@ async def test_a_token_minted_by_another_agent_is_refused() -> None:
 
 
 async def test_a_resume_that_failed_before_committing_leaves_its_token_usable() -> None:
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
 
     def down(_: Any) -> Any:
         raise RuntimeError("model unavailable")
 
     agent = bank(store, runs, [PAY, down, "paid"])
     sid, [part] = await paused(agent)
-    failed = await agent.run(resume=restart(part), snapshot_id=sid)
+    failed = await agent.run(resume=restart(part), snapshot_id=sid, raise_on_error=False)
     assert failed.error is not None and runs == ["bob"]
     after = await store.load(sid)
     assert after is not None and consumed_tokens(after) == []
@@ -388,7 +388,7 @@ async def test_a_resume_that_failed_before_committing_leaves_its_token_usable() 
 
 
 async def test_an_aborted_detached_resume_leaves_its_token_usable() -> None:
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
     thinking = asyncio.Event()
 
     async def slow(_: Any) -> Any:
@@ -411,10 +411,12 @@ async def test_an_aborted_detached_resume_leaves_its_token_usable() -> None:
 
 
 async def test_racing_resumes_with_one_token_run_it_once() -> None:
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
     agent = bank(store, runs, [PAY, *["paid"] * 8])
     sid, [part] = await paused(agent)
-    outs = await asyncio.gather(*(agent.run(resume=restart(part), snapshot_id=sid) for _ in range(8)))
+    outs = await asyncio.gather(
+        *(agent.run(resume=restart(part), snapshot_id=sid, raise_on_error=False) for _ in range(8))
+    )
     assert [o.finish_reason for o in outs].count("stop") == 1
     assert {o.error.status for o in outs if o.error} <= {"ABORTED", "PERMISSION_DENIED"}
     assert runs == ["bob"]
@@ -424,7 +426,7 @@ async def test_racing_resumes_with_one_token_run_it_once() -> None:
 
 
 async def test_a_previous_key_verifies_while_listed_and_is_refused_after_removal() -> None:
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
     old = bank(store, runs, [PAY, PAY])
     sid, [part] = await paused(old)
     sid2, [part2] = await paused(old, "pay bob 5 again")
@@ -446,7 +448,7 @@ async def test_over_http_the_token_travels_and_is_checked() -> None:
 
     from interlock import AgentServer, RemoteAgent
 
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
     agent = bank(store, runs, [PAY, "paid"])
     async with serve(AgentServer([agent])) as base, RemoteAgent(f"{base}/bank") as remote:
         out = await remote.run("pay bob 5")
@@ -455,21 +457,21 @@ async def test_over_http_the_token_travels_and_is_checked() -> None:
         token = md.resume_token(part)
         assert token and [md.resume_token(p) for p in await remote.pending_interrupts(out.snapshot_id)] == [token]
         before = await rows(store)
-        bare = await remote.run(resume=restart(part, None), snapshot_id=out.snapshot_id)
+        bare = await remote.run(resume=restart(part, None), snapshot_id=out.snapshot_id, raise_on_error=False)
         assert bare.error is not None and bare.error.status == "PERMISSION_DENIED"
-        forged = await remote.run(resume=restart(part, token[:-2]), snapshot_id=out.snapshot_id)
+        forged = await remote.run(resume=restart(part, token[:-2]), snapshot_id=out.snapshot_id, raise_on_error=False)
         assert forged.error is not None and forged.error.status == "PERMISSION_DENIED"
         assert await rows(store) == before and runs == []
         done = await remote.run(resume=restart(part), snapshot_id=out.snapshot_id)
         assert done.finish_reason == "stop", done.error
-        replay = await remote.run(resume=restart(part), snapshot_id=out.snapshot_id)
+        replay = await remote.run(resume=restart(part), snapshot_id=out.snapshot_id, raise_on_error=False)
         assert replay.error is not None and replay.error.status == "PERMISSION_DENIED"
         assert "replayed" in replay.error.message
     assert runs == ["bob"]
 
 
 async def test_theanswers_with_the_token() -> None:
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
     agent = bank(store, runs, [PAY, "paid"])
     sid, [part] = await paused(agent)
     inbox = Inbox(store, agents=[agent])
@@ -483,7 +485,7 @@ async def test_theanswers_with_the_token() -> None:
 
 
 async def test_a_detached_turn_that_pauses_mints_tokens_for_its_own_row() -> None:
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
     agent = bank(store, runs, [PAY, "paid"])
     out = await agent.run("pay bob 5", detach=True)
     assert out.finish_reason == "detached" and out.snapshot_id

@@ -20,7 +20,7 @@ from banking import APPROVE, PAY, Approval, Transfer
 
 from interlock import ClaimConflictError, Inbox, InMemoryStore, PromptAgent, SessionStore, Snapshot, ToolContext, tool
 from interlock.claims import claim_state
-from interlock.errors import UnavailableError
+from interlock.errors import SnapshotNotFoundError, UnavailableError
 from interlock.sessions import utcnow
 from interlock.stores import JournalUpdater, Updater
 from interlock.stores.sqlite import SQLiteStore
@@ -77,13 +77,13 @@ async def children(store: SessionStore, parent_id: str) -> list[Snapshot]:
 
 
 async def test_a_blocking_tool_longer_than_the_claim_ttl_keeps_its_claim_and_commits_alone() -> None:
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
     sid = await paused(store)
     first = asyncio.ensure_future(
         bank(store, runs, sleep=3.0, sync=True, claim_ttl=1.0).run(resume=APPROVE, snapshot_id=sid)
     )
     await asyncio.sleep(1.8)  # past claim_ttl: the blocking body runs off the event loop, so the lease is fresh
-    second = await bank(store, runs, claim_ttl=1.0).run(resume=APPROVE, snapshot_id=sid)
+    second = await bank(store, runs, claim_ttl=1.0).run(resume=APPROVE, snapshot_id=sid, raise_on_error=False)
     assert second.error is not None and second.error.status == "ABORTED"
     done = await first
     assert done.finish_reason == "stop", done.error
@@ -94,10 +94,10 @@ async def test_a_blocking_tool_longer_than_the_claim_ttl_keeps_its_claim_and_com
 
 
 async def test_a_holder_whose_lease_lapsed_and_was_taken_over_cannot_commit() -> None:
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
     sid = await paused(store)
     slow = bank(store, runs, sleep=1.5, claim_ttl=0.6, idempotent=True)
-    first = asyncio.ensure_future(slow.run(resume=APPROVE, snapshot_id=sid))
+    first = asyncio.ensure_future(slow.run(resume=APPROVE, snapshot_id=sid, raise_on_error=False))
     await asyncio.sleep(0.2)
     parent = await store.load(sid)
     assert parent is not None and claim_state(parent) == "held"
@@ -110,7 +110,8 @@ async def test_a_holder_whose_lease_lapsed_and_was_taken_over_cannot_commit() ->
     assert lost.error is not None and lost.error.status == "ABORTED", lost
     # refused by the claim fence ("lapsed"), or earlier by the effect journal, which the takeover moved on
     assert "lapsed" in lost.error.message or "took it over" in lost.error.message, lost.error
-    assert (lost.error.details or {}).get("winner") in (None, second.snapshot_id)
+    details: dict[str, Any] = lost.error.details or {}
+    assert details.get("winner") in (None, second.snapshot_id)
     kids = await children(store, sid)
     assert [c.snapshot_id for c in kids] == [second.snapshot_id]  # one commit, no branch
     after = await store.load(sid)
@@ -139,9 +140,9 @@ class FailingCommits(InMemoryStore):
 
 
 async def test_a_failed_commit_gives_the_claim_back_and_names_no_phantom_winner() -> None:
-    store, runs = FailingCommits(), []
+    store, runs = FailingCommits(), list[str]()
     sid = await paused(store)
-    failed = await bank(store, runs).run(resume=APPROVE, snapshot_id=sid)
+    failed = await bank(store, runs).run(resume=APPROVE, snapshot_id=sid, raise_on_error=False)
     assert failed.error is not None and failed.error.status == "UNAVAILABLE"
     parent = await store.load(sid)
     assert parent is not None and claim_state(parent) == "free"
@@ -187,7 +188,7 @@ async def test_an_abort_that_lands_while_a_detached_resume_commits_gives_the_int
 
 
 async def test_a_lapsed_detached_holder_is_taken_over_and_its_pending_row_fails() -> None:
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
     sid = await paused(store)
     # A detached resumer that died: its pending row stays pending, its claim lease runs out.
     dead = "dead-detached-turn"
@@ -224,7 +225,7 @@ async def test_an_input_with_a_message_and_a_resume_is_refused_before_it_claims(
     sid = await paused(store)
     before = await store.load(sid)
     runs: list[str] = []
-    out = await bank(store, runs).run("and also this", resume=APPROVE, snapshot_id=sid)
+    out = await bank(store, runs).run("and also this", resume=APPROVE, snapshot_id=sid, raise_on_error=False)
     assert out.error is not None and out.error.status == "INVALID_ARGUMENT"
     assert "not both" in out.error.message
     assert await store.load(sid) == before and runs == []
@@ -268,18 +269,20 @@ async def test_remote_pending_interrupts_see_the_claim(tmp_path: pathlib.Path) -
 
 
 async def test_another_agent_on_the_same_store_cannot_read_or_answer_a_snapshot() -> None:
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
     sid = await paused(store)
     other = PromptAgent("ops", ScriptedModel(["ok"]), store=store)
     thief = bank(store, runs)
     thief.name = "ops-bank"
-    assert await other.get_snapshot(sid) is None
-    assert await other.pending_interrupts(sid) == []
-    out = await thief.run(resume=APPROVE, snapshot_id=sid)
+    with pytest.raises(SnapshotNotFoundError):
+        await other.get_snapshot(sid)
+    with pytest.raises(SnapshotNotFoundError):
+        await other.pending_interrupts(sid)
+    out = await thief.run(resume=APPROVE, snapshot_id=sid, raise_on_error=False)
     assert out.error is not None and out.error.status == "NOT_FOUND" and runs == []
     parent = await store.load(sid)
     assert parent is not None
-    by_session = await thief.run(resume=APPROVE, session_id=parent.session_id)
+    by_session = await thief.run(resume=APPROVE, session_id=parent.session_id, raise_on_error=False)
     assert by_session.error is not None and by_session.error.status == "NOT_FOUND" and runs == []
     assert await other.abort(sid) is None
     assert parent.claimed_by is None and claim_state(parent) == "free"
@@ -292,7 +295,7 @@ async def test_a_missing_directory_fails_the_turn_before_the_model_runs(tmp_path
     model = ScriptedModel(["hello"])
     store = SQLiteStore(tmp_path / "no" / "such" / "dir.db")
     try:
-        out = await PromptAgent("a", model, store=store).run("hi")
+        out = await PromptAgent("a", model, store=store).run("hi", raise_on_error=False)
     finally:
         await store.close()
     assert out.error is not None and out.error.status not in ("INTERNAL", "UNKNOWN"), out.error
@@ -305,7 +308,7 @@ async def test_a_damaged_file_fails_the_turn_before_the_model_runs(tmp_path: pat
     model = ScriptedModel(["hello"])
     store = SQLiteStore(path)
     try:
-        out = await PromptAgent("a", model, store=store).run("hi")
+        out = await PromptAgent("a", model, store=store).run("hi", raise_on_error=False)
     finally:
         await store.close()
     assert out.error is not None and out.error.status not in ("INTERNAL", "UNKNOWN"), out.error
@@ -317,11 +320,13 @@ async def test_a_damaged_file_fails_the_turn_before_the_model_runs(tmp_path: pat
 
 
 async def test_resuming_by_another_tenants_session_id_is_not_found() -> None:
-    store, runs = InMemoryStore(), []
+    store, runs = InMemoryStore(), list[str]()
     agent = bank(store, runs)
     out = await bank(store, runs, pay=True).run("pay bob 5", context={"tenant": "acme"})
     assert out.session_id
-    theirs = await agent.run(resume=APPROVE, session_id=out.session_id, context={"tenant": "globex"})
+    theirs = await agent.run(
+        resume=APPROVE, session_id=out.session_id, context={"tenant": "globex"}, raise_on_error=False
+    )
     assert theirs.error is not None and theirs.error.status == "NOT_FOUND" and runs == []
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pathlib
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -78,7 +79,7 @@ async def test_a_revised_restart_must_carry_the_recorded_original(metadata: dict
     log: list[str] = []
     agent, transfer, snap = await paused_bank(log)
     revised = restart_part({"to": "bob", "amount": 20}, **metadata)
-    bad = await agent.run(resume=Resume(restart=[revised]), snapshot_id=snap)
+    bad = await agent.run(resume=Resume(restart=[revised]), snapshot_id=snap, raise_on_error=False)
     assert bad.error is not None and bad.error.status == "INVALID_ARGUMENT" and "replacedInput" in bad.error.message
     assert log == []
     # the interrupt is still pending, and the honest revision goes through
@@ -137,7 +138,9 @@ async def test_a_second_revision_must_name_the_first_original() -> None:
     claiming_revision = restart_part(
         {"to": "bob", "amount": 10}, resumed={"approved": True}, replacedInput={"to": "bob", "amount": 20}
     )
-    bad = await agent.run(resume=Resume(restart=[claiming_revision]), snapshot_id=again.snapshot_id)
+    bad = await agent.run(
+        resume=Resume(restart=[claiming_revision]), snapshot_id=again.snapshot_id, raise_on_error=False
+    )
     assert bad.error is not None and bad.error.status == "INVALID_ARGUMENT"
     second = transfer.interrupted(again.interrupts[0])
     assert second is not None
@@ -160,7 +163,7 @@ async def test_a_forged_original_is_refused_over_http() -> None:
         {"to": "eve", "amount": 900}, resumed={"approved": True}, replacedInput={"to": "eve", "amount": 900}
     )
     async with serve(AgentServer([agent])) as base, RemoteAgent(f"{base}/bank") as remote:
-        out = await remote.run(resume=Resume(restart=[forged]), snapshot_id=snap)
+        out = await remote.run(resume=Resume(restart=[forged]), snapshot_id=snap, raise_on_error=False)
     assert out.error is not None and out.error.status == "INVALID_ARGUMENT" and log == []
 
 
@@ -202,7 +205,7 @@ async def test_falsy_interrupt_data_is_refused_where_it_is_raised(data: Any) -> 
         """Asks."""
         ctx.interrupt(data)
 
-    out = await PromptAgent("a", ScriptedModel([call("ask"), "done"]), tools=[ask]).run("go")
+    out = await PromptAgent("a", ScriptedModel([call("ask"), "done"]), tools=[ask]).run("go", raise_on_error=False)
     assert out.finish_reason == "failed" and out.error is not None
     assert out.error.status == "FAILED_PRECONDITION" and "interrupt" in out.error.message
 
@@ -348,7 +351,7 @@ def test_sessions_show_never_calls_an_ordinary_restart_rejected(
 ) -> None:
     import asyncio
 
-    import interlock.cli.inbox  # noqa: F401
+    import interlock.cli.inbox  # noqa: F401  # pyright: ignore[reportUnusedImport]
     from interlock.cli import main
 
     db = tmp_path / "s.db"
@@ -388,7 +391,9 @@ async def test_a_resume_is_validated_once(monkeypatch: pytest.MonkeyPatch) -> No
     )
     restart = transfer.interrupted(first.interrupts[0]).restart(Confirmation(approved=True))
     counts = {"resume": 0, "payload": 0, "input": 0}
-    real_validate, real_payload, real_input = interrupts.validate_resume, Tool.validate_resume, Tool.validate_input
+    real_validate = interrupts.validate_resume
+    real_payload: Callable[..., Any] = Tool[Any, Any, Any].validate_resume
+    real_input: Callable[..., Any] = Tool[Any, Any, Any].validate_input
 
     def counting_validate(*a: Any, **kw: Any) -> None:
         counts["resume"] += 1

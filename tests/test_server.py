@@ -25,7 +25,7 @@ from interlock import (
     TurnContext,
 )
 from interlock.agent_io import AgentInput
-from interlock.errors import PermissionDeniedError, UnauthenticatedError
+from interlock.errors import PermissionDeniedError, SnapshotNotFoundError, UnauthenticatedError
 from interlock.http.client import RemoteAgent
 from interlock.http.server import AgentServer, RequestInfo
 from interlock.models import ModelChunk
@@ -164,7 +164,7 @@ async def test_exactly_one_final_frame_when_a_turn_breaks(site: Any, agent: str,
 
 
 async def _no_followers(app: AgentServer) -> bool:
-    return not app._followers
+    return not app._followers  # pyright: ignore[reportPrivateUsage]
 
 
 async def test_init_misuse_is_an_error_frame_when_streaming(site: Any, store: InMemoryStore) -> None:
@@ -331,10 +331,11 @@ async def test_tenancy_through_the_context_hook(hook: Any) -> None:
         a, b = remote("echo", "a"), remote("echo", "b")
         mine = await a.run("hi")
         assert mine.snapshot_id and mine.error is None
-        stolen = await b.run("hello", snapshot_id=mine.snapshot_id)
+        stolen = await b.run("hello", snapshot_id=mine.snapshot_id, raise_on_error=False)
         assert stolen.finish_reason == "failed" and stolen.error is not None
         assert stolen.error.status == "NOT_FOUND"
-        assert await b.get_snapshot(mine.snapshot_id) is None
+        with pytest.raises(SnapshotNotFoundError):
+            await b.get_snapshot(mine.snapshot_id)
         assert await b.abort(mine.snapshot_id) is None
         assert await store.list(tenant="b") == []
 
@@ -353,7 +354,7 @@ async def test_tenancy_through_the_context_hook(hook: Any) -> None:
         assert raw.json() == {"result": {"snapshotId": job.snapshot_id}} and unknown.json() == {
             "result": {"snapshotId": "nope"}
         }
-        by_session = await b.run(resume=Resume(respond=[]), session_id=mine.session_id)
+        by_session = await b.run(resume=Resume(respond=[]), session_id=mine.session_id, raise_on_error=False)
         assert by_session.error is not None and by_session.error.status == "NOT_FOUND"
         kept = await remote("blocking", "a").get_snapshot(job.snapshot_id)
         assert kept is not None and kept.status == "pending"

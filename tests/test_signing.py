@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import time
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from banking import PAY, Approval, Transfer
@@ -58,7 +58,7 @@ def as_json(state: SessionState) -> dict[str, Any]:
 async def refused(keys: Keyring, state: SessionState | dict[str, Any], resume: Resume | None = None) -> str:
     runs: list[str] = []
     st_obj = state_from_json(state) if isinstance(state, dict) else state
-    out = await make(keys, runs).run(resume=resume or approve(), state=st_obj)
+    out = await make(keys, runs).run(resume=resume or approve(), state=st_obj, raise_on_error=False)
     assert out.error is not None, out
     assert out.error.status == "PERMISSION_DENIED", out.error
     assert runs == [], "a refused state ran a tool"
@@ -66,7 +66,7 @@ async def refused(keys: Keyring, state: SessionState | dict[str, Any], resume: R
 
 
 async def test_the_signed_round_trip_pauses_and_resumes() -> None:
-    keys, runs = Keyring({"k1": NEW}), []
+    keys, runs = Keyring({"k1": NEW}), list[str]()
     state = await paused_state(keys)
     assert state.custom[ENVELOPE]["sig"].startswith("v1.k1.")
     done = await make(keys, runs).run(resume=approve(), state=state)
@@ -155,7 +155,9 @@ async def test_a_fresh_state_needs_no_signature_but_a_non_empty_one_does() -> No
     keys = Keyring({"k1": NEW})
     out = await make(keys, [], ["hi"]).run("hello", state=SessionState(messages=[]))
     assert out.error is None and out.state is not None
-    unsigned_custom = await make(keys, [], ["hi"]).run("hello", state=SessionState(custom={"admin": True}))
+    unsigned_custom = await make(keys, [], ["hi"]).run(
+        "hello", state=SessionState(custom={"admin": True}), raise_on_error=False
+    )
     assert unsigned_custom.error is not None and unsigned_custom.error.status == "PERMISSION_DENIED"
 
 
@@ -189,10 +191,10 @@ def _store() -> Any:
 def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     found = [prefix]
     if isinstance(value, dict):
-        for k, v in value.items():
+        for k, v in cast(dict[str, Any], value).items():
             found += _paths(v, (*prefix, k))
     elif isinstance(value, list):
-        for i, v in enumerate(value):
+        for i, v in enumerate(cast(list[Any], value)):
             found += _paths(v, (*prefix, i))
     return found
 
@@ -239,7 +241,7 @@ async def test_fuzz_no_tampered_state_is_accepted(signed_doc: dict[str, Any], da
         return
     agent = make(keys, runs)
     try:
-        out = await agent.run(resume=approve(), state=state)
+        out = await agent.run(resume=approve(), state=state, raise_on_error=False)
     except InterlockError as exc:  # refused at the edge, before the signature is even read
         assert exc.status == "INVALID_ARGUMENT" and runs == []
         return
@@ -262,7 +264,7 @@ async def test_over_http_a_remote_client_carries_the_signature_and_a_forgery_is_
 
     from interlock import AgentServer, RemoteAgent
 
-    keys, runs = Keyring({"k1": NEW}), []
+    keys, runs = Keyring({"k1": NEW}), list[str]()
     agent = make(keys, runs, [PAY, "paid"])
     async with serve(AgentServer([agent])) as base, RemoteAgent(f"{base}/bank", state_management="client") as remote:
         paused = await remote.run("pay bob 5")

@@ -19,9 +19,9 @@ import pytest
 
 from interlock import InMemoryStore, Message, Snapshot
 from interlock.errors import DataLossError, FailedPreconditionError, InvalidArgumentError, UsageError
+from interlock.messages import messages_to_json
 from interlock.sessions import SessionState, new_id
 from interlock.stores.sqlite import SQLiteStore
-from interlock.wire import messages_to_json
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import pathlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -64,7 +64,7 @@ async def test_sqlite_store_is_a_session_store(tmp_path: pathlib.Path) -> None:
 
 
 @asynccontextmanager
-async def open_store(kind: str, tmp_path: pathlib.Path) -> AsyncIterator[Any]:
+async def open_store(kind: str, tmp_path: pathlib.Path) -> AsyncGenerator[Any]:
     if kind == "memory":
         yield InMemoryStore()
     else:
@@ -99,7 +99,7 @@ async def write_chain(
             created_at=T0 + timedelta(minutes=start + n),
             state=SessionState(session_id=session_id, messages=list(messages)),
         )
-        await store.save(sid, lambda _, s=snap: s)
+        await store.save(sid, lambda _, s=snap: s)  # pyright: ignore[reportUnknownLambdaType]
         histories[sid] = list(messages)
         parent = sid
     return histories
@@ -134,7 +134,7 @@ async def test_prune_older_than_and_pending(kind: str, tmp_path: pathlib.Path) -
         pending = Snapshot(
             snapshot_id="p", session_id="s", parent_id="a4", created_at=T0, heartbeat_at=T0, status="pending"
         )
-        await store.save("p", lambda _: pending)
+        await store.save("p", lambda _: pending)  # pyright: ignore[reportUnknownLambdaType]
         # older than minute 3: a0..a2 go; a3, a4 are newer; p is pending (and old)
         assert await store.prune(older_than=T0 + timedelta(minutes=3)) == 3
         assert await ids_of(store) == {"a3", "a4", "p"}

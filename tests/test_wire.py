@@ -6,7 +6,7 @@ import functools
 import json
 import pathlib
 import re
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from interlock.errors import InvalidArgumentError
-from interlock.messages import Message
+from interlock.messages import Message, message_from_json, message_to_json, messages_from_json, messages_to_json
 from interlock.parts import (
     CustomPart,
     DataPart,
@@ -25,12 +25,6 @@ from interlock.parts import (
     TextPart,
     ToolRequestPart,
     ToolResponsePart,
-)
-from interlock.wire import (
-    message_from_json,
-    message_to_json,
-    messages_from_json,
-    messages_to_json,
     part_from_json,
     part_to_json,
 )
@@ -226,22 +220,23 @@ def test_message_lists_round_trip(data: list[dict[str, Any]]) -> None:
 # ---------------------------------------------------------------------------
 
 
-def collect(node: Any, messages: list[dict[str, Any]], parts: list[Any]) -> None:
+def collect(node: Any, messages: list[dict[str, Any]], parts: list[dict[str, Any]]) -> None:
     """Every dict that is a message (string role, list content), and every part in one or in a resume."""
     if isinstance(node, dict):
-        if isinstance(node.get("role"), str) and isinstance(node.get("content"), list):
-            messages.append(node)
-            parts.extend(node["content"])
-        resume = node.get("resume")
+        d = cast(dict[str, Any], node)
+        if isinstance(d.get("role"), str) and isinstance(d.get("content"), list):
+            messages.append(d)
+            parts.extend(d["content"])
+        resume: Any = d.get("resume")
         if isinstance(resume, dict):
             for key in ("respond", "restart"):
-                entries = resume.get(key)
+                entries: Any = cast(dict[str, Any], resume).get(key)
                 if isinstance(entries, list):
-                    parts.extend(entries)
-        for value in node.values():
+                    parts.extend(cast(list[Any], entries))
+        for value in d.values():
             collect(value, messages, parts)
     elif isinstance(node, list):
-        for value in node:
+        for value in cast(list[Any], node):
             collect(value, messages, parts)
 
 
@@ -283,12 +278,12 @@ def check_round_trips(messages: list[dict[str, Any]], parts: list[Any]) -> None:
 def test_every_message_in_the_conformance_spec_round_trips(shared_dir: pathlib.Path) -> None:
     spec = yaml.safe_load((shared_dir / "spec" / "agent.yaml").read_text())
     messages: list[dict[str, Any]] = []
-    parts: list[Any] = []
+    parts: list[dict[str, Any]] = []
     collect(spec, messages, parts)
     assert len(messages) > 100
     kinds = {k for p in parts for k in p if k in KIND_KEYS}
     assert {"text", "toolRequest", "toolResponse"} <= kinds
-    assert "resumed" in {k for p in parts for k in (p.get("metadata") or {})}
+    assert "resumed" in {k for p in parts for k in cast(dict[str, Any], p.get("metadata") or {})}
     check_round_trips(messages, parts)
 
 
@@ -300,7 +295,7 @@ def capture_files(shared_dir: pathlib.Path) -> list[pathlib.Path]:
 
 def test_every_message_in_the_wire_captures_round_trips(shared_dir: pathlib.Path) -> None:
     messages: list[dict[str, Any]] = []
-    parts: list[Any] = []
+    parts: list[dict[str, Any]] = []
     per_file: dict[str, int] = {}
     for path in capture_files(shared_dir):
         before = len(messages)
@@ -311,7 +306,7 @@ def test_every_message_in_the_wire_captures_round_trips(shared_dir: pathlib.Path
     assert len(messages) > 300
     kinds = {k for p in parts for k in p if k in KIND_KEYS}
     assert {"text", "toolRequest", "toolResponse"} <= kinds
-    meta_keys = {k for p in parts for k in (p.get("metadata") or {})}
+    meta_keys = {k for p in parts for k in cast(dict[str, Any], p.get("metadata") or {})}
     assert {"interrupt", "resolvedInterrupt", "resumed"} <= meta_keys
     check_round_trips(messages, parts)
 

@@ -5,7 +5,7 @@ module that owns it (:mod:`interlock.errors`, :mod:`interlock.parts`, :mod:`inte
 :mod:`interlock.stores`, :mod:`interlock.models`, ...).
 """
 
-from .agent_io import AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext
+from .agent_io import AgentError, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext
 from .agents import Agent, CustomAgent, PromptAgent
 from .errors import ClaimConflictError, InterlockError
 from .http.client import RemoteAgent
@@ -25,6 +25,7 @@ from .tools import InterruptedCall, Tool, ToolContext, interrupt_tool, tool
 
 __all__ = [
     "Agent",
+    "AgentError",
     "AgentInput",
     "AgentOutput",
     "AgentResult",

@@ -1,61 +1,26 @@
 """What local agents and remote clients share.
 
-``run``, ``wait`` and the snapshot helpers, built on ``connect`` and ``get_snapshot``.
+``run``, ``chat``, ``wait`` and the snapshot helpers, built on ``connect`` and ``get_snapshot``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any
 
-from ._json import check_message, type_name
-from .agent_io import AgentInput, AgentOutput, StreamChunk
+from .agent_io import AgentOutput, Connection, InputLike, OnChunk, as_input
+from .chat import Chat
 from .claims import is_answerable
-from .errors import DeadlineExceededError, InvalidArgumentError, SnapshotNotFoundError
-from .interrupts import Resume, check_resume_shape
-from .messages import Message
+from .errors import DeadlineExceededError, InvalidArgumentError
+from .interrupts import Resume
 from .parts import ToolRequestPart
 from .sessions import SessionState, Snapshot, check_state
 
-__all__ = ["SETTLED", "AgentAPI", "InputLike", "as_input"]
+__all__ = ["SETTLED", "AgentAPI"]
 
-InputLike = str | Message | AgentInput | None
 SETTLED = frozenset({"completed", "failed", "aborted", "expired"})
 """Statuses after which a snapshot no longer changes by itself."""
-
-
-def as_input(value: InputLike | object, *, resume: Resume | None = None, detach: bool = False) -> AgentInput:
-    """Normalise what callers pass to ``send``/``run`` into a checked :class:`AgentInput`.
-
-    This is the input edge: a value of the wrong type (``run(12345)``, a dict instead of a
-    :class:`Resume`, a part of the wrong kind) or one holding something that is not JSON
-    raises :class:`~interlock.errors.InvalidArgumentError` here, before anything runs.
-    """
-    if isinstance(value, AgentInput):
-        if resume is not None or detach:
-            value = AgentInput(message=value.message, resume=resume or value.resume, detach=detach or value.detach)
-    elif value is None or isinstance(value, (str, Message)):
-        message = Message.user(value) if isinstance(value, str) else value
-        value = AgentInput(message=message, resume=resume, detach=detach)
-    else:
-        raise InvalidArgumentError(f"an agent input is a string, a Message or an AgentInput, not {type_name(value)}")
-    if value.message is not None:
-        check_message(value.message, "message")
-    if value.resume is not None:
-        check_resume_shape(value.resume)
-    flag: Any = value.detach
-    if not isinstance(flag, bool):
-        raise InvalidArgumentError("'detach' must be a boolean")
-    return value
-
-
-class _Connection(Protocol):
-    async def send(self, value: InputLike = None, *, resume: Resume | None = None, detach: bool = False) -> None: ...
-    async def close(self) -> None: ...
-    def __aiter__(self) -> Any: ...
-    async def output(self) -> AgentOutput: ...
 
 
 class AgentAPI:
@@ -70,13 +35,17 @@ class AgentAPI:
         session_id: str | None = None,
         state: SessionState | None = None,
         context: dict[str, Any] | None = None,
-    ) -> Any:
+    ) -> Connection:
         raise NotImplementedError
 
     async def get_snapshot(
         self, snapshot_id: str | None = None, *, session_id: str | None = None, context: dict[str, Any] | None = None
-    ) -> Snapshot | None:
+    ) -> Snapshot:
+        """A stored snapshot by id, or a session's latest; raises :class:`SnapshotNotFoundError` (NOT_FOUND)."""
         raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Release what the agent holds open (a remote agent's HTTP client); local agents hold nothing."""
 
     async def run(
         self,
@@ -88,15 +57,21 @@ class AgentAPI:
         session_id: str | None = None,
         state: SessionState | None = None,
         context: dict[str, Any] | None = None,
-        on_chunk: Callable[[StreamChunk], Awaitable[None] | None] | None = None,
+        on_chunk: OnChunk | None = None,
+        raise_on_error: bool = True,
     ) -> AgentOutput:
-        """Run one input (a message, a resume, or both) and return the output."""
+        """Run one input (a message, a resume, or both) and return the output.
+
+        A failed invocation raises :class:`~interlock.agent_io.AgentError` (its ``output``
+        attached: status, message, the last good snapshot or state); with
+        ``raise_on_error=False`` it is returned, ``finish_reason`` ``failed``.
+        """
         if input is None and resume is None and not detach:
             raise InvalidArgumentError("agent input message or resume is required")
         as_input(input, resume=resume, detach=detach)  # refuse bad input before connecting
         if state is not None:
             check_state(state)
-        conn: _Connection = self.connect(snapshot_id=snapshot_id, session_id=session_id, state=state, context=context)
+        conn = self.connect(snapshot_id=snapshot_id, session_id=session_id, state=state, context=context)
         await conn.send(input, resume=resume, detach=detach)
         await conn.close()
         if on_chunk is not None:
@@ -104,18 +79,86 @@ class AgentAPI:
                 result = on_chunk(chunk)
                 if inspect.isawaitable(result):
                     await result
-        return await conn.output()
+        output = await conn.output()
+        return output.raise_for_error() if raise_on_error else output
 
-    async def get_latest_snapshot(self, session_id: str, *, context: dict[str, Any] | None = None) -> Snapshot | None:
-        """The session's latest (leaf) snapshot."""
+    def run_sync(
+        self,
+        input: InputLike = None,
+        *,
+        resume: Resume | None = None,
+        snapshot_id: str | None = None,
+        session_id: str | None = None,
+        state: SessionState | None = None,
+        context: dict[str, Any] | None = None,
+        raise_on_error: bool = True,
+    ) -> AgentOutput:
+        """:meth:`run` for code without an event loop (then :meth:`aclose`)."""
+
+        async def once() -> AgentOutput:
+            try:
+                return await self.run(
+                    input,
+                    resume=resume,
+                    snapshot_id=snapshot_id,
+                    session_id=session_id,
+                    state=state,
+                    context=context,
+                    raise_on_error=raise_on_error,
+                )
+            finally:
+                await self.aclose()
+
+        return asyncio.run(once())
+
+    def chat(
+        self,
+        *,
+        snapshot_id: str | None = None,
+        session_id: str | None = None,
+        state: SessionState | None = None,
+        context: dict[str, Any] | None = None,
+        raise_on_error: bool = True,
+    ) -> Chat:
+        """A conversation that tracks the snapshot (server-managed) or the state (client-managed) for you."""
+        return Chat(
+            self,
+            snapshot_id=snapshot_id,
+            session_id=session_id,
+            state=state,
+            context=context,
+            raise_on_error=raise_on_error,
+        )
+
+    async def load_chat(
+        self,
+        *,
+        snapshot_id: str | None = None,
+        session_id: str | None = None,
+        context: dict[str, Any] | None = None,
+        raise_on_error: bool = True,
+    ) -> Chat:
+        """A conversation continuing a stored snapshot (or a session's latest); raises NOT_FOUND when there is none.
+
+        Its ``interrupts`` are those the snapshot waits on, so a paused turn can be answered at once.
+        """
+        snap = await self.get_snapshot(snapshot_id, session_id=session_id, context=context)
+        return Chat.loaded(self, snap, context=context, raise_on_error=raise_on_error)
+
+    async def get_latest_snapshot(self, session_id: str, *, context: dict[str, Any] | None = None) -> Snapshot:
+        """The session's latest (leaf) snapshot; raises NOT_FOUND for an unknown session."""
         return await self.get_snapshot(session_id=session_id, context=context)
 
     async def pending_interrupts(
         self, snapshot_id: str | None = None, *, session_id: str | None = None, context: dict[str, Any] | None = None
     ) -> list[ToolRequestPart]:
-        """The interrupts a stored snapshot waits on (recover them in one call, from any process)."""
+        """The interrupts a stored snapshot waits on (recover them in one call, from any process).
+
+        ``[]`` when it waits on none (its turn did not pause, or the pause was answered);
+        raises :class:`SnapshotNotFoundError` (NOT_FOUND) when there is no such snapshot.
+        """
         snap = await self.get_snapshot(snapshot_id, session_id=session_id, context=context)
-        return [] if snap is None or not is_answerable(snap) else list(snap.interrupts)
+        return list(snap.interrupts) if is_answerable(snap) else []
 
     async def wait(
         self,
@@ -130,8 +173,6 @@ class AgentAPI:
         deadline = None if timeout is None else loop.time() + timeout
         while True:
             snap = await self.get_snapshot(snapshot_id, context=context)
-            if snap is None:
-                raise SnapshotNotFoundError(f"Snapshot {snapshot_id} not found")
             if snap.status in SETTLED:
                 return snap
             if deadline is not None and loop.time() >= deadline:

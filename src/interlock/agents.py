@@ -12,11 +12,21 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Literal
 
-from .agent_interface import AgentAPI, InputLike, as_input
-from .agent_io import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnResult
+from .agent_interface import AgentAPI
+from .agent_io import (
+    AgentInit,
+    AgentInput,
+    AgentOutput,
+    AgentResult,
+    InputLike,
+    StreamChunk,
+    TurnContext,
+    TurnResult,
+    as_input,
+)
 from .claims import release_by
-from .errors import InvalidArgumentError, UsageError
-from .generate import check_resume, generate
+from .errors import InvalidArgumentError, SnapshotNotFoundError, UsageError
+from .generate import ToolErrors, check_resume, generate
 from .interrupts import Resume, ResumePlan, plan_resume
 from .messages import Message
 from .models import Model
@@ -213,10 +223,6 @@ class Agent(AgentAPI):
         init = AgentInit(snapshot_id=snapshot_id, session_id=session_id, state=state)
         return AgentConnection(Invocation(self, init, context))
 
-    def run_sync(self, input: InputLike = None, **kwargs: Any) -> AgentOutput:
-        """:meth:`run` for code without an event loop."""
-        return asyncio.run(self.run(input, **kwargs))
-
     def _require_store(self) -> SessionStore:
         if self.store is None:
             raise UsageError(f"agent {self.name!r} has no session store; snapshots need a server-managed agent")
@@ -224,24 +230,29 @@ class Agent(AgentAPI):
 
     async def get_snapshot(
         self, snapshot_id: str | None = None, *, session_id: str | None = None, context: dict[str, Any] | None = None
-    ) -> Snapshot | None:
-        """A stored snapshot by id, or a session's latest; ``None`` when there is none.
+    ) -> Snapshot:
+        """A stored snapshot by id, or a session's latest.
 
         With both ids the snapshot must belong to the session. The status reads as
         ``expired`` for a pending snapshot whose heartbeat stopped; the state transform applies.
+
+        Raises:
+            SnapshotNotFoundError: no such snapshot or session (NOT_FOUND), in this tenant,
+                for this agent.
         """
         store = self._require_store()
         tenant = (context or {}).get("tenant")
         if snapshot_id:
             snap = await store.load(snapshot_id, tenant=tenant)
             if snap is not None and session_id and snap.session_id != session_id:
-                return None
+                snap = None
         elif session_id:
             snap = await store.latest(session_id, tenant=tenant)
         else:
             raise InvalidArgumentError("get_snapshot needs a snapshot_id or a session_id")
         if snap is None or not snap.belongs_to(self.name):
-            return None
+            what = f"Snapshot {snapshot_id!r}" if snapshot_id else f"Session {session_id!r}"
+            raise SnapshotNotFoundError(f"{what} not found for agent {self.name!r}")
         state = self.transform_state(snap.state) if snap.state is not None else None
         return snap.evolve(status=snap.read_status(), state=state)
 
@@ -278,8 +289,33 @@ CustomAgentFn = Callable[[SessionRunner], Awaitable[AgentResult | None]]
 class CustomAgent(Agent):
     """An agent driven by your async function, which runs turns through a :class:`SessionRunner`."""
 
-    def __init__(self, name: str, fn: CustomAgentFn, **options: Any) -> None:
-        super().__init__(name, **options)
+    def __init__(
+        self,
+        name: str,
+        fn: CustomAgentFn,
+        *,
+        store: SessionStore | None = None,
+        description: str = "",
+        state_transform: StateTransform | None = None,
+        chunk_transform: ChunkTransform | None = None,
+        heartbeat_interval: float = 30.0,
+        claim_ttl: float = 60.0,
+        state_signing: Keyring | None = None,
+        resume_tokens: TokenSigner | None = None,
+        require_resume_tokens: bool = False,
+    ) -> None:
+        super().__init__(
+            name,
+            store=store,
+            description=description,
+            state_transform=state_transform,
+            chunk_transform=chunk_transform,
+            heartbeat_interval=heartbeat_interval,
+            claim_ttl=claim_ttl,
+            state_signing=state_signing,
+            resume_tokens=resume_tokens,
+            require_resume_tokens=require_resume_tokens,
+        )
         self.fn = fn
 
     async def invoke(self, runner: SessionRunner) -> AgentResult | None:
@@ -298,8 +334,14 @@ class PromptAgent(Agent):
         max_turns: tool-calling rounds per turn before the turn fails.
         middleware: tool middleware (e.g. :func:`interlock.tool_approval`).
         allow_replaced_input: accept restarts with revised inputs (unsafe for untrusted callers).
-        tool_input_errors: ``"raise"`` fails the turn on invalid tool input; ``"model"`` tells the model.
-        **options: see :class:`Agent`.
+        tool_errors: ``"raise"`` fails the turn when a tool raises or the model names an
+            unknown tool; ``"model"`` sends the error back to the model as the call's output
+            (see :func:`interlock.generate.generate`).
+        tool_input_errors: the same for a model input that fails a tool's schema
+            (``None``: as ``tool_errors``).
+        tool_retries: errors of one tool a turn sends back to the model before it fails.
+
+    The other keyword arguments are :class:`Agent`'s.
     """
 
     def __init__(
@@ -313,10 +355,31 @@ class PromptAgent(Agent):
         max_turns: int = 5,
         middleware: Sequence[ToolMiddleware] = (),
         allow_replaced_input: bool = False,
-        tool_input_errors: Literal["raise", "model"] = "raise",
-        **options: Any,
+        tool_errors: ToolErrors = "raise",
+        tool_input_errors: ToolErrors | None = None,
+        tool_retries: int = 2,
+        store: SessionStore | None = None,
+        description: str = "",
+        state_transform: StateTransform | None = None,
+        chunk_transform: ChunkTransform | None = None,
+        heartbeat_interval: float = 30.0,
+        claim_ttl: float = 60.0,
+        state_signing: Keyring | None = None,
+        resume_tokens: TokenSigner | None = None,
+        require_resume_tokens: bool = False,
     ) -> None:
-        super().__init__(name, **options)
+        super().__init__(
+            name,
+            store=store,
+            description=description,
+            state_transform=state_transform,
+            chunk_transform=chunk_transform,
+            heartbeat_interval=heartbeat_interval,
+            claim_ttl=claim_ttl,
+            state_signing=state_signing,
+            resume_tokens=resume_tokens,
+            require_resume_tokens=require_resume_tokens,
+        )
         self.model = model
         self.instructions = instructions
         self.tools = list(tools)
@@ -324,7 +387,9 @@ class PromptAgent(Agent):
         self.max_turns = max_turns
         self.middleware = list(middleware)
         self.allow_replaced_input = allow_replaced_input
-        self.tool_input_errors: Literal["raise", "model"] = tool_input_errors
+        self.tool_errors: ToolErrors = tool_errors
+        self.tool_input_errors: ToolErrors | None = tool_input_errors
+        self.tool_retries = tool_retries
         self._by_name = {t.name: t for t in self.tools}
 
     def check_resume(self, resume: Resume, history: list[Message]) -> ResumePlan:
@@ -352,13 +417,13 @@ class PromptAgent(Agent):
                 session=session,
                 context=ctx.context,
                 allow_replaced_input=self.allow_replaced_input,
+                tool_errors=self.tool_errors,
                 tool_input_errors=self.tool_input_errors,
+                tool_retries=self.tool_retries,
                 reclaimed_from=ctx.reclaimed_from,
                 effects=ctx.effects,
             )
             session.set_messages(result.messages[len(preamble) :])
-            # No extra role-"tool" chunk with the interrupts here: Genkit's Python client adds streamed
-            # chunks to its history and would corrupt it; the output message carries the interrupts.
             return TurnResult(finish_reason=result.finish_reason)
 
         await runner.run(turn)

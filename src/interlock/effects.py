@@ -149,10 +149,12 @@ class Effects:
         """
         key = self.key(tool.name, ctx.request.ref, input, index)
         ctx.idempotency_key = key
-        if ctx.is_resumed and key in self._prepared:  # the claim wrote this attempt's intent
+        if key in self._prepared:  # a restart whose intent the claim wrote (with or without a payload)
             return await self._run_body(ctx, self._prepared.pop(key)[0], body)
-        if ctx.is_resumed:  # a restart: the call was journaled when it paused
-            entry = self._seen.pop(key) if key in self._seen else await self.store.journal_get(key, tenant=self.tenant)
+        if key in self._seen:  # a restart: the claim read the call's entry
+            entry = self._seen.pop(key)
+        elif ctx.is_resumed:  # a restart: the call was journaled when it paused
+            entry = await self.store.journal_get(key, tenant=self.tenant)
         else:
             try:  # a call the model just asked for is usually new: its intent in one write
                 return await self._run_body(ctx, await self._start(tool, ctx, key, input, None), body)

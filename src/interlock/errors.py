@@ -62,6 +62,7 @@ __all__ = [
     "UnavailableError",
     "UnimplementedError",
     "UsageError",
+    "error_class",
     "error_from_status",
     "status_of",
 ]
@@ -246,11 +247,15 @@ _BY_STATUS: dict[str, type[InterlockError]] = {
 }
 
 
+def error_class(status: str | None) -> type[InterlockError]:
+    """The error class of a canonical status (:class:`InternalError` for ``INTERNAL``, ``UNKNOWN`` and unknown ones)."""
+    return _BY_STATUS.get(status or "UNKNOWN", InternalError)
+
+
 def error_from_status(status: str | None, message: str, *, details: Any = None) -> InterlockError:
     """Build the error class that matches a canonical status (used when reading errors off the wire)."""
     status = status or "UNKNOWN"
-    cls = _BY_STATUS.get(status, InternalError)
-    return cls(message, details=details, status=status)
+    return error_class(status)(message, details=details, status=status)
 
 
 def status_of(exc: BaseException) -> str:

@@ -12,7 +12,7 @@ import asyncio
 import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeAlias, cast
 
 from . import metadata as md
 from .effects import Effects
@@ -29,9 +29,13 @@ from .interrupts import PlannedCall, Resume, ResumePlan, plan_resume
 from .messages import Message
 from .models import ChunkCallback, Model, ModelChunk, ModelRequest, Usage
 from .parts import Part, ToolRequestPart, ToolResponsePart, with_metadata
+from .sessions import Session
 from .tools import Tool, ToolContext, ToolMiddleware, to_json
 
 __all__ = ["GenerateResult", "check_resume", "generate"]
+
+ToolErrors: TypeAlias = Literal["raise", "model"]
+"""What a tool error does: fail the turn (``"raise"``) or go back to the model as the call's output (``"model"``)."""
 
 REINTERRUPTED = "One or more tools triggered interrupts while resuming generation. The model was not called."
 
@@ -66,10 +70,13 @@ class _Loop:
     config: dict[str, Any] | None
     on_chunk: ChunkCallback | None
     middleware: Sequence[ToolMiddleware]
-    session: Any
+    session: Session | None
     context: dict[str, Any]
-    tool_input_errors: Literal["raise", "model"]
+    tool_input_errors: ToolErrors
     tool_choice: Any
+    tool_errors: ToolErrors = "raise"
+    tool_retries: int = 2
+    errors_sent: dict[str, int] = field(default_factory=dict[str, int])
     reclaimed_from: str | None = None
     effects: Effects | None = None
     history: list[Message] = field(default_factory=list[Message])
@@ -88,11 +95,17 @@ class _Loop:
             if inspect.isawaitable(result):
                 await result
 
-    def tool_for(self, name: str) -> Tool[Any, Any, Any]:
-        found = self.tools.get(name)
-        if found is None:
-            raise NotFoundError(f"the model asked for tool {name!r}, which this agent does not have")
-        return found
+    def tool_error(self, name: str, error: InterlockError, mode: ToolErrors) -> tuple[bool, Any]:
+        """Raise ``error`` (failing the turn), or in ``"model"`` mode, within the retry limit, return it as output."""
+        sent = self.errors_sent.get(name, 0)
+        if mode != "model" or sent >= self.tool_retries:
+            raise error
+        self.errors_sent[name] = sent + 1
+        return True, {"error": error.message}
+
+    def unknown_tool(self, name: str) -> NotFoundError:
+        known = ", ".join(sorted(self.tools)) or "none"
+        return NotFoundError(f"the model asked for tool {name!r}, which this agent does not have (its tools: {known})")
 
     async def call(self, part: ToolRequestPart, planned: PlannedCall | None, index: int) -> tuple[bool, Any]:
         """Run one tool request; ``(True, output)`` or ``(False, interrupt data)``.
@@ -100,7 +113,9 @@ class _Loop:
         ``planned`` is a restart the resume plan validated: its input and payload are used as is.
         ``index`` is the position in the history of the model message that asked for the call.
         """
-        tool = self.tool_for(part.name)
+        tool = self.tools.get(part.name)
+        if tool is None:
+            return self.tool_error(part.name, self.unknown_tool(part.name), self.tool_errors)
         retry = False
         if planned is not None and planned.restart is not None:
             value, resumed, resume = planned.value, planned.restart.meta(md.RESUMED), planned.payload
@@ -113,9 +128,7 @@ class _Loop:
             try:
                 value = tool.validate_input(part.input)
             except ToolInputError as exc:
-                if self.tool_input_errors == "model":
-                    return True, {"error": exc.message}
-                raise
+                return self.tool_error(tool.name, exc, self.tool_input_errors)
             resumed = resume = None
             original_input = part.input
         ctx: ToolContext[Any] = ToolContext(
@@ -135,7 +148,9 @@ class _Loop:
         except InterlockError:
             raise
         except Exception as exc:
-            raise ToolError(f"tool {tool.name!r} failed: {exc}", tool=tool.name) from exc
+            error = ToolError(f"tool {tool.name!r} failed: {exc}", tool=tool.name)
+            error.__cause__ = exc
+            return self.tool_error(tool.name, error, self.tool_errors)
 
     async def _through_middleware(
         self, tool: Tool[Any, Any, Any], ctx: ToolContext[Any], value: Any, index: int, retry: bool
@@ -293,10 +308,12 @@ async def generate(
     max_turns: int = 5,
     on_chunk: ChunkCallback | None = None,
     middleware: Sequence[ToolMiddleware] = (),
-    session: Any = None,
+    session: Session | None = None,
     context: dict[str, Any] | None = None,
     allow_replaced_input: bool = False,
-    tool_input_errors: Literal["raise", "model"] = "raise",
+    tool_errors: ToolErrors = "raise",
+    tool_input_errors: ToolErrors | None = None,
+    tool_retries: int = 2,
     tool_choice: Any = None,
     reclaimed_from: str | None = None,
     effects: Effects | None = None,
@@ -325,9 +342,15 @@ async def generate(
         context: the caller's context (identity, tenant), given to tools as ``ctx.context``.
         allow_replaced_input: accept restarts whose input differs from the original
             (recorded as ``replacedInput``); never enable it for untrusted callers.
-        tool_input_errors: ``"raise"`` fails the turn with INVALID_ARGUMENT when the
-            model's input fails a tool's schema; ``"model"`` sends the error back to the
-            model as the tool's output instead.
+        tool_errors: ``"raise"`` (the default) fails the turn when a tool raises (a
+            :class:`ToolError`) or the model names a tool that does not exist (NOT_FOUND);
+            ``"model"`` sends the error text back to the model as that call's output,
+            ``{"error": message}``, so it can correct itself. A typed interlock error the
+            tool raises always fails the turn.
+        tool_input_errors: the same choice for a model input that fails the tool's schema
+            (INVALID_ARGUMENT); ``None`` follows ``tool_errors``.
+        tool_retries: in ``"model"`` mode, how many errors of one tool (or one unknown
+            name) a turn sends back to the model; the next one fails the turn.
         tool_choice: passed to the model request.
         reclaimed_from: the turn whose lapsed claim this turn took over; tools see it as
             ``ctx.reclaimed_from``.
@@ -342,7 +365,9 @@ async def generate(
         middleware=middleware,
         session=session,
         context=context or {},
-        tool_input_errors=tool_input_errors,
+        tool_errors=tool_errors,
+        tool_input_errors=tool_errors if tool_input_errors is None else tool_input_errors,
+        tool_retries=tool_retries,
         tool_choice=tool_choice,
         reclaimed_from=reclaimed_from,
         effects=effects,

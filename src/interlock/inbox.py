@@ -109,7 +109,7 @@ class ResumableAgent(Protocol):
 
     async def get_snapshot(
         self, snapshot_id: str | None = None, *, session_id: str | None = None, context: dict[str, Any] | None = None
-    ) -> Snapshot | None: ...
+    ) -> Snapshot: ...
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -312,7 +312,10 @@ class Inbox:
         missing = f"no pending interrupt with snapshot id {snapshot_id}"
         if self.store is None:
             only = self._sole_agent()
-            snap = await only.get_snapshot(snapshot_id, context=_context(None, tenant))
+            try:
+                snap = await only.get_snapshot(snapshot_id, context=_context(None, tenant))
+            except SnapshotNotFoundError:
+                snap = None
         else:
             snap = await self.store.load(snapshot_id, tenant=tenant)
         if snap is None:
@@ -485,8 +488,7 @@ class Inbox:
             respond=[e for e in entries if isinstance(e, ToolResponsePart)],
             restart=[e for e in entries if isinstance(e, ToolRequestPart)],
         )
-        output = await agent.run(resume=resume, snapshot_id=snapshot_id, context=_context(identity, tenant))
-        return output.raise_for_error()
+        return await agent.run(resume=resume, snapshot_id=snapshot_id, context=_context(identity, tenant))
 
     # agents ------------------------------------------------------------------------------------
 

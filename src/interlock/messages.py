@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, cast
 
-from .parts import Part, ReasoningPart, TextPart, ToolRequestPart, ToolResponsePart
+from ._json_object import json_object, optional_object, unknown_keys
+from .errors import InvalidArgumentError
+from .parts import Part, ReasoningPart, TextPart, ToolRequestPart, ToolResponsePart, part_from_json, part_to_json
 
-__all__ = ["Message", "Role"]
+__all__ = ["Message", "Role", "message_from_json", "message_to_json", "messages_from_json", "messages_to_json"]
 
 Role: TypeAlias = Literal["system", "user", "model", "tool"]
 """Who wrote a message."""
@@ -29,6 +31,15 @@ class Message:
     """Free-form metadata (a resumed tool message carries ``resumed``)."""
     extra: dict[str, Any] = field(default_factory=dict[str, Any], repr=False)
     """Unknown wire keys, kept for a lossless round trip."""
+
+    def to_json(self) -> dict[str, Any]:
+        """This message as Genkit's camelCase JSON; :meth:`from_json` reads it back unchanged."""
+        return message_to_json(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> Message:
+        """A message read from Genkit JSON; raises :class:`~interlock.errors.InvalidArgumentError` for bad input."""
+        return message_from_json(data)
 
     @classmethod
     def user(cls, text: str) -> Message:
@@ -69,3 +80,42 @@ class Message:
     def interrupts(self) -> list[ToolRequestPart]:
         """Tool requests that paused the turn and wait for an answer."""
         return [p for p in self.content if isinstance(p, ToolRequestPart) and p.is_interrupt]
+
+
+def message_from_json(data: Any) -> Message:
+    """Read one Genkit message (``{"role": ..., "content": [...]}``)."""
+    d = json_object(data, "a message")
+    role = d.get("role")
+    if not isinstance(role, str):
+        raise InvalidArgumentError("a message needs a string 'role' (system, user, model or tool)")
+    content: Any = d.get("content") or []
+    if not isinstance(content, list):
+        raise InvalidArgumentError("a message's 'content' must be a list of parts")
+    return Message(
+        role=role,
+        content=[part_from_json(p) for p in cast(list[Any], content)],
+        metadata=optional_object(d, "metadata"),
+        extra=unknown_keys(d, ("role", "content", "metadata")),
+    )
+
+
+def message_to_json(message: Message) -> dict[str, Any]:
+    """Write one message as Genkit JSON."""
+    d: dict[str, Any] = {"role": message.role, "content": [part_to_json(p) for p in message.content]}
+    if message.metadata is not None:
+        d["metadata"] = message.metadata
+    if message.extra:
+        d.update(message.extra)
+    return d
+
+
+def messages_from_json(data: Any) -> list[Message]:
+    """Read a list of messages."""
+    if not isinstance(data, list):
+        raise InvalidArgumentError("messages must be a JSON list")
+    return [message_from_json(m) for m in cast(list[Any], data)]
+
+
+def messages_to_json(messages: list[Message]) -> list[dict[str, Any]]:
+    """Write a list of messages."""
+    return [message_to_json(m) for m in messages]

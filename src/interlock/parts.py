@@ -13,8 +13,10 @@ Interrupt bookkeeping lives in ``metadata`` exactly as Genkit stores it:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeAlias, TypeVar
+from typing import Any, Literal, Self, TypeAlias, TypeVar
 
+from ._json_object import json_object, optional_object, put_present, unknown_keys
+from .errors import InvalidArgumentError
 from .metadata import INTERRUPT
 
 __all__ = [
@@ -27,6 +29,8 @@ __all__ = [
     "TextPart",
     "ToolRequestPart",
     "ToolResponsePart",
+    "part_from_json",
+    "part_to_json",
     "with_metadata",
 ]
 
@@ -46,6 +50,22 @@ class _Base:
     def meta(self, key: str, default: Any = None) -> Any:
         """One metadata value, or ``default``."""
         return self.metadata.get(key, default) if self.metadata else default
+
+    def to_json(self) -> dict[str, Any]:
+        """This part as Genkit's camelCase JSON; :meth:`from_json` reads it back unchanged."""
+        return part_to_json(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> Self:
+        """A part of this kind read from Genkit JSON (e.g. ``ToolRequestPart.from_json(...)``).
+
+        Raises :class:`~interlock.errors.InvalidArgumentError` when ``data`` is not a part,
+        or is a part of another kind (:func:`part_from_json` reads any kind).
+        """
+        part = part_from_json(data)
+        if not isinstance(part, cls):
+            raise InvalidArgumentError(f"expected a {cls.__name__}, got a {type(part).__name__}")
+        return part
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -155,3 +175,110 @@ def with_metadata(part: _P, *, drop: tuple[str, ...] = (), **values: Any) -> _P:
         meta.pop(key, None)
     meta.update(values)
     return replace(part, metadata=meta or None)
+
+
+_COMMON = ("metadata", "custom")
+_KINDS = ("text", "media", "toolRequest", "toolResponse", "reasoning", "data", "resource")
+
+
+def _text(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"a part's {what!r} must be a string, got {type(value).__name__}")
+    return value
+
+
+def part_from_json(data: Any) -> Part:
+    """Read one part of any kind from Genkit JSON (``{"text": ...}``, ``{"toolRequest": {...}}``, ...).
+
+    Raises :class:`~interlock.errors.InvalidArgumentError` for what is not a part.
+    """
+    d = json_object(data, "a part")
+    common: dict[str, Any] = {"metadata": optional_object(d, "metadata")}
+    kind = next((k for k in _KINDS if d.get(k) is not None), None)
+    if kind is None and "data" in d:
+        kind = "data"  # a data part may hold null; it is written as {"data": null}
+    if kind is None and isinstance(d.get("custom"), dict):
+        return CustomPart(value=d["custom"], metadata=common["metadata"], extra=unknown_keys(d, _COMMON))
+    common["custom"] = optional_object(d, "custom")
+    if kind is None:
+        raise InvalidArgumentError(f"unknown part kind with keys {sorted(d)!r}; expected one of {list(_KINDS)!r}")
+    common["extra"] = unknown_keys(d, (*_COMMON, kind))
+    body = d[kind]
+    if kind == "text":
+        return TextPart(text=_text(body, "text"), **common)
+    if kind == "reasoning":
+        return ReasoningPart(reasoning=_text(body, "reasoning"), **common)
+    if kind == "data":
+        return DataPart(data=body, **common)
+    b = json_object(body, kind)
+    if kind == "toolRequest":
+        return ToolRequestPart(
+            name=_text(b.get("name", ""), "toolRequest.name"),
+            ref=b.get("ref"),
+            input=b.get("input"),
+            partial=b.get("partial"),
+            request_extra=unknown_keys(b, ("name", "ref", "input", "partial")),
+            **common,
+        )
+    if kind == "toolResponse":
+        content = b.get("content")
+        return ToolResponsePart(
+            name=_text(b.get("name", ""), "toolResponse.name"),
+            ref=b.get("ref"),
+            output=b.get("output"),
+            content=None if content is None else [part_from_json(p) for p in content],
+            response_extra=unknown_keys(b, ("name", "ref", "output", "content")),
+            **common,
+        )
+    if kind == "media":
+        return MediaPart(
+            url=_text(b.get("url", ""), "media.url"),
+            content_type=b.get("contentType"),
+            media_extra=unknown_keys(b, ("url", "contentType")),
+            **common,
+        )
+    return ResourcePart(uri=_text(b.get("uri", ""), "resource.uri"), resource_extra=unknown_keys(b, ("uri",)), **common)
+
+
+def _body(part: _Base) -> tuple[str, Any]:
+    if isinstance(part, TextPart):
+        return "text", part.text
+    if isinstance(part, ToolRequestPart):
+        b: dict[str, Any] = {"name": part.name}
+        put_present(b, "ref", part.ref)
+        put_present(b, "input", part.input)
+        put_present(b, "partial", part.partial)
+        return "toolRequest", b | part.request_extra
+    if isinstance(part, ToolResponsePart):
+        b = {"name": part.name}
+        put_present(b, "ref", part.ref)
+        put_present(b, "output", part.output)
+        if part.content is not None:
+            b["content"] = [part_to_json(p) for p in part.content]
+        return "toolResponse", b | part.response_extra
+    if isinstance(part, ReasoningPart):
+        return "reasoning", part.reasoning
+    if isinstance(part, MediaPart):
+        b = {"url": part.url}
+        put_present(b, "contentType", part.content_type)
+        return "media", b | part.media_extra
+    if isinstance(part, DataPart):
+        return "data", part.data
+    if isinstance(part, ResourcePart):
+        return "resource", {"uri": part.uri} | part.resource_extra
+    if isinstance(part, CustomPart):
+        return "custom", part.value
+    raise InvalidArgumentError(f"{type(part).__name__} is not a part interlock can write")
+
+
+def part_to_json(part: _Base) -> dict[str, Any]:
+    """Write one part as Genkit's camelCase JSON (``part.to_json()`` does the same)."""
+    key, body = _body(part)
+    d: dict[str, Any] = {key: body}
+    if part.metadata is not None:
+        d["metadata"] = part.metadata
+    if part.custom is not None and not isinstance(part, CustomPart):
+        d["custom"] = part.custom
+    if part.extra:
+        d.update(part.extra)
+    return d

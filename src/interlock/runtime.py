@@ -28,6 +28,7 @@ from .errors import (
 )
 from .interrupts import Resume, ResumePlan
 from .messages import Message
+from .models import ModelChunk
 from .parts import ToolRequestPart
 from .sessions import ErrorInfo, Session, SessionState, Snapshot, new_id, utcnow
 from .signing import Keyring
@@ -147,6 +148,8 @@ class Invocation:
         self._loop = asyncio.get_running_loop()
         self._thread = threading.get_ident()
         self._turn_index = 0
+        self._model_index: int | float | None = 0
+        """The index of the last model chunk streamed (the paused message's, when a turn pauses)."""
         self._failed = False
         self._tasks: list[asyncio.Task[Any]] = []
         self.main = asyncio.ensure_future(self._main())
@@ -167,6 +170,8 @@ class Invocation:
             return
         if self.detached_id is not None:
             return
+        if isinstance(chunk, ModelChunk) and chunk.role == "model":
+            self._model_index = chunk.index
         transformed = self.agent.transform_chunk(chunk)
         if transformed is not None:
             self.chunks.put_nowait(transformed)
@@ -462,6 +467,7 @@ class Invocation:
         parent = self.tip
         good = session.state.copy()
         session.start_turn()
+        self._model_index = 0
         turn_index, self._turn_index = self._turn_index, self._turn_index + 1
         hold: ClaimHold | None = None
         effects = self._effects(parent, turn_id)
@@ -502,8 +508,28 @@ class Invocation:
             await _give_back(hold, effects)
             raise
         self.last_finish_reason = finish
+        if finish == "interrupted":
+            self._emit_interrupts()
         committed = store is not None and self.detached_id is None
         self.emit(TurnEnd(snapshot_id=turn_id if committed else None, finish_reason=finish))
+
+    def _emit_interrupts(self) -> None:
+        """Stream the paused requests (as committed: with their resume tokens) before the turn end.
+
+        Server-managed: a final ``role: "tool"`` model chunk, as Genkit JS and Go send it.
+        Client-managed: the same parts as a ``role: "model"`` chunk with the paused message's
+        index, because Genkit's Python client rebuilds the history it sends back from the
+        chunks: a model chunk folds into the paused message, which it then replaces with the
+        output's copy, so the state it returns stays exact (and signed state still verifies).
+        """
+        messages = self.session.messages
+        interrupts = messages[-1].interrupts if messages else []
+        if not interrupts:
+            return
+        if self.store is not None:
+            self.emit(ModelChunk(role="tool", content=list(interrupts)))
+        else:
+            self.emit(ModelChunk(role="model", index=self._model_index, content=list(interrupts)))
 
     def _effects(self, parent: Snapshot | None, turn_id: str | None) -> Effects | None:
         """The turn's effect journal: server-managed agents journal every tool call in their store."""

@@ -13,7 +13,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, TypeAlias, cast
+from enum import StrEnum
+from typing import Any, cast
 
 import jsonpatch
 
@@ -36,8 +37,20 @@ __all__ = [
     "utcnow",
 ]
 
-SnapshotStatus: TypeAlias = Literal["pending", "completed", "failed", "aborted", "expired"]
-"""A snapshot's status; unknown values read from a store or the wire are kept as strings."""
+
+class SnapshotStatus(StrEnum):
+    """A snapshot's status; members equal their wire strings (``SnapshotStatus.COMPLETED == "completed"``).
+
+    ``expired`` is never written: a pending snapshot whose heartbeat stopped reads as it.
+    Unknown values read from a store or the wire are kept as strings.
+    """
+
+    PENDING = "pending"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    ABORTED = "aborted"
+    EXPIRED = "expired"
+
 
 TERMINAL = frozenset({"completed", "failed", "aborted"})
 EXPIRY = timedelta(seconds=60)

@@ -158,7 +158,8 @@ def _bare(message: Message, *, keep_tool_metadata: bool) -> Message:
 
 def _canonical(state: SessionState) -> bytes:
     """The signed bytes: sorted-key compact JSON of what the signature covers."""
-    from .wire import artifact_to_json, part_to_json
+    from .parts import part_to_json
+    from .wire import artifact_to_json
 
     body = {
         "sessionId": state.session_id,

@@ -37,6 +37,7 @@ from .decisions import Decision
 from .errors import Interrupt, InvalidArgumentError, ToolInputError, ToolOutputError, UsageError
 from .models import ToolDefinition
 from .parts import ToolRequestPart, ToolResponsePart
+from .sessions import Session
 
 __all__ = [
     "InterruptedCall",
@@ -110,7 +111,7 @@ class ToolContext(Generic[R]):
     resumed: Any = None
     resume: R | None = None
     original_input: Any = None
-    session: Any = None
+    session: Session | None = None
     context: dict[str, Any] = field(default_factory=dict[str, Any])
     reclaimed_from: str | None = None
     idempotency_key: str | None = None
@@ -346,7 +347,7 @@ class Tool(Generic[I, O, R]):
         result = await self.fn(*args) if self._is_async else await asyncio.to_thread(self.fn, *args)
         return self.validate_output(result)
 
-    def interrupted(self, part: Any) -> InterruptedCall[I, O, R] | None:
+    def interrupted(self, part: object) -> InterruptedCall[I, O, R] | None:
         """Claim an interrupt raised by this tool, typed; ``None`` for any other part.
 
         Returns ``None`` for another tool's interrupt, for a part that is not a pending
@@ -415,69 +416,137 @@ def _description(fn: Callable[..., Any]) -> str:
     return inspect.cleandoc(fn.__doc__ or "").split("\n\n")[0].replace("\n", " ")
 
 
-@overload
-def tool(fn: Callable[..., Any], /) -> Tool[Any, Any, Any]: ...
-@overload
-def tool(
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    approval: Callable[[Any], bool] | None = None,
-    idempotent: bool = False,
-    reconcile: Reconcile | None = None,
-) -> Callable[[Callable[..., Any]], Tool[Any, Any, Any]]: ...
-def tool(
-    fn: Callable[..., Any] | None = None,
-    /,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    approval: Callable[[Any], bool] | None = None,
-    idempotent: bool = False,
-    reconcile: Reconcile | None = None,
-) -> Tool[Any, Any, Any] | Callable[[Callable[..., Any]], Tool[Any, Any, Any]]:
-    """Define a tool from a typed function, sync or async (usable as ``@tool`` or ``@tool(name=...)``).
+class ToolDecorator:
+    """The type of :func:`tool`: ``@tool`` or ``@tool(name=..., ...)`` on a typed function.
 
-    Input and output schemas come from the type hints; the description from the
-    docstring's first paragraph. A third parameter makes the tool resumable; ``approval``
-    (``lambda payload: payload.approved``) declares which typed payloads approve the call,
-    so the audit trail can label an ordinary restart ``approve``/``deny``.
-
-    Side effects (see :mod:`interlock.journal`): in a server-managed agent every call is
-    journaled under ``ctx.idempotency_key`` and never silently repeated. A call whose
-    earlier attempt may or may not have taken effect pauses for a person, unless the tool
-    is ``idempotent=True`` (it is retried with the same key) or ``reconcile(key)`` says
-    what happened (its output, or ``None`` when the effect did not happen).
+    Its overloads let a type checker infer ``Tool[Input, Output, Resume]`` from the
+    function's signature: ``(input, ctx, resume) -> output``, ``(input, ctx)``,
+    ``(input, resume)``, ``(input)``, ``(ctx)`` or ``()``, sync or async. Other shapes
+    are refused: by the type checker, and at definition time with :class:`UsageError`.
     """
-    # Hints may name classes local to the caller's function (with postponed annotations).
-    caller = sys._getframe(1).f_locals  # pyright: ignore[reportPrivateUsage]
 
-    def build(f: Callable[..., Any]) -> Tool[Any, Any, Any]:
-        sig = _read_signature(f, dict(caller))
+    def __init__(
+        self,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        approval: Callable[[Any], bool] | None = None,
+        idempotent: bool = False,
+        reconcile: Reconcile | None = None,
+    ) -> None:
+        self._name = name
+        self._description = description
+        self._approval = approval
+        self._idempotent = idempotent
+        self._reconcile = reconcile
+
+    @overload
+    def __call__(
+        self,
+        /,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        approval: Callable[[Any], bool] | None = None,
+        idempotent: bool = False,
+        reconcile: Reconcile | None = None,
+    ) -> ToolDecorator: ...
+    @overload
+    def __call__(self, fn: Callable[[I, ToolContext[Any], R | None], Awaitable[O]], /) -> Tool[I, O, R]: ...
+    @overload
+    def __call__(self, fn: Callable[[I, ToolContext[Any]], Awaitable[O]], /) -> Tool[I, O, None]: ...
+    @overload
+    def __call__(self, fn: Callable[[I, R | None], Awaitable[O]], /) -> Tool[I, O, R]: ...
+    @overload
+    def __call__(self, fn: Callable[[ToolContext[Any]], Awaitable[O]], /) -> Tool[dict[str, Any], O, None]: ...
+    @overload
+    def __call__(self, fn: Callable[[I], Awaitable[O]], /) -> Tool[I, O, None]: ...
+    @overload
+    def __call__(self, fn: Callable[[], Awaitable[O]], /) -> Tool[dict[str, Any], O, None]: ...
+    @overload
+    def __call__(self, fn: Callable[[I, ToolContext[Any], R | None], O], /) -> Tool[I, O, R]: ...
+    @overload
+    def __call__(self, fn: Callable[[I, ToolContext[Any]], O], /) -> Tool[I, O, None]: ...
+    @overload
+    def __call__(self, fn: Callable[[I, R | None], O], /) -> Tool[I, O, R]: ...
+    @overload
+    def __call__(self, fn: Callable[[ToolContext[Any]], O], /) -> Tool[dict[str, Any], O, None]: ...
+    @overload
+    def __call__(self, fn: Callable[[I], O], /) -> Tool[I, O, None]: ...
+    @overload
+    def __call__(self, fn: Callable[[], O], /) -> Tool[dict[str, Any], O, None]: ...
+    def __call__(
+        self,
+        fn: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        approval: Callable[[Any], bool] | None = None,
+        idempotent: bool = False,
+        reconcile: Reconcile | None = None,
+    ) -> Tool[Any, Any, Any] | ToolDecorator:
+        if fn is None:
+            return ToolDecorator(
+                name=name, description=description, approval=approval, idempotent=idempotent, reconcile=reconcile
+            )
+        # Hints may name classes local to the caller's function (with postponed annotations).
+        caller = sys._getframe(1).f_locals  # pyright: ignore[reportPrivateUsage]
+        sig = _read_signature(fn, dict(caller))
         return Tool(
-            f,
-            name=name or f.__name__,
-            description=description if description is not None else _description(f),
+            fn,
+            name=self._name or fn.__name__,
+            description=self._description if self._description is not None else _description(fn),
             input_type=sig.input_type,
             output_type=sig.output_type,
             resume_type=sig.resume_type,
             signature=sig,
-            approval=approval,
-            idempotent=idempotent,
-            reconcile=reconcile,
+            approval=self._approval,
+            idempotent=self._idempotent,
+            reconcile=self._reconcile,
         )
 
-    return build(fn) if fn is not None else build
+
+tool = ToolDecorator()
+"""Define a tool from a typed function, sync or async (usable as ``@tool`` or ``@tool(name=...)``).
+
+Input and output schemas come from the type hints; the description from the docstring's
+first paragraph. A third parameter makes the tool resumable; ``approval``
+(``lambda payload: payload.approved``) declares which typed payloads approve the call, so
+the audit trail can label an ordinary restart ``approve``/``deny``. A type checker infers
+``Tool[Input, Output, Resume]`` from the signature, so ``tool.interrupted(part)`` gives a
+typed :class:`InterruptedCall`.
+
+Side effects (see :mod:`interlock.journal`): in a server-managed agent every call is
+journaled under ``ctx.idempotency_key`` and never silently repeated. A call whose earlier
+attempt may or may not have taken effect pauses for a person, unless the tool is
+``idempotent=True`` (it is retried with the same key) or ``reconcile(key)`` says what
+happened (its output, or ``None`` when the effect did not happen).
+"""
 
 
+@overload
+def interrupt_tool(
+    name: str, *, input: type[I], output: type[O], description: str = "", data: Callable[[I], object] | object = None
+) -> Tool[I, O, None]: ...
+@overload
+def interrupt_tool(
+    name: str, *, input: type[I], description: str = "", data: Callable[[I], object] | object = None
+) -> Tool[I, Any, None]: ...
+@overload
+def interrupt_tool(
+    name: str, *, output: type[O], description: str = "", data: Any = None
+) -> Tool[dict[str, Any], O, None]: ...
+@overload
+def interrupt_tool(name: str, *, description: str = "", data: Any = None) -> Tool[dict[str, Any], Any, None]: ...
 def interrupt_tool(
     name: str,
     *,
-    input: type[I] | Any = Any,
-    output: type[O] | Any = Any,
+    input: Any = Any,
+    output: Any = Any,
     description: str = "",
     data: Any = None,
-) -> Tool[I, O, None]:
+) -> Tool[Any, Any, None]:
     """Declare a tool that never runs: every call pauses the turn, answered by respond.
 
     Args:

@@ -47,6 +47,17 @@ async function capture(fn) {
   }
 }
 
+// The paused tool requests a turn streamed (the client's own chunk API: toolRequests with metadata.interrupt).
+function streamedInterrupts(chunks) {
+  return chunks.flatMap((c) => c.toolRequests.filter((p) => p.metadata && p.metadata.interrupt));
+}
+
+async function drainChunks(turn) {
+  const chunks = [];
+  for await (const c of turn.stream) chunks.push(c);
+  return { chunks, response: await turn.response };
+}
+
 async function drain(turn) {
   const chunks = [];
   for await (const c of turn.stream) chunks.push(c.raw);
@@ -71,10 +82,18 @@ const scenarios = {
   // An interrupt, answered with respond (streamed, to see the tool chunk).
   async interrupt_respond(agent) {
     const chat = agent.chat();
-    const first = await chat.send('transfer 100 to acct-1');
+    const paused = await drainChunks(chat.sendStream('transfer 100 to acct-1'));
+    const first = paused.response;
     const answer = first.interrupts[0].respond({ approved: true, by: 'js' });
     const { chunks, response } = await drain(chat.resumeStream({ respond: [answer] }));
-    return { interrupted: turnInfo(first), resumed: turnInfo(response), chunks, messages: chat.messages };
+    return {
+      interrupted: turnInfo(first),
+      interruptedChunks: paused.chunks.map((c) => c.raw),
+      streamedInterrupts: streamedInterrupts(paused.chunks),
+      resumed: turnInfo(response),
+      chunks,
+      messages: chat.messages,
+    };
   },
 
   // An interrupt, restarted: first plainly (no metadata, so the tool pauses again), then with
@@ -163,11 +182,13 @@ const scenarios = {
   async client_managed(agent) {
     const chat = agent.chat();
     const { chunks, response: hello } = await drain(chat.sendStream('hi'));
-    const interrupted = await chat.send('please approve');
+    const paused = await drainChunks(chat.sendStream('please approve'));
+    const interrupted = paused.response;
     const resumed = await chat.resume({ respond: [interrupted.interrupts[0].respond({ approved: false })] });
     const after = await chat.send('thanks');
     return {
       chunks,
+      streamedInterrupts: streamedInterrupts(paused.chunks),
       results: [hello, interrupted, resumed, after].map(turnInfo),
       messages: chat.messages,
     };

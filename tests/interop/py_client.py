@@ -73,6 +73,12 @@ async def drain(turn: Any) -> tuple[list[Any], Any]:
     return chunks, await turn.response
 
 
+def streamed_interrupts(chunks: list[Any]) -> list[Any]:
+    """The paused tool requests a turn streamed (parts of its model chunks with ``metadata.interrupt``)."""
+    parts = [p for c in chunks for p in (c.get("modelChunk") or {}).get("content", [])]
+    return [p for p in parts if "toolRequest" in p and (p.get("metadata") or {}).get("interrupt")]
+
+
 def server_agent(url: str) -> Any:
     return remote_agent(url, state_management="server")
 
@@ -94,11 +100,13 @@ async def stream(url: str) -> dict[str, Any]:
 async def interrupt_respond(url: str) -> dict[str, Any]:
     """An interrupt, answered with respond (streamed, to see the tool chunk)."""
     chat = server_agent(url).chat()
-    first = await chat.send("transfer 100 to acct-1")
+    paused_chunks, first = await drain(chat.send_stream("transfer 100 to acct-1"))
     answer = first.interrupts[0].respond({"approved": True, "by": "py"})
     chunks, response = await drain(chat.resume_stream(respond=[answer]))
     return {
         "interrupted": turn_info(first),
+        "interruptedChunks": paused_chunks,
+        "streamedInterrupts": streamed_interrupts(paused_chunks),
         "resumed": turn_info(response),
         "chunks": chunks,
         "messages": dump(chat.messages),
@@ -194,11 +202,12 @@ async def client_managed(url: str) -> dict[str, Any]:
     """A client-managed agent: the client rebuilds its history from the streamed chunks and sends it as state."""
     chat = remote_agent(url, state_management="client").chat()
     chunks, hello = await drain(chat.send_stream("hi"))
-    interrupted = await chat.send("please approve")
+    paused_chunks, interrupted = await drain(chat.send_stream("please approve"))
     resumed = await chat.resume(respond=[interrupted.interrupts[0].respond({"approved": False})])
     after = await chat.send("thanks")
     return {
         "chunks": chunks,
+        "streamedInterrupts": streamed_interrupts(paused_chunks),
         "results": [turn_info(r) for r in (hello, interrupted, resumed, after)],
         "messages": dump(chat.messages),
     }

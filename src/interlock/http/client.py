@@ -26,8 +26,8 @@ from typing import Any, Literal, cast
 
 import httpx
 
-from ..agent_interface import AgentAPI, InputLike, as_input
-from ..agent_io import AgentInit, AgentInput, AgentOutput, StreamChunk
+from ..agent_interface import AgentAPI
+from ..agent_io import AgentInit, AgentInput, AgentOutput, InputLike, StreamChunk, as_input
 from ..errors import (
     DeadlineExceededError,
     InterlockError,
@@ -140,17 +140,6 @@ class RemoteAgent(AgentAPI):
         """
         return RemoteConnection(self, AgentInit(snapshot_id=snapshot_id, session_id=session_id, state=state))
 
-    def run_sync(self, input: InputLike = None, **kwargs: Any) -> AgentOutput:
-        """:meth:`run` for code without an event loop."""
-
-        async def once() -> AgentOutput:
-            try:
-                return await self.run(input, **kwargs)
-            finally:
-                await self.aclose()
-
-        return asyncio.run(once())
-
     async def load(
         self, snapshot_id: str | None = None, *, session_id: str | None = None, context: dict[str, Any] | None = None
     ) -> RemoteConnection:
@@ -162,16 +151,14 @@ class RemoteAgent(AgentAPI):
         if self.state_management == "client":
             raise UsageError(f"agent {self.name!r} is client-managed; connect with state= instead of loading")
         snap = await self.get_snapshot(snapshot_id, session_id=session_id)
-        if snap is None:
-            raise SnapshotNotFoundError(f"Snapshot '{snapshot_id or session_id}' not found")
         conn = self.connect(snapshot_id=snap.snapshot_id) if snapshot_id else self.connect(session_id=session_id)
         conn.snapshot = snap
         return conn
 
     async def get_snapshot(
         self, snapshot_id: str | None = None, *, session_id: str | None = None, context: dict[str, Any] | None = None
-    ) -> Snapshot | None:
-        """A stored snapshot by id, or a session's latest; ``None`` when there is none (HTTP 404).
+    ) -> Snapshot:
+        """A stored snapshot by id, or a session's latest; raises :class:`SnapshotNotFoundError` on HTTP 404.
 
         With both ids the server checks that the snapshot belongs to the session (an
         interlock server does; Genkit servers refuse both ids).
@@ -181,7 +168,9 @@ class RemoteAgent(AgentAPI):
         data = {"snapshotId": snapshot_id} if snapshot_id else {}
         data |= {"sessionId": session_id} if session_id else {}
         result = await self._post(self.get_snapshot_url, data)
-        return None if result is None else snapshot_from_json(result)
+        if result is None:
+            raise SnapshotNotFoundError(f"Snapshot {snapshot_id or session_id!r} not found at {self.get_snapshot_url}")
+        return snapshot_from_json(result)
 
     async def abort(self, snapshot_id: str, *, context: dict[str, Any] | None = None) -> str | None:
         """Abort a detached turn; returns the snapshot's status before the abort, or ``None``."""

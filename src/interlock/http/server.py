@@ -36,8 +36,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import parse_qsl
 
-from ..agent_interface import as_input
-from ..agent_io import AgentInput, AgentOutput
+from ..agent_io import AgentInput, AgentOutput, as_input
 from ..agents import Agent, AgentConnection
 from ..errors import (
     CancelledError,
@@ -284,16 +283,16 @@ class AgentServer:
                 snap = await self._wait(agent, snapshot_id, session_id, context, receive)
             else:
                 snap = await agent.get_snapshot(snapshot_id, session_id=session_id, context=context)
-        except InterlockError as exc:
-            raise Reject(exc) from None
-        if snap is None:
+        except NotFoundError:
             missing = NotFoundError(f"Snapshot '{snapshot_id or session_id}' not found for agent '{agent.name}'.")
             return error_body(missing), 404
+        except InterlockError as exc:
+            raise Reject(exc) from None
         return {"result": snapshot_to_json(snap)}, 200
 
     async def _wait(
         self, agent: Agent, snapshot_id: str | None, session_id: str | None, context: dict[str, Any], receive: Receive
-    ) -> Snapshot | None:
+    ) -> Snapshot:
         """Poll until the snapshot settles, ``wait_timeout`` passes, or the client goes away (ClientGone)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.wait_timeout
@@ -301,7 +300,7 @@ class AgentServer:
         try:
             while True:
                 snap = await agent.get_snapshot(snapshot_id, session_id=session_id, context=context)
-                if snap is None or snap.status in _SETTLED or loop.time() >= deadline:
+                if snap.status in _SETTLED or loop.time() >= deadline:
                     return snap
                 await asyncio.wait({gone}, timeout=0.1)
                 if gone.done():

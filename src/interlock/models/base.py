@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from ..messages import Message
-from ..parts import Part
+from ..parts import Part, ToolRequestPart
 
 __all__ = [
     "ChunkCallback",
@@ -84,6 +84,11 @@ class ModelChunk:
     def text(self) -> str:
         """The text in this chunk."""
         return Message(role=self.role or "model", content=self.content).text
+
+    @property
+    def interrupts(self) -> list[ToolRequestPart]:
+        """The paused tool requests in this chunk (a turn that pauses streams them last, before its turn end)."""
+        return [p for p in self.content if isinstance(p, ToolRequestPart) and p.is_interrupt]
 
 
 ChunkCallback: TypeAlias = Callable[[ModelChunk], Awaitable[None] | None]

@@ -12,9 +12,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple, cast
 
 from ..errors import DataLossError, InvalidArgumentError
-from ..messages import Message
+from ..messages import Message, messages_from_json
 from ..sessions import Artifact, SessionState, Snapshot
-from ..wire import artifact_from_json, artifact_to_json, error_from_json, error_to_json, messages_from_json
+from ..wire import artifact_from_json, artifact_to_json, error_from_json, error_to_json
 from ._sqlite_schema import SESSIONS
 
 Messages = tuple[Message, ...]

@@ -16,9 +16,8 @@ from datetime import datetime
 from typing import Any, NamedTuple, cast
 
 from ..errors import DataLossError
-from ..messages import Message
+from ..messages import Message, messages_to_json
 from ..sessions import Artifact, Snapshot
-from ..wire import messages_to_json
 from . import SnapshotInfo, Updater, apply_update, pick_leaf
 from ._prune import prunable
 from ._sqlite_chain import MessageChains
