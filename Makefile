@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck docs unit bench clean postgres
+.PHONY: demo test lint typecheck docs unit bench clean postgres browser
 
 $(STAMP): pyproject.toml
 	@echo "==> creating $(VENV) and installing interlock with its dev tools (pip shows each package as it goes)"
@@ -30,6 +30,10 @@ $(INTEROP_STAMP): scripts/setup_interop.sh tests/interop/package.json tests/inte
 postgres:
 	bash scripts/postgres.sh install
 
+# Debian's chromium for the inbox's browser tests (Playwright drives it by its path; no browser download).
+browser:
+	bash scripts/setup_browser.sh
+
 demo: $(STAMP) $(LOCAL_STAMP)
 	$(BIN)/interlock demo
 
@@ -45,7 +49,7 @@ typecheck: $(STAMP) $(LOCAL_STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-unit: $(STAMP) $(LOCAL_STAMP) $(INTEROP_STAMP) postgres
+unit: $(STAMP) $(LOCAL_STAMP) $(INTEROP_STAMP) postgres browser
 	$(BIN)/pytest
 
 test: lint typecheck docs unit
@@ -59,6 +63,7 @@ bench: $(STAMP) postgres
 	$(BIN)/python bench/tokens.py
 	$(BIN)/python bench/postgres.py
 	$(BIN)/python bench/telemetry.py
+	$(BIN)/python bench/inbox_http.py
 	$(BIN)/python bench/effects.py  # last: it exits 1 while the journal's cost is over its target
 
 clean:

@@ -21,7 +21,7 @@ from .tools import to_json
 if TYPE_CHECKING:
     from .inbox import PendingInterrupt, ResumableAgent
 
-__all__ = ["Answer", "Approve", "Reject", "Respond", "entry", "match_all", "skip_note"]
+__all__ = ["Answer", "Approve", "Edit", "Reject", "Respond", "Restart", "entry", "match_all", "skip_note"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,11 +40,36 @@ class Reject:
     """Reject a call: restart with ``payload`` (default ``{"approved": false}``), or respond with ``output``.
 
     An in-doubt call is skipped: it is answered with ``output`` (default :func:`skip_note`)
-    and does not run again.
+    and does not run again. ``reason`` (text) is what the model is told: the message of a
+    held or in-doubt call's note, ``payload["reason"]`` of a tool's own interrupt.
     """
 
     payload: Any = None
     output: Any = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Restart:
+    """Run the call again with ``payload`` as its resume payload, without an approve/deny label.
+
+    A held call only runs when approved (use :class:`Approve`); an in-doubt call runs
+    again as :class:`Approve` runs it.
+    """
+
+    payload: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    """Approve the call with a revised ``input`` (and ``payload``, as :class:`Approve`).
+
+    Only agents built with ``allow_replaced_input=True`` take it; the input is validated
+    against the tool's input schema like any restart. An in-doubt call cannot be edited.
+    """
+
+    input: Any
+    payload: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +79,7 @@ class Respond:
     output: Any
 
 
-Answer: TypeAlias = Approve | Reject | Respond
+Answer: TypeAlias = Approve | Reject | Respond | Restart | Edit
 """One decision on one interrupt."""
 
 
@@ -73,7 +98,7 @@ def match_all(
     snapshot_id: str, items: list[PendingInterrupt], answers: Answer | Mapping[str, Answer]
 ) -> list[tuple[PendingInterrupt, Answer]]:
     """Pair every interrupt with its answer: one for all, or by ref (or tool name)."""
-    if isinstance(answers, (Approve, Reject, Respond)):
+    if isinstance(answers, (Approve, Reject, Respond, Restart, Edit)):
         return [(item, answers) for item in items]
     keys = {i.ref for i in items if i.ref} | {i.tool for i in items}
     unknown = [k for k in answers if k not in keys]
@@ -95,25 +120,55 @@ def entry(item: PendingInterrupt, answer: Answer, agent: ResumableAgent) -> Tool
     part = item.part
     if item.in_doubt:
         return _in_doubt(item, answer)
+    if isinstance(answer, Reject) and answer.reason is not None:
+        answer = _with_reason(item, answer)
     if isinstance(answer, Respond) or (isinstance(answer, Reject) and answer.output is not None and not item.is_hold):
         label: DecisionLabel | None = "deny" if isinstance(answer, Reject) else None
         return Decision.respond(to_json(answer.output), decision=label).answer(part)
-    if item.is_hold:
-        if isinstance(answer, Approve):
+    if isinstance(answer, Restart) and item.is_hold:
+        raise UsageError(f"{item.label} is held for approval: it runs only when approved (approve, or edit)")
+    if item.is_hold and not isinstance(answer, Edit):
+        if isinstance(answer, (Approve, Restart)):
             return approve_hold(part, **_payload_dict(answer.payload, item))
         if answer.payload is not None:
             raise UsageError(f"{item.label} is held for approval: a rejection never runs it, so it takes no payload")
         return deny_hold(part, None if answer.output is None else to_json(answer.output))
     if isinstance(agent, PromptAgent) and any(t.name == item.tool and t.is_interrupt_only for t in agent.tools):
         raise UsageError(f"tool {item.tool!r} never runs (it only asks); answer {item.label} with respond")
-    approved = isinstance(answer, Approve)
+    if isinstance(answer, Restart):
+        return Decision.restart(None if answer.payload is None else to_json(answer.payload)).answer(part)
+    approved = isinstance(answer, (Approve, Edit))
     payload: Any = {"approved": approved} if answer.payload is None else to_json(answer.payload)
+    if item.is_hold:
+        payload = _payload_dict(answer.payload, item)
+    if isinstance(answer, Edit):
+        return Decision.restart(payload, input=to_json(answer.input), decision="approve").answer(part)
     return Decision.restart(payload, decision="approve" if approved else "deny").answer(part)
+
+
+def _with_reason(item: PendingInterrupt, answer: Reject) -> Reject:
+    """A rejection's ``reason`` as the note a held or in-doubt call gets, or in a tool's own restart payload."""
+    given: Any = answer.payload
+    if answer.output is not None or (given is not None and not isinstance(given, dict)):
+        raise UsageError(f"a rejection of {item.label} takes a reason, or an output or payload of its own; not both")
+    if item.is_hold:
+        return Reject(output={"denied": True, "message": answer.reason})
+    if item.in_doubt:
+        return Reject(output={"skipped": True, "message": answer.reason})
+    base: Any = {"approved": False} if given is None else to_json(given)
+    return Reject(payload={**cast(dict[str, Any], base), "reason": answer.reason})
 
 
 def _in_doubt(item: PendingInterrupt, answer: Answer) -> ToolRequestPart | ToolResponsePart:
     """Approve: run it again (the payload it had); respond: it did happen; reject: skip it."""
     part = item.part
+    if isinstance(answer, Edit):
+        raise UsageError(
+            f"{item.label} is in doubt: it runs again as it was (approve), or is answered (respond) or skipped "
+            "(reject); a revised input would be another call"
+        )
+    if isinstance(answer, Reject) and answer.reason is not None:
+        answer = _with_reason(item, answer)
     if isinstance(answer, Respond):
         return Decision.respond(to_json(answer.output)).answer(part)
     if isinstance(answer, Reject):

@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar, cast
 
@@ -64,7 +64,7 @@ from pydantic import TypeAdapter
 
 from . import metadata as md
 from .agent_io import AgentOutput
-from .answers import Answer, Approve, Reject, Respond, entry, match_all
+from .answers import Answer, Approve, Edit, Reject, Respond, Restart, entry, match_all
 from .claims import claim_state, is_answerable
 from .decisions import DecisionLabel
 from .errors import (
@@ -86,10 +86,12 @@ __all__ = [
     "Approve",
     "AuditAnswer",
     "AuditEntry",
+    "Edit",
     "Inbox",
     "PendingInterrupt",
     "Reject",
     "Respond",
+    "Restart",
     "ResumableAgent",
 ]
 
@@ -147,6 +149,11 @@ class PendingInterrupt:
     def label(self) -> str:
         """``tool#ref`` (or just ``tool`` without a ref)."""
         return f"{self.tool}#{self.ref}" if self.ref else self.tool
+
+    @property
+    def position(self) -> tuple[datetime, str]:
+        """Where the item sorts in :meth:`Inbox.pending` (``after=`` of the next page)."""
+        return (self.created_at, self.snapshot_id)
 
     def data_as(self, tp: type[T]) -> T:
         """The interrupt data validated as ``tp`` (a pydantic model, dataclass, TypedDict, ...)."""
@@ -250,24 +257,40 @@ class Inbox:
         older_than: timedelta | None = None,
         newer_than: timedelta | None = None,
         in_doubt: bool | None = None,
+        session_id: str | None = None,
+        newest_first: bool = False,
+        after: tuple[datetime, str] | None = None,
+        limit: int | None = None,
         now: datetime | None = None,
     ) -> list[PendingInterrupt]:
         """Interrupts waiting for an answer in ``tenant``'s sessions, the longest-waiting first.
 
         Filters: the snapshot's ``agent``, the paused ``tool``, the age of the paused turn
         (``older_than``: at least that old; ``newer_than``: younger than that), measured at
-        ``now`` (default: the current time), and ``in_doubt`` (``True``: only in-doubt calls,
-        ``False``: none of them, ``None``: all).
+        ``now`` (default: the current time), ``in_doubt`` (``True``: only in-doubt calls,
+        ``False``: none of them, ``None``: all) and ``session_id``.
+
+        Paging: ``newest_first`` reverses the order; ``after`` is the ``(created_at,
+        snapshot_id)`` of the last item of the previous page (:attr:`PendingInterrupt.position`);
+        ``limit`` stops once that many interrupts were found (a snapshot's interrupts are
+        never split across pages). Only the snapshots of the page are loaded.
         """
         store = self._require_store("listing pending interrupts")
         now = now or utcnow()
+        infos = _waiting(await store.list(tenant=tenant, session_id=session_id))
+        if newest_first:
+            infos.reverse()
         found: list[PendingInterrupt] = []
-        for info in _waiting(await store.list(tenant=tenant)):
+        for info in infos:
             age = now - info.created_at
             if agent is not None and info.agent != agent:
                 continue
             if (older_than is not None and age < older_than) or (newer_than is not None and age >= newer_than):
                 continue
+            if after is not None and not _beyond((info.created_at, info.snapshot_id), after, newest_first):
+                continue
+            if limit is not None and len(found) >= limit:
+                break
             snap = await store.load(info.snapshot_id, tenant=tenant)
             if snap is None or snap.read_status() != "completed" or not is_answerable(snap, now):
                 continue
@@ -329,6 +352,19 @@ class Inbox:
             if entry is not None:
                 entries.append(entry)
         return sorted(entries, key=lambda e: (e.at is None, e.at or datetime.min, e.snapshot_id))
+
+    async def audit_all(self, *, tenant: str | None = None, limit: int = 100) -> list[AuditEntry]:
+        """The newest ``limit`` resumes across the store (every session of ``tenant``), newest first."""
+        store = self._require_store("reading the audit trail")
+        entries: list[AuditEntry] = []
+        for info in await store.list(tenant=tenant):  # newest first
+            if len(entries) >= limit:
+                break
+            snap = await store.load(info.snapshot_id, tenant=tenant) if info.parent_id else None
+            entry = AuditEntry.from_snapshot(snap) if snap is not None else None
+            if entry is not None:
+                entries.append(entry)
+        return entries
 
     async def journal(self, session_id: str, *, tenant: str | None = None) -> list[JournalEntry]:
         """The effect journal of a session: one entry per tool call, with its attempts, oldest first."""
@@ -424,8 +460,13 @@ class Inbox:
         tool: str | None = None,
         identity: Any = None,
         tenant: str | None = None,
+        token: str | None = None,
     ) -> AgentOutput:
-        """Give ``answer`` to the snapshot's interrupt (``ref``/``tool`` pick it when it waits on several)."""
+        """Give ``answer`` to the snapshot's interrupt (``ref``/``tool`` pick it when it waits on several).
+
+        ``token`` is the resume token the answer carries (an answer link's, :mod:`interlock.tokens`);
+        by default, the one stored with the interrupt.
+        """
         items = await self.get(snapshot_id, tenant=tenant)
         picked = [i for i in items if ref in (None, i.ref) and tool in (None, i.tool)]
         waits = f"snapshot {snapshot_id} waits on {', '.join(i.label for i in items)}"
@@ -435,7 +476,8 @@ class Inbox:
             )
         if len(items) > 1:
             raise UsageError(f"{waits}; a resume answers all of them at once: use answer_all (command line: --all)")
-        return await self._resume(snapshot_id, [(picked[0], answer)], identity, tenant)
+        item = picked[0] if token is None else replace(picked[0], part=md.with_resume_token(picked[0].part, token))
+        return await self._resume(snapshot_id, [(item, answer)], identity, tenant)
 
     async def _resume(
         self, snapshot_id: str, pairs: list[tuple[PendingInterrupt, Answer]], identity: Any, tenant: str | None
@@ -483,6 +525,11 @@ class Inbox:
 
 def _context(identity: Any, tenant: str | None) -> dict[str, Any]:
     return {"identity": identity, "tenant": tenant}
+
+
+def _beyond(key: tuple[datetime, str], after: tuple[datetime, str], newest_first: bool) -> bool:
+    """True when ``key`` sorts past ``after`` (the previous page's last item) in the listing's order."""
+    return key < after if newest_first else key > after
 
 
 def _agent_of(snap: Snapshot) -> str | None:

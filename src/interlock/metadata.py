@@ -24,12 +24,13 @@ key                       where, and what it means
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 from .errors import UsageError
 
 if TYPE_CHECKING:
-    from .parts import Part
+    from .parts import Part, ToolRequestPart
 
 __all__ = [
     "APPROVAL",
@@ -56,6 +57,7 @@ __all__ = [
     "is_hold",
     "is_in_doubt",
     "resume_token",
+    "with_resume_token",
     "without_approval",
 ]
 
@@ -171,3 +173,8 @@ def resume_token(part: Part) -> str | None:
     """The resume token ``part`` carries (an interrupt, or the resume entry answering it), or ``None``."""
     token = part.meta(RESUME_TOKEN)
     return token if isinstance(token, str) else None
+
+
+def with_resume_token(part: ToolRequestPart, token: str) -> ToolRequestPart:
+    """``part`` carrying ``token`` as its resume token (an answer link's, in place of the stored one)."""
+    return replace(part, metadata={**(part.metadata or {}), RESUME_TOKEN: token})

@@ -26,7 +26,7 @@ import types
 import typing
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, NoReturn, Protocol, TypeVar, cast, overload
+from typing import Any, Generic, Literal, NoReturn, Protocol, TypeVar, cast, overload
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
@@ -245,6 +245,7 @@ class Tool(Generic[I, O, R]):
             None if output_type in (Any, None, type(None)) else TypeAdapter(output_type)
         )
         self._resume: TypeAdapter[Any] | None = None if resume_type is None else TypeAdapter(resume_type)
+        self._resume_schema: dict[str, Any] | None | Literal[False] = False  # built on first use
         self.definition = ToolDefinition(
             name=name,
             description=description,
@@ -259,6 +260,13 @@ class Tool(Generic[I, O, R]):
     def is_interrupt_only(self) -> bool:
         """True for tools declared with :func:`interrupt_tool`: they never run."""
         return self.fn is None
+
+    @property
+    def resume_schema(self) -> dict[str, Any] | None:
+        """The JSON Schema of the tool's resume payload (what a restart may carry), or ``None``."""
+        if self._resume_schema is False:
+            self._resume_schema = _schema(self.resume_type)
+        return self._resume_schema
 
     @property
     def is_resumable(self) -> bool:

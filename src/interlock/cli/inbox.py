@@ -39,8 +39,11 @@ from dataclasses import asdict
 from datetime import datetime, timedelta
 from typing import Any, Protocol, cast, runtime_checkable
 
+from .. import durations
 from ..agent_io import AgentOutput
 from ..errors import InterlockError, InvalidArgumentError, UnimplementedError, UsageError
+from ..http.client import RemoteAgent
+from ..http.inbox_client import InboxClient, is_inbox
 from ..inbox import Approve, AuditAnswer, Inbox, PendingInterrupt, Reject, Respond, ResumableAgent
 from ..journal import JournalEntry
 from ..metadata import INTERRUPT
@@ -50,17 +53,20 @@ from ..stores._prune import prunable
 from ..stores.urls import open_store
 from .main import Command, CommandError, load_target, register
 
-__all__ = ["parse_duration"]
+__all__ = ["EXTRA_ACTIONS", "load_agents", "parse_duration", "store_from_args"]
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+EXTRA_ACTIONS: dict[
+    str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], Coroutine[Any, Any, int]]]
+] = {}
+"""More ``interlock inbox`` actions by name, as (help, configure, run): ``serve`` comes from cli.inbox_serve."""
 
 
 def parse_duration(text: str) -> timedelta:
-    """``90s``, ``10m``, ``2h``, ``30d``, ``1w`` or a sum such as ``1h30m``."""
-    parts = re.findall(r"(\d+(?:\.\d+)?)([smhdw])", text.strip().lower())
-    if not parts or "".join(n + u for n, u in parts) != text.strip().lower():
-        raise argparse.ArgumentTypeError(f"expected a duration like 90s, 10m, 2h, 30d or 1h30m, got {text!r}")
-    return timedelta(seconds=sum(float(n) * _UNITS[u] for n, u in parts))
+    """A duration argument, as :func:`interlock.durations.parse_duration` reads it."""
+    try:
+        return durations.parse_duration(text)
+    except InvalidArgumentError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
 
 
 def _json_arg(text: str) -> Any:
@@ -133,6 +139,9 @@ def _configure_inbox(parser: argparse.ArgumentParser) -> None:
             out = "the call's output" if name == "respond" else "answer with this output, not a restart of the tool"
             p.add_argument("--output", type=_json_arg, metavar="JSON", required=name == "respond", help=out)
 
+    for name, (text, configure, _) in EXTRA_ACTIONS.items():
+        configure(actions.add_parser(name, help=text, description=text))
+
 
 def _configure_sessions(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -163,7 +172,8 @@ def _drive(action: Callable[[argparse.Namespace], Coroutine[Any, Any, int]], arg
 
 
 @asynccontextmanager
-async def _store(args: argparse.Namespace) -> AsyncGenerator[SessionStore, None]:
+async def store_from_args(args: argparse.Namespace) -> AsyncGenerator[SessionStore, None]:
+    """The store ``--store`` (or ``$INTERLOCK_STORE``) names, opened; it must exist."""
     url = cast(str | None, args.store) or os.environ.get("INTERLOCK_STORE")
     if not url:
         raise CommandError("say where the sessions are: --store URL (or $INTERLOCK_STORE)")
@@ -176,12 +186,14 @@ async def _store(args: argparse.Namespace) -> AsyncGenerator[SessionStore, None]
 
 
 @asynccontextmanager
-async def _inbox(args: argparse.Namespace, *, answering: bool = False) -> AsyncGenerator[Inbox, None]:
+async def _inbox(
+    args: argparse.Namespace, *, answering: bool = False, listing: bool = False
+) -> AsyncGenerator[Inbox | InboxClient, None]:
     server = cast(str | None, getattr(args, "server", None))
     if server is None:
-        async with _store(args) as store:
+        async with store_from_args(args) as store:
             spec = cast(str | None, getattr(args, "agents", None))
-            yield Inbox(store, agents=await _load_agents(spec, store) if answering and spec else ())
+            yield Inbox(store, agents=await load_agents(spec, store) if answering and spec else ())
         return
     if args.store:
         raise CommandError("give --store or --server, not both")
@@ -189,10 +201,18 @@ async def _inbox(args: argparse.Namespace, *, answering: bool = False) -> AsyncG
         raise CommandError(
             "with --server the server decides who answers, and for which tenant: send credentials with --header"
         )
-    from ..http.client import RemoteAgent
-
+    headers = _headers(cast(list[str], args.header))
+    if await is_inbox(server, headers):
+        async with InboxClient(server, headers=headers) as client:
+            yield client
+        return
+    if listing:
+        raise CommandError(
+            f"{server} is not an inbox (interlock inbox serve, or serve --inbox); listing an agent server needs "
+            "--store: Genkit's HTTP protocol has no call that lists snapshots (`inbox show ID --server URL` works)"
+        )
     url = server.rstrip("/") + (f"/{args.agent}" if getattr(args, "agent", None) else "")
-    async with RemoteAgent(url, headers=_headers(cast(list[str], args.header))) as remote:
+    async with RemoteAgent(url, headers=headers) as remote:
         yield Inbox(None, agents=[remote])
 
 
@@ -210,7 +230,8 @@ def _is_agent(value: object) -> bool:
     return isinstance(getattr(value, "name", None), str) and callable(getattr(value, "run", None))
 
 
-async def _load_agents(spec: str, store: SessionStore) -> Mapping[str, ResumableAgent] | Sequence[ResumableAgent]:
+async def load_agents(spec: str, store: SessionStore) -> Mapping[str, ResumableAgent] | Sequence[ResumableAgent]:
+    """The agents ``--agents module:attr`` names: agent(s), or a function ``(store) -> agents``."""
     target: Any = load_target(spec)
     if callable(target) and not isinstance(target, type) and not _is_agent(target):
         target = target(store)
@@ -232,20 +253,13 @@ async def _load_agents(spec: str, store: SessionStore) -> Mapping[str, Resumable
 
 
 async def _inbox_list(args: argparse.Namespace) -> int:
-    if args.server:
-        store = cast(str | None, args.store) or os.environ.get("INTERLOCK_STORE")
-        if not store:
-            raise CommandError(
-                "listing needs --store: Genkit's HTTP protocol has no call that lists snapshots (a server only "
-                "reads them by id; `interlock inbox show SNAPSHOT_ID --server URL` works)"
-            )
+    if args.server and args.store:  # both given: say which one lists
         print(
-            f"interlock inbox list: listing from the store {store}; --server {args.server} is not used for listing "
-            "(Genkit's HTTP protocol has no call that lists snapshots)",
+            f"interlock inbox list: listing from the store {args.store}; --server {args.server} is not used for listing",
             file=sys.stderr,
         )
-        args = argparse.Namespace(**(vars(args) | {"server": None, "store": store}))
-    async with _inbox(args) as inbox:
+        args = argparse.Namespace(**(vars(args) | {"server": None}))
+    async with _inbox(args, listing=True) as inbox:
         items = await inbox.pending(
             agent=args.agent,
             tool=args.tool,
@@ -380,7 +394,7 @@ def _state(info: SnapshotInfo) -> str:
 
 
 async def _sessions_list(args: argparse.Namespace) -> int:
-    async with _store(args) as store:
+    async with store_from_args(args) as store:
         infos = await store.list(tenant=args.tenant)
     parents = {i.parent_id for i in infos if i.parent_id}
     sessions: dict[str, list[SnapshotInfo]] = {}
@@ -413,7 +427,7 @@ def _verdict(answer: AuditAnswer) -> str:
 
 
 async def _sessions_show(args: argparse.Namespace) -> int:
-    async with _store(args) as store:
+    async with store_from_args(args) as store:
         infos = sorted(await store.list(tenant=args.tenant, session_id=args.session_id), key=lambda i: i.created_at)
         audit = await Inbox(store).audit(args.session_id, tenant=args.tenant) if infos else []
     if not infos:
@@ -456,7 +470,7 @@ async def _sessions_prune(args: argparse.Namespace) -> int:
         raise CommandError("say what to prune: --keep-last N, --older-than AGE, or both")
     scope: dict[str, Any] = {"session_id": args.session, "tenant": args.tenant}
     rule: dict[str, Any] = {"keep_last": args.keep_last, "older_than": args.older_than and utcnow() - args.older_than}
-    async with _store(args) as store:
+    async with store_from_args(args) as store:
         if args.dry_run:
             rows = [(i.snapshot_id, i.parent_id, i.created_at, i.status) for i in await store.list(**scope)]
             doomed = prunable(rows, **rule)
@@ -525,7 +539,7 @@ register(
         name="inbox",
         help="list, show and answer pending interrupts (approvals) across sessions",
         configure=_configure_inbox,
-        run=lambda args: _drive(_INBOX[args.action], args),
+        run=lambda args: _drive(_INBOX.get(args.action) or EXTRA_ACTIONS[args.action][2], args),
     )
 )
 register(

@@ -30,7 +30,7 @@ from typing import Any, cast
 
 from ..telemetry import configure_from_env, configure_logging
 
-__all__ = ["COMMANDS", "COMMAND_MODULES", "Command", "CommandError", "load_target", "main", "register"]
+__all__ = ["COMMANDS", "COMMAND_MODULES", "Command", "CommandError", "load_target", "main", "register", "run_app"]
 
 
 class CommandError(Exception):
@@ -55,7 +55,7 @@ class Command:
 
 COMMANDS: dict[str, Command] = {}
 """The registered sub-commands, by name."""
-COMMAND_MODULES: list[str] = ["interlock.cli.demo", "interlock.cli.inbox", "interlock.cli.db"]
+COMMAND_MODULES: list[str] = ["interlock.cli.demo", "interlock.cli.inbox", "interlock.cli.db", "interlock.cli.inbox_serve"]
 """Modules that register sub-commands; :func:`main` imports them first."""
 
 
@@ -219,7 +219,11 @@ def worker_app() -> Any:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    app = as_app(load_target(args.target), base_path=args.base_path)  # refuse a bad target before forking workers
+    return run_app(as_app(load_target(args.target), base_path=args.base_path), args)
+
+
+def run_app(app: Any, args: argparse.Namespace) -> int:
+    """Serve an ASGI app on uvicorn at ``args.host``/``args.port``, logging at ``args.log_level``."""
     try:
         import uvicorn
     except ImportError:
@@ -231,9 +235,9 @@ def _serve(args: argparse.Namespace) -> int:
         "log_level": args.log_level,
         "log_config": None,  # uvicorn's records go through the handler configure_logging installed (text or JSON)
         "lifespan": "auto",
-        "timeout_keep_alive": args.timeout_keep_alive,
+        "timeout_keep_alive": getattr(args, "timeout_keep_alive", 5.0),
     }
-    if args.workers > 1:  # workers import the app themselves, so uvicorn needs an import string
+    if getattr(args, "workers", 1) > 1:  # workers import the app themselves, so uvicorn needs an import string
         os.environ[_TARGET_ENV], os.environ[_BASE_PATH_ENV] = args.target, args.base_path
         uvicorn.run(f"{__name__}:worker_app", factory=True, workers=args.workers, **options)
     else:

@@ -24,7 +24,7 @@ Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[ASGIMessage]]
 Send = Callable[[ASGIMessage], Awaitable[None]]
 Headers = list[tuple[bytes, bytes]]
-Action = Literal["turn", "getSnapshot", "abort", "waitForSnapshot"]
+Action = Literal["turn", "getSnapshot", "abort", "waitForSnapshot", "inbox"]
 
 # the server side ----------------------------------------------------------------------------
 

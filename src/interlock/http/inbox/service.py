@@ -1,0 +1,312 @@
+"""What the inbox's HTTP API and page do, framework-free: filters, pages, details, answers, the audit trail.
+
+Every answer runs through :meth:`interlock.inbox.Inbox.answer`, so it is validated exactly
+like any resume (history, schemas, resume tokens) and claimed exactly once. A refusal is
+an :class:`~interlock.errors.InterlockError` with its canonical status; an interrupt that
+another answer won is :class:`AnsweredError` (ABORTED, 409) naming who answered and when.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+from ... import metadata as md
+from ...agents import PromptAgent
+from ...durations import parse_duration
+from ...errors import ClaimConflictError, InvalidArgumentError, SnapshotNotFoundError
+from ...inbox import Answer, Approve, AuditEntry, Edit, Inbox, PendingInterrupt, Reject, Respond, Restart
+from ...tools import Tool
+from ...wire import messages_to_json, output_to_json, part_to_json
+
+__all__ = ["AnsweredError", "Filters", "answer", "audit", "detail", "list_page", "parse_answer", "parse_filters"]
+
+MAX_LIMIT = 500
+"""The most interrupts one page lists."""
+RECENT_MESSAGES = 20
+"""How many of a session's latest messages a detail carries."""
+DECISIONS = ("approve", "reject", "respond", "restart", "edit")
+_FILTERS = ("agent", "tool", "session", "older_than", "newer_than", "in_doubt", "order", "limit", "cursor")
+_ANSWER_KEYS = ("decision", "ref", "tool", "payload", "output", "input", "reason", "resume_token")
+
+
+class AnsweredError(ClaimConflictError):
+    """The interrupt was already answered (or is being answered): ABORTED, with who and when in ``details``."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Filters:
+    """A listing's filters and page (see :meth:`Inbox.pending`)."""
+
+    agent: str | None = None
+    tool: str | None = None
+    session_id: str | None = None
+    older_than: timedelta | None = None
+    newer_than: timedelta | None = None
+    in_doubt: bool | None = None
+    newest_first: bool = False
+    limit: int = 50
+    after: tuple[datetime, str] | None = None
+
+
+def parse_filters(query: Mapping[str, str]) -> Filters:
+    """The filters a query string names; INVALID_ARGUMENT, saying what is accepted, for anything else."""
+    unknown = sorted(set(query) - set(_FILTERS))
+    if unknown:
+        raise InvalidArgumentError(f"unknown query parameter {unknown[0]!r}; the listing takes {', '.join(_FILTERS)}")
+    order = query.get("order") or "oldest"
+    if order not in ("oldest", "newest"):
+        raise InvalidArgumentError(f"order must be 'oldest' or 'newest', not {order!r}")
+    return Filters(
+        agent=query.get("agent") or None,
+        tool=query.get("tool") or None,
+        session_id=query.get("session") or None,
+        older_than=_duration(query, "older_than"),
+        newer_than=_duration(query, "newer_than"),
+        in_doubt=_flag(query.get("in_doubt")),
+        newest_first=order == "newest",
+        limit=_limit(query.get("limit")),
+        after=_cursor(query.get("cursor")),
+    )
+
+
+def _duration(query: Mapping[str, str], key: str) -> timedelta | None:
+    text = query.get(key)
+    if not text:
+        return None
+    if text.isdigit():
+        return timedelta(seconds=int(text))
+    try:
+        return parse_duration(text)
+    except InvalidArgumentError as exc:
+        raise InvalidArgumentError(f"{key}: {exc.message}") from None
+
+
+def _flag(text: str | None) -> bool | None:
+    if not text:
+        return None
+    if text not in ("true", "false"):
+        raise InvalidArgumentError(f"in_doubt must be 'true' or 'false', not {text!r}")
+    return text == "true"
+
+
+def _limit(text: str | None) -> int:
+    if not text:
+        return 50
+    if not text.isdigit() or not 1 <= int(text) <= MAX_LIMIT:
+        raise InvalidArgumentError(f"limit must be a whole number from 1 to {MAX_LIMIT}, not {text!r}")
+    return int(text)
+
+
+def cursor_of(item: PendingInterrupt) -> str:
+    """The opaque cursor that continues a listing after ``item``."""
+    return f"{item.created_at.isoformat()}~{item.snapshot_id}"
+
+
+def _cursor(text: str | None) -> tuple[datetime, str] | None:
+    if not text:
+        return None
+    when, sep, snapshot_id = text.partition("~")
+    with contextlib.suppress(ValueError):
+        at = datetime.fromisoformat(when)
+        if sep and snapshot_id and at.tzinfo is not None:
+            return (at, snapshot_id)
+    raise InvalidArgumentError(f"cursor {text!r} is not one this inbox gave out; use next_cursor of a listing")
+
+
+# reading -------------------------------------------------------------------------------------
+
+
+async def list_page(inbox: Inbox, filters: Filters, tenant: str | None) -> dict[str, Any]:
+    """One page of pending interrupts: ``{"items": [...], "next_cursor": ...}``."""
+    items = await inbox.pending(
+        agent=filters.agent,
+        tool=filters.tool,
+        tenant=tenant,
+        older_than=filters.older_than,
+        newer_than=filters.newer_than,
+        in_doubt=filters.in_doubt,
+        session_id=filters.session_id,
+        newest_first=filters.newest_first,
+        after=filters.after,
+        limit=filters.limit,
+    )
+    more = len(items) >= filters.limit
+    return {
+        "items": [item_json(inbox, i) for i in items],
+        "next_cursor": cursor_of(items[-1]) if items and more else None,
+    }
+
+
+def item_json(inbox: Inbox, item: PendingInterrupt) -> dict[str, Any]:
+    """One pending interrupt as the API shows it: its fields, label, resume token and allowed answers."""
+    out = item.to_json()
+    out.pop("tenant", None)
+    return out | {
+        "label": item.label,
+        "resume_token": md.resume_token(item.part),
+        "answers": answer_options(inbox, item),
+    }
+
+
+def _tool(inbox: Inbox, item: PendingInterrupt) -> Tool[Any, Any, Any] | None:
+    agent = inbox.agents.get(item.agent or "") if item.agent else None
+    if isinstance(agent, PromptAgent):
+        return next((t for t in agent.tools if t.name == item.tool), None)
+    return None
+
+
+def answer_options(inbox: Inbox, item: PendingInterrupt) -> dict[str, dict[str, Any]]:
+    """The answers ``item`` takes, each with the JSON Schema of what it carries (``None``: any JSON)."""
+    agent = inbox.agents.get(item.agent or "") if item.agent else None
+    found = _tool(inbox, item)
+    output = found.definition.output_schema if found else None
+    resume = found.resume_schema if found else None
+    options: dict[str, dict[str, Any]] = {"respond": {"output_schema": output}}
+    if found is not None and found.is_interrupt_only:
+        return options
+    options["approve"] = {"payload_schema": resume}
+    options["reject"] = {"payload_schema": None if item.in_doubt else resume, "reason": True}
+    if not item.is_hold:
+        options["restart"] = {"payload_schema": resume}
+    if getattr(agent, "allow_replaced_input", False) and not item.in_doubt:
+        options["edit"] = {"input_schema": found.definition.input_schema if found else None, "payload_schema": resume}
+    return {k: options[k] for k in DECISIONS if k in options}
+
+
+async def waiting(inbox: Inbox, snapshot_id: str, tenant: str | None) -> list[PendingInterrupt]:
+    """:meth:`Inbox.get`, with an answered snapshot refused as :class:`AnsweredError` (who answered, when)."""
+    try:
+        return await inbox.get(snapshot_id, tenant=tenant)
+    except ClaimConflictError as exc:
+        raise await answered(inbox, snapshot_id, tenant, exc) from None
+
+
+async def detail(inbox: Inbox, snapshot_id: str, tenant: str | None) -> dict[str, Any]:
+    """A snapshot's pending interrupts with their answer schemas, and its session's recent messages."""
+    items = await waiting(inbox, snapshot_id, tenant)
+    snap = await inbox.store.load(snapshot_id, tenant=tenant) if inbox.store else None
+    messages = snap.state.messages[-RECENT_MESSAGES:] if snap and snap.state else []
+    first = items[0]
+    return {
+        "snapshot_id": snapshot_id,
+        "session_id": first.session_id,
+        "agent": first.agent,
+        "created_at": first.created_at.isoformat(),
+        "interrupts": [item_json(inbox, i) | {"part": part_to_json(i.part)} for i in items],
+        "messages": messages_to_json(messages),
+    }
+
+
+async def answered(inbox: Inbox, snapshot_id: str, tenant: str | None, exc: ClaimConflictError) -> AnsweredError:
+    """The refusal of a second answer, naming who answered first and when (from the audit trail)."""
+    winner = exc.winner
+    child = await inbox.store.load(winner, tenant=tenant) if winner and inbox.store else None
+    entry = AuditEntry.from_snapshot(child) if child is not None else None
+    by, at = (entry.by, entry.at.isoformat() if entry.at else None) if entry else (None, None)
+    if by is not None:
+        message = f"snapshot {snapshot_id} was already answered by {by}" + (f" at {at}" if at else "")
+    elif entry is not None:
+        message = f"snapshot {snapshot_id} was already answered" + (f" at {at}" if at else "")
+    else:
+        message = f"snapshot {snapshot_id} is being answered (turn {winner}); each interrupt is answered once"
+    error = AnsweredError(message, winner=winner)
+    error.details = {"winner": winner, "answered_by": by, "answered_at": at}
+    return error
+
+
+# answering -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AnswerRequest:
+    """A parsed answer: the decision, which call, and the resume token it carries."""
+
+    answer: Answer
+    decision: str
+    ref: str | None
+    tool: str | None
+    token: str | None
+
+
+def parse_answer(body: Mapping[str, Any]) -> AnswerRequest:
+    """``{"decision": ..., ...}`` as an answer; INVALID_ARGUMENT for a missing or wrong field."""
+    unknown = sorted(set(body) - set(_ANSWER_KEYS))
+    if unknown:
+        raise InvalidArgumentError(f"unknown field {unknown[0]!r}; an answer takes {', '.join(_ANSWER_KEYS)}")
+    decision = body.get("decision")
+    if decision not in DECISIONS:
+        raise InvalidArgumentError(f"decision must be one of {', '.join(DECISIONS)}, not {decision!r}")
+    text = {k: _text(body, k) for k in ("ref", "tool", "reason", "resume_token")}
+    payload, output = body.get("payload"), body.get("output")
+    if decision == "respond" and "output" not in body:
+        raise InvalidArgumentError("a respond answer needs an 'output' (the call's result)")
+    if decision == "edit" and "input" not in body:
+        raise InvalidArgumentError("an edit answer needs an 'input' (the revised tool input)")
+    built: Answer
+    if decision == "approve":
+        built = Approve(payload)
+    elif decision == "reject":
+        built = Reject(payload, output, reason=text["reason"])
+    elif decision == "respond":
+        built = Respond(output)
+    elif decision == "restart":
+        built = Restart(payload)
+    else:
+        built = Edit(body.get("input"), payload)
+    return AnswerRequest(
+        answer=built, decision=cast(str, decision), ref=text["ref"], tool=text["tool"], token=text["resume_token"]
+    )
+
+
+def _text(body: Mapping[str, Any], key: str) -> str | None:
+    value = body.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"'{key}' must be a string, not {type(value).__name__}")
+    return value
+
+
+async def answer(
+    inbox: Inbox, snapshot_id: str, request: AnswerRequest, *, identity: Any, tenant: str | None
+) -> dict[str, Any]:
+    """Give the answer (one resume, claimed exactly once); returns what the resumed turn did."""
+    try:
+        out = await inbox.answer(
+            snapshot_id,
+            request.answer,
+            ref=request.ref,
+            tool=request.tool,
+            identity=identity,
+            tenant=tenant,
+            token=request.token,
+        )
+    except ClaimConflictError as exc:
+        raise await answered(inbox, snapshot_id, tenant, exc) from None
+    snap = await inbox.store.load(out.snapshot_id, tenant=tenant) if inbox.store and out.snapshot_id else None
+    entry = AuditEntry.from_snapshot(snap) if snap is not None else None
+    return {
+        "decision": request.decision,
+        "snapshot_id": out.snapshot_id,
+        "session_id": out.session_id,
+        "finish_reason": out.finish_reason,
+        "answered": {"by": entry.by, "at": entry.at.isoformat() if entry.at else None} if entry else None,
+        "output": output_to_json(out),
+    }
+
+
+# the audit trail -------------------------------------------------------------------------------
+
+
+async def audit(inbox: Inbox, tenant: str | None, *, session_id: str | None, limit: int) -> list[dict[str, Any]]:
+    """The audit trail of one session (every resume), or the newest ``limit`` resumes across the store."""
+    if session_id is not None:
+        entries = await inbox.audit(session_id, tenant=tenant)
+        if not entries and inbox.store and not await inbox.store.list(tenant=tenant, session_id=session_id):
+            raise SnapshotNotFoundError(f"there is no session {session_id}" + (f" in tenant {tenant!r}" * bool(tenant)))
+        return [e.to_json() for e in entries[-limit:]]
+    return [e.to_json() for e in await inbox.audit_all(tenant=tenant, limit=limit)]

@@ -1,0 +1,12 @@
+"""An agent server over ``$INTERLOCK_STORE`` with the test context hook, for ``interlock serve ... --inbox``."""
+
+from __future__ import annotations
+
+import os
+
+from inbox_apps import build_agents, who
+
+from interlock import AgentServer, SQLiteStore
+
+store = SQLiteStore(os.environ["INTERLOCK_STORE"])
+server = AgentServer(build_agents(store), context=who)
