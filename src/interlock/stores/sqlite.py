@@ -40,9 +40,11 @@ from typing import Any, TypeVar
 
 from ..errors import InvalidArgumentError, UsageError
 from ..journal import JournalEntry
+from ..outbox import OutboxEvent
 from ..sessions import TERMINAL, Snapshot
 from . import SnapshotInfo, Updater, check_tenant
 from . import _sqlite_journal as journal
+from . import _sqlite_outbox as outbox
 from ._sqlite_errors import check_layout, sqlite_error
 from ._sqlite_rows import SnapshotRows
 from ._sqlite_schema import create_schema, path_of
@@ -143,12 +145,23 @@ class SQLiteStore:
         return (await self.save_all([(snapshot_id, update)], tenant=tenant))[0]
 
     async def save_all(
-        self, updates: Sequence[tuple[str, Updater]], *, tenant: str | None = None
+        self, updates: Sequence[tuple[str, Updater]], *, tenant: str | None = None, events: Sequence[OutboxEvent] = ()
     ) -> list[Snapshot | None]:
-        written, status_changed = await self._call(self._save_all, _key(tenant), list(updates))
+        written, status_changed = await self._call(self._save_all, _key(tenant), list(updates), list(events))
         if status_changed:
             self._wake()
         return written
+
+    async def outbox_claim(
+        self, *, channel: str, holder: str, lease: float, limit: int = 100, now: datetime | None = None
+    ) -> list[OutboxEvent]:
+        return await self._call(self._write_txn, outbox.claim, channel, holder, lease, limit, now)
+
+    async def outbox_settle(self, event: OutboxEvent, *, holder: str) -> bool:
+        return await self._call(self._write_txn, outbox.settle, event, holder)
+
+    async def outbox_events(self, *, channel: str | None = None, status: str | None = None) -> list[OutboxEvent]:
+        return await self._call(self._outbox_events, channel, status)
 
     async def journal_get(self, key: str, *, tenant: str | None = None) -> JournalEntry | None:
         return await self._call(self._journal_get, _key(tenant), key)
@@ -250,6 +263,7 @@ class SQLiteStore:
             try:
                 create_schema(con, self.path)
                 journal.create_journal(con)
+                outbox.create_outbox(con)
                 check_layout(con, self.path)
                 con.execute("COMMIT")
             except BaseException:
@@ -307,9 +321,12 @@ class SQLiteStore:
         with self._read_txn() as con:
             return self._rows.list(con, tenant, session_id, finish_reason)
 
-    def _save_all(self, tenant: str, updates: list[tuple[str, Updater]]) -> tuple[list[Snapshot | None], bool]:
+    def _save_all(
+        self, tenant: str, updates: list[tuple[str, Updater]], events: list[OutboxEvent]
+    ) -> tuple[list[Snapshot | None], bool]:
         def save_each(con: sqlite3.Connection) -> tuple[list[Snapshot | None], bool]:
             results = [self._rows.save(con, tenant, sid, update) for sid, update in updates]
+            outbox.insert(con, events)
             return [written for written, _ in results], any(changed for _, changed in results)
 
         return self._write_txn(save_each)
@@ -328,6 +345,10 @@ class SQLiteStore:
             self._write_txn(journal.put, tenant, entry, expect)
         finally:
             con.execute("PRAGMA synchronous = FULL")
+
+    def _outbox_events(self, channel: str | None, status: str | None) -> list[OutboxEvent]:
+        with self._read_txn() as con:
+            return outbox.events(con, channel, status)
 
     def _journal_get(self, tenant: str, key: str) -> JournalEntry | None:
         with self._read_txn() as con:
