@@ -13,7 +13,7 @@ import contextlib
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .claims import ClaimHold, Claims, claim_state
 from .decisions import audit_record
@@ -26,6 +26,9 @@ from .errors import (
     UsageError,
 )
 from .interrupts import ResumePlan
+from .messages import Message
+from .notifications import commit_events
+from .outbox import OutboxEvent
 from .sessions import ErrorInfo, Session, SessionState, Snapshot, new_id, utcnow
 from .stores import check_tenant
 from .tokens import check_tokens, mint_tokens
@@ -122,6 +125,7 @@ class Invocation:
         self._turns: asyncio.Queue[_Turn | object] = asyncio.Queue()
         self._running: _Turn | None = None
         self._detached_hold: ClaimHold | None = None
+        self._detached_turn: tuple[Snapshot | None, ResumePlan | None] = (None, None)
         self._store_ready = False
         self._loop = asyncio.get_running_loop()
         self._thread = threading.get_ident()
@@ -391,6 +395,9 @@ class Invocation:
             state.messages = mint_tokens(
                 self.agent, state.messages, session_id=self.session.session_id, snapshot_id=self.detached_id
             )
+        parent, plan = self._detached_turn
+        meta = {} if plan is None else {"resume": audit_record(plan.resume, self.context, plan=plan)}
+        events = [] if error else self._events(self.detached_id, parent, finish, state.messages, plan, meta)
 
         def finalize(cur: Snapshot | None) -> Snapshot | None:
             if cur is None or cur.status != "pending":  # aborted meanwhile: nothing may commit
@@ -407,9 +414,9 @@ class Invocation:
             if self.abort_event.is_set():
                 return
             if hold is None:
-                await self.store.save(self.detached_id, finalize, tenant=self.tenant)
+                await self.store.save_all([(self.detached_id, finalize)], tenant=self.tenant, events=events)
             else:
-                await hold.commit([(self.detached_id, finalize)])
+                await hold.commit([(self.detached_id, finalize)], events=events)
         except _NotPending:
             pass
         except Exception as exc:  # e.g. the claim lapsed: the row must not stay pending
@@ -466,6 +473,7 @@ class Invocation:
             finish = result.finish_reason if result else None
             if self.detached_id is not None:
                 self._detached_hold, hold = hold, None  # the detached run's final write commits it
+                self._detached_turn = (parent, plan)
             elif store is not None and turn_id is not None:
                 self.tip = await self._commit(turn_id, parent, finish, plan, hold)
         except Exception as exc:
@@ -539,12 +547,37 @@ class Invocation:
             state=self.session.state.copy(),
             metadata=meta,
         )
+        events = self._events(turn_id, parent, finish, self.session.messages, plan, meta)
         if hold is None:
-            written = await self.store.save(turn_id, lambda _: snap, tenant=self.tenant)
+            (written,) = await self.store.save_all([(turn_id, lambda _: snap)], tenant=self.tenant, events=events)
         else:
-            (written,) = await hold.commit([(turn_id, lambda _: snap)])
+            (written,) = await hold.commit([(turn_id, lambda _: snap)], events=events)
         assert written is not None
         return written
+
+    def _events(
+        self,
+        turn_id: str,
+        parent: Snapshot | None,
+        finish: str | None,
+        messages: list[Message],
+        plan: ResumePlan | None,
+        meta: dict[str, Any],
+    ) -> list[OutboxEvent]:
+        """The outbox rows the turn's commit writes with it (:func:`interlock.notifications.commit_events`)."""
+        record: Any = meta.get("resume")
+        return commit_events(
+            agent=self.agent.name,
+            notify=self.agent.notify,
+            tenant=self.tenant,
+            session_id=self.session.session_id,
+            turn_id=turn_id,
+            parent_id=parent.snapshot_id if parent else None,
+            finish=finish,
+            messages=messages,
+            plan=plan,
+            by=cast(dict[str, Any], record).get("by") if isinstance(record, dict) else None,
+        )
 
 
 def _abandoned(pending: Snapshot, parent: Snapshot | None) -> bool:

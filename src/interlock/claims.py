@@ -28,6 +28,7 @@ from typing import Any, Literal, TypeAlias, cast
 
 from .errors import ClaimConflictError, PermissionDeniedError, SnapshotNotFoundError
 from .metadata import CONSUMED_TOKENS, RECLAIMED_FROM
+from .outbox import OutboxEvent
 from .sessions import ErrorInfo, Snapshot, utcnow
 from .stores import SessionStore, Updater
 
@@ -149,8 +150,10 @@ class ClaimHold:
 
         return confirm
 
-    async def commit(self, writes: Sequence[tuple[str, Updater]]) -> list[Snapshot | None]:
-        """Write ``writes`` fenced by this claim, in one transaction; the claim is answered after it.
+    async def commit(
+        self, writes: Sequence[tuple[str, Updater]], *, events: Sequence[OutboxEvent] = ()
+    ) -> list[Snapshot | None]:
+        """Write ``writes`` (and outbox ``events``) fenced by this claim, in one transaction; the claim is answered.
 
         Raises:
             ClaimConflictError: the lease lapsed or was taken over; nothing was written.
@@ -159,7 +162,9 @@ class ClaimHold:
         if self.lost is not None:
             raise ClaimConflictError(self.lost)
         claims = self.claims
-        written = await claims.store.save_all([(self.parent_id, self.commit_updater()), *writes], tenant=claims.tenant)
+        written = await claims.store.save_all(
+            [(self.parent_id, self.commit_updater()), *writes], tenant=claims.tenant, events=events
+        )
         self.done = True
         return written[1:]
 

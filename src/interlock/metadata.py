@@ -18,6 +18,9 @@ key                       where, and what it means
 ``effectInDoubt``         in an interrupt's data: the journal cannot tell whether the call took effect
 ``resumeToken``           tool request (interrupt) and the resume entry answering it: its signed token
 ``consumedTokens``        snapshot: the nonces of the resume tokens its committed answer used
+``deadline``              tool request (interrupt): ``{expiresAt, onExpire}``, its deadline and policy
+``expired``               in a respond entry's ``interruptResponse``: the deadline policy that answered it
+``escalated``             snapshot: ``{tool#ref: {at, group}}``, escalations a passed deadline applied
 ========================  ===================================================================
 """
 
@@ -43,11 +46,16 @@ __all__ = [
     "RECLAIMED_FROM",
     "RESUME_TOKEN",
     "CONSUMED_TOKENS",
+    "DEADLINE",
+    "ESCALATED",
+    "EXPIRED",
     "REPLACED_INPUT",
     "RESOLVED_INTERRUPT",
     "RESUMED",
     "SOURCE",
     "approval",
+    "deadline_of",
+    "expired_by",
     "hold_data",
     "hold_message",
     "interrupt_value",
@@ -89,6 +97,13 @@ RESUME_TOKEN = "resumeToken"
 """Interrupted tool request: its server-minted resume token (:mod:`interlock.tokens`); an answer carries it back."""
 CONSUMED_TOKENS = "consumedTokens"
 """Snapshot metadata: the nonces of the resume tokens spent by the answer committed to it (single use)."""
+
+DEADLINE = "deadline"
+"""Interrupted tool request: ``{"expiresAt": ISO 8601, "onExpire": policy}`` (:mod:`interlock.expiry`)."""
+EXPIRED = "expired"
+"""In a respond entry's ``interruptResponse`` dict: the policy (``reject``/``respond``) of a passed deadline."""
+ESCALATED = "escalated"
+"""Snapshot metadata: ``{"tool#ref": {"at", "group"}}``, the escalations of passed deadlines (each applied once)."""
 
 _HOLD_PREFIX = "Tool not in approved list: "
 
@@ -166,3 +181,18 @@ def resume_token(part: Part) -> str | None:
     """The resume token ``part`` carries (an interrupt, or the resume entry answering it), or ``None``."""
     token = part.meta(RESUME_TOKEN)
     return token if isinstance(token, str) else None
+
+
+def deadline_of(part: Part) -> dict[str, Any] | None:
+    """The deadline a pending interrupt carries (``{"expiresAt", "onExpire"}``), or ``None``."""
+    if part.kind != "tool_request" or not part.is_interrupt:
+        return None
+    found = part.meta(DEADLINE)
+    return cast(dict[str, Any], found) if isinstance(found, dict) else None
+
+
+def expired_by(entry: Part) -> str | None:
+    """The deadline policy a respond entry says answered it (``interruptResponse.expired``), or ``None``."""
+    note = entry.meta(INTERRUPT_RESPONSE) if entry.kind == "tool_response" else None
+    said = cast(dict[str, Any], note).get(EXPIRED) if isinstance(note, dict) else None
+    return said if isinstance(said, str) else None
