@@ -71,7 +71,7 @@ class OnExpire:
     @classmethod
     def escalate(cls, group: str) -> OnExpire:
         """Notify ``group`` (an ``interrupt.escalated`` webhook); the interrupt keeps waiting."""
-        if not isinstance(group, str) or not group:
+        if not group:
             raise UsageError(f"an escalation names a non-empty webhook group, not {group!r}")
         return cls(policy="escalate", group=group)
 

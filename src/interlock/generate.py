@@ -16,7 +16,6 @@ from typing import Any, Literal, cast
 
 from . import metadata as md
 from .effects import Effects
-from .expiry import deadline_metadata
 from .errors import (
     FailedPreconditionError,
     InterlockError,
@@ -26,6 +25,7 @@ from .errors import (
     ToolError,
     ToolInputError,
 )
+from .expiry import deadline_metadata
 from .interrupts import PlannedCall, Resume, ResumePlan, plan_resume
 from .messages import Message
 from .models import ChunkCallback, Model, ModelChunk, ModelRequest, Usage

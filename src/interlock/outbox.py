@@ -33,6 +33,7 @@ __all__ = [
     "WEBHOOK",
     "OutboxEvent",
     "OutboxStatus",
+    "backoff",
     "is_claimable",
     "leased",
     "new_event",
@@ -165,3 +166,8 @@ def is_claimable(event: OutboxEvent, channel: str, now: datetime) -> bool:
 def leased(event: OutboxEvent, holder: str, seconds: float, now: datetime) -> OutboxEvent:
     """``event`` leased to ``holder`` for ``seconds`` from ``now``."""
     return event.evolve(lease_holder=holder, lease_expires_at=now + timedelta(seconds=seconds))
+
+
+def backoff(attempts: int, *, base: float = 1.0, cap: float = 3600.0) -> float:
+    """Seconds to wait before attempt ``attempts + 1``: ``base * 2 ** (attempts - 1)``, at most ``cap``."""
+    return min(cap, base * 2.0 ** min(max(attempts - 1, 0), 60))

@@ -247,7 +247,7 @@ class Tool(Generic[I, O, R]):
         """``reconcile(key) -> output | None``: asked first about an in-doubt call (``None``: it did not happen)."""
         self.expires_in = check_expires_in(expires_in)
         """Seconds the tool's own interrupts wait before ``on_expire`` applies (``None``: no deadline)."""
-        if on_expire is not None and not isinstance(on_expire, OnExpire):
+        if on_expire is not None and not isinstance(on_expire, OnExpire):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise UsageError(f"on_expire is an OnExpire policy (OnExpire.reject/respond/escalate), not {on_expire!r}")
         self.on_expire = on_expire
         """The policy of that deadline (:class:`~interlock.expiry.OnExpire`; default: reject)."""

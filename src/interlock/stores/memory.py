@@ -77,9 +77,7 @@ class InMemoryStore:
         return True
 
     async def outbox_events(self, *, channel: str | None = None, status: str | None = None) -> list[OutboxEvent]:
-        return [
-            e for e in self._outbox.values() if channel in (None, e.channel) and status in (None, e.status)
-        ]
+        return [e for e in self._outbox.values() if channel in (None, e.channel) and status in (None, e.status)]
 
     async def ready(self) -> None:
         return None

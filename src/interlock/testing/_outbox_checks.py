@@ -21,7 +21,9 @@ def _expect(condition: bool, message: str) -> None:
         raise AssertionError(message)
 
 
-def _event(type: str = "interrupt.created", *, channel: str = WEBHOOK, tenant: str | None = None, **data: Any) -> OutboxEvent:
+def _event(
+    type: str = "interrupt.created", *, channel: str = WEBHOOK, tenant: str | None = None, **data: Any
+) -> OutboxEvent:
     return new_event(channel, type, {"n": 1, **data}, tenant=tenant)
 
 
