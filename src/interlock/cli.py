@@ -11,17 +11,19 @@ and list that module in :data:`COMMAND_MODULES` (imported when the command line 
 ``interlock serve module:attr`` serves an agent, a list or dict of agents, an
 :class:`~interlock.server.AgentServer` or any ASGI app on uvicorn, logging one line per
 turn. Exit codes: 0 success, 1 runtime failure, 2 bad usage (e.g. a target that cannot
-be imported).
+be imported). ``--webhooks module:attr`` (a :class:`~interlock.webhooks.Webhooks`) and
+``--deadlines`` run the outbox's delivery and deadline loops in the same process.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import logging
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -48,7 +50,7 @@ class Command:
 
 COMMANDS: dict[str, Command] = {}
 """The registered sub-commands, by name."""
-COMMAND_MODULES: list[str] = ["interlock.demo", "interlock.cli_inbox"]
+COMMAND_MODULES: list[str] = ["interlock.demo", "interlock.cli_inbox", "interlock.cli_notify"]
 """Modules that register sub-commands; :func:`main` imports them first."""
 
 
@@ -146,10 +148,17 @@ def _configure_serve(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8000, help="port to bind (default 8000)")
     parser.add_argument("--base-path", default="", help="URL prefix of every agent route, e.g. /api")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    from .cli_notify import add_serve_options
+
+    add_serve_options(parser)
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from .cli_notify import serve_loops
+    from .server import AgentServer
+
     app = as_app(load_target(args.target), base_path=args.base_path)
+    loops = serve_loops(args, list(app.agents.values()) if isinstance(app, AgentServer) else [])
     try:
         import uvicorn
     except ImportError:
@@ -157,8 +166,20 @@ def _serve(args: argparse.Namespace) -> int:
     level = getattr(logging, str(args.log_level).upper())
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("interlock").setLevel(level)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, lifespan="auto")
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level, lifespan="auto")
+    asyncio.run(_serve_with(uvicorn.Server(config), loops))
     return 0
+
+
+async def _serve_with(server: Any, loops: Sequence[Callable[[asyncio.Event], Awaitable[None]]]) -> None:
+    """Run the uvicorn server with the background loops (webhooks, deadlines) beside it; stop them after it."""
+    stop = asyncio.Event()
+    tasks = [asyncio.ensure_future(loop(stop)) for loop in loops]
+    try:
+        await server.serve()
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 register(Command(name="serve", help="serve agents over Genkit's HTTP protocol", configure=_configure_serve, run=_serve))

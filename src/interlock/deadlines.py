@@ -210,7 +210,8 @@ def _entry(item: PendingInterrupt, now: datetime) -> ToolResponsePart:
     if at > now:
         raise _Later(f"{item.label} is due at {at.isoformat()}", at)
     if policy.policy == "reject":
-        decision = Decision.respond(expiry_note(policy, item.tool), decision="deny", note={md.EXPIRED: "reject"})
+        output = expiry_note(policy, item.tool) if policy.output is None else policy.output
+        decision = Decision.respond(output, decision="deny", note={md.EXPIRED: "reject"})
     else:
         decision = Decision.respond(policy.output, note={md.EXPIRED: "respond"})
     entry = decision.answer(item.part)

@@ -35,13 +35,13 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from . import metadata as md
-from .errors import UsageError
+from .errors import InterlockError, UsageError
 from .sessions import utcnow
 
 if TYPE_CHECKING:
     from .tools import Tool
 
-__all__ = ["OnExpire", "Policy", "check_expires_in", "deadline_metadata", "expiry_note"]
+__all__ = ["OnExpire", "Policy", "check_expires_in", "checked_policy", "deadline_metadata", "expiry_note"]
 
 Policy = Literal["reject", "respond", "escalate"]
 
@@ -79,7 +79,7 @@ class OnExpire:
         out: dict[str, Any] = {"policy": self.policy}
         if self.policy == "reject" and self.note is not None:
             out["note"] = self.note
-        if self.policy == "respond":
+        if self.policy != "escalate" and (self.policy == "respond" or self.output is not None):
             out["output"] = self.output
         if self.policy == "escalate":
             out["group"] = self.group
@@ -94,13 +94,35 @@ class OnExpire:
             return cls.respond(r.get("output"))
         if policy == "escalate" and isinstance(group, str) and group:
             return cls.escalate(group)
-        return cls.reject(note if isinstance(note, str) else None)
+        return cls(policy="reject", note=note if isinstance(note, str) else None, output=r.get("output"))
 
 
 def expiry_note(policy: OnExpire, tool: str) -> dict[str, Any]:
     """What the model reads for a call a ``reject`` deadline answered."""
     message = policy.note or f"No one answered the call to {tool} before its deadline; it was not made."
     return {"expired": True, "message": message}
+
+
+def checked_policy(tool: Tool[Any, Any, Any], policy: OnExpire) -> OnExpire:
+    """``policy`` with the output that will answer the call, checked against the tool's output schema.
+
+    ``respond``: its output. ``reject``: :func:`expiry_note`, or its message alone for a tool
+    whose output is a string. Raises :class:`UsageError` (or ``ToolOutputError``) when neither fits.
+    """
+    if policy.policy == "respond":
+        return OnExpire.respond(tool.validate_output(policy.output))
+    if policy.policy == "escalate":
+        return policy
+    note = expiry_note(policy, tool.name)
+    for candidate in (note, note["message"]):
+        try:
+            return OnExpire(policy="reject", note=policy.note, output=tool.validate_output(candidate))
+        except InterlockError:
+            continue
+    raise UsageError(
+        f"tool {tool.name!r} cannot be answered with a rejection note (its output schema takes neither "
+        "an object nor a string): declare on_expire=OnExpire.respond(<an output it takes>)"
+    )
 
 
 def check_expires_in(expires_in: object) -> float | None:
@@ -125,16 +147,14 @@ def deadline_metadata(
     """The ``metadata.deadline`` of an interrupt ``tool`` raised with ``data`` (``None``: no deadline).
 
     The interrupt's own ``expires_in``/``on_expire`` win; the tool's defaults apply to its
-    own interrupts only (not to holds or in-doubt pauses). A ``respond`` default is
-    checked against the tool's output schema here, when the call pauses.
+    own interrupts only (not to holds or in-doubt pauses). The answer the policy will give
+    is fixed and checked against the tool's output schema here (:func:`checked_policy`).
     """
     own = expires_in is not None
     seconds = expires_in if own else tool.expires_in
     if seconds is None or (not own and _foreign_pause(tool, data)):
         return None
-    policy = on_expire or tool.on_expire or OnExpire.reject()
-    if policy.policy == "respond":
-        policy = OnExpire.respond(tool.validate_output(policy.output))
+    policy = checked_policy(tool, on_expire or tool.on_expire or OnExpire.reject())
     at = (now or utcnow()) + timedelta(seconds=seconds)
     return {"expiresAt": at.isoformat(), "onExpire": policy.to_json()}
 

@@ -36,7 +36,7 @@ from . import metadata as md
 from ._json import check_json
 from .decisions import Decision
 from .errors import Interrupt, InvalidArgumentError, ToolInputError, ToolOutputError, UsageError
-from .expiry import OnExpire, check_expires_in
+from .expiry import OnExpire, check_expires_in, checked_policy
 from .models import ToolDefinition
 from .parts import ToolRequestPart, ToolResponsePart
 
@@ -249,8 +249,6 @@ class Tool(Generic[I, O, R]):
         """Seconds the tool's own interrupts wait before ``on_expire`` applies (``None``: no deadline)."""
         if on_expire is not None and not isinstance(on_expire, OnExpire):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise UsageError(f"on_expire is an OnExpire policy (OnExpire.reject/respond/escalate), not {on_expire!r}")
-        self.on_expire = on_expire
-        """The policy of that deadline (:class:`~interlock.expiry.OnExpire`; default: reject)."""
         self._sig = signature
         self._is_async = fn is not None and inspect.iscoroutinefunction(fn)
         self._input: TypeAdapter[Any] = TypeAdapter(input_type)
@@ -258,6 +256,10 @@ class Tool(Generic[I, O, R]):
             None if output_type in (Any, None, type(None)) else TypeAdapter(output_type)
         )
         self._resume: TypeAdapter[Any] | None = None if resume_type is None else TypeAdapter(resume_type)
+        self.on_expire = on_expire
+        """The policy of that deadline (:class:`~interlock.expiry.OnExpire`; default: reject)."""
+        if self.expires_in is not None or on_expire is not None:  # the answer a deadline gives must fit
+            checked_policy(self, on_expire or OnExpire.reject())
         self.definition = ToolDefinition(
             name=name,
             description=description,
