@@ -48,7 +48,7 @@ def receiver(statuses: Iterable[int] = ()) -> Iterator[Receiver]:
     state = Receiver(statuses=deque(statuses))
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
+        def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("content-length", "0")))
             with state.lock:
                 state.requests.append(Received(self.path, dict(self.headers.items()), body, time.monotonic()))

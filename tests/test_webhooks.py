@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from hook_receiver import Received, Receiver, receiver
+from hook_receiver import Received, receiver
 from notify_app import KEYRING, POLICIES, bank
 
 from interlock import metadata as md
