@@ -22,7 +22,8 @@ from collections.abc import Awaitable, Callable
 
 from pydantic import BaseModel
 
-from interlock import Message, Resume, ToolContext, ToolRequestPart, generate, tool
+from interlock import Message, Resume, ToolContext, ToolRequestPart, tool
+from interlock.generate import generate
 from interlock.testing import ScriptedModel
 
 RUNS = 7

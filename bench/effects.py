@@ -40,7 +40,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from interlock import Message, PromptAgent, Resume, ToolContext, ToolRequestPart, tool
-from interlock._runtime import Invocation
+from interlock.runtime import Invocation
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
 

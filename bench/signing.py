@@ -5,7 +5,8 @@ from __future__ import annotations
 import statistics
 import time
 
-from interlock import Message, SessionState, ToolRequestPart
+from interlock import Message, ToolRequestPart
+from interlock.sessions import SessionState
 from interlock.signing import Keyring
 
 KEYS = Keyring({"k1": "bench-key-0123456789abcdef0123456789abcdef"})

@@ -17,22 +17,22 @@ from pydantic import BaseModel
 
 from interlock import (
     AgentResult,
-    Artifact,
     CustomAgent,
     InMemoryStore,
     InterlockError,
     Message,
     PromptAgent,
-    SessionRunner,
     TextPart,
     ToolContext,
     TurnContext,
     interrupt_tool,
     tool,
 )
+from interlock.agent_io import AgentInput
 from interlock.models import ModelResponse
+from interlock.runtime import SessionRunner
+from interlock.sessions import Artifact
 from interlock.testing import ScriptedModel
-from interlock.turns import AgentInput
 from interlock.wire import (
     chunk_to_json,
     init_from_json,

@@ -101,7 +101,7 @@ def _env_path(name: str) -> pathlib.Path | None:
 
 def _served() -> tuple[Any, Any]:
     """The served app and its webhooks, from the environment (only when NOTIFY_DB is set)."""
-    from interlock.server import AgentServer
+    from interlock.http.server import AgentServer
     from interlock.stores.sqlite import SQLiteStore
     from interlock.webhooks import Endpoint, Webhooks
 

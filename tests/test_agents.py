@@ -10,28 +10,23 @@ from pydantic import BaseModel
 from interlock import (
     AgentInput,
     AgentResult,
-    Artifact,
     CustomAgent,
-    CustomPatch,
-    FailedPreconditionError,
     InMemoryStore,
-    InvalidArgumentError,
     Message,
     PromptAgent,
     Resume,
-    SessionRunner,
-    SessionState,
     TextPart,
     ToolContext,
     ToolRequestPart,
     TurnContext,
-    TurnEnd,
-    UsageError,
     tool,
 )
+from interlock.agent_io import TurnEnd
+from interlock.errors import FailedPreconditionError, InvalidArgumentError, UsageError
 from interlock.middleware import approve, deny, is_hold, tool_approval
 from interlock.models import ModelChunk
-from interlock.sessions import utcnow
+from interlock.runtime import SessionRunner
+from interlock.sessions import Artifact, CustomPatch, SessionState, utcnow
 from interlock.testing import ScriptedModel
 
 
@@ -450,7 +445,8 @@ async def test_session_id_resume_walks_back_over_a_failed_leaf() -> None:
     store = InMemoryStore()
     agent = PromptAgent("a", ScriptedModel(["one", "two"]), store=store)
     first = await agent.run("1", session_id="s")
-    from interlock import ErrorInfo, Snapshot
+    from interlock import Snapshot
+    from interlock.sessions import ErrorInfo
 
     failed = Snapshot(
         snapshot_id="f",

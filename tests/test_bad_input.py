@@ -26,7 +26,6 @@ from interlock import (
     ToolResponsePart,
     tool,
 )
-from interlock.client import RemoteAgent
 from interlock.errors import (
     DataLossError,
     FailedPreconditionError,
@@ -35,7 +34,8 @@ from interlock.errors import (
     ResourceExhaustedError,
     UnavailableError,
 )
-from interlock.server import AgentServer
+from interlock.http.client import RemoteAgent
+from interlock.http.server import AgentServer
 from interlock.sessions import SessionState, Snapshot, utcnow
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import EchoModel, ScriptedModel

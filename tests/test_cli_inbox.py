@@ -18,11 +18,11 @@ import pytest
 import uvicorn
 from test_inbox import Desk, build_agents
 
-import interlock.cli_inbox  # noqa: F401  (registers the commands until cli.main imports it)
+import interlock.cli.inbox  # noqa: F401  (registers the commands until cli.main imports it)
 from interlock import AgentOutput
 from interlock.cli import main
+from interlock.http.server import AgentServer
 from interlock.inbox import AuditEntry, Inbox
-from interlock.server import AgentServer
 from interlock.stores.sqlite import SQLiteStore
 
 TESTS = pathlib.Path(__file__).resolve().parent
@@ -309,8 +309,8 @@ def test_answers_through_a_server(db: pathlib.Path, capsys: pytest.CaptureFixtur
 def test_a_separate_process_approves_a_snapshot_made_here(db: pathlib.Path) -> None:
     (pay,) = seed(db, ("bank", "pay dora 40"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
-    # `python -m interlock`, after importing interlock.cli_inbox (which cli.main does not import yet)
-    launch = "import interlock.cli_inbox, runpy; runpy.run_module('interlock', run_name='__main__', alter_sys=True)"
+    # `python -m interlock`, after importing interlock.cli.inbox (which cli.main does not import yet)
+    launch = "import interlock.cli.inbox, runpy; runpy.run_module('interlock', run_name='__main__', alter_sys=True)"
     args = ["inbox", "approve", pay.snapshot_id or "", "--store", f"sqlite:///{db}", "--agents", AGENTS]
     proc = subprocess.run(
         [sys.executable, "-c", launch, *args, "--as", "dora-approver", "--json"],

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from http_helpers import serve
 
-from interlock import Artifact, CustomPatch, ModelChunk, Resume, ToolResponsePart, TurnEnd
-from interlock.client import RemoteAgent
+from interlock import Resume, ToolResponsePart
+from interlock.agent_io import TurnEnd
 from interlock.errors import (
     FailedPreconditionError,
     InternalError,
@@ -20,6 +20,9 @@ from interlock.errors import (
     UnauthenticatedError,
     UnavailableError,
 )
+from interlock.http.client import RemoteAgent
+from interlock.models import ModelChunk
+from interlock.sessions import Artifact, CustomPatch
 
 pytestmark = pytest.mark.slow
 

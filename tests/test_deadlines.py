@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from notify_app import POLICIES, bank
 
-from interlock import Message, PromptAgent, ToolContext, ToolRequestPart, UsageError, tool
+from interlock import Message, PromptAgent, ToolContext, ToolRequestPart, tool
 from interlock import metadata as md
 from interlock.deadlines import IDENTITY, sweep
-from interlock.errors import ToolOutputError
+from interlock.errors import ToolOutputError, UsageError
 from interlock.expiry import OnExpire
 from interlock.inbox import Inbox
 from interlock.outbox import DEADLINE, WEBHOOK

@@ -19,19 +19,10 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from interlock import (
-    Message,
-    PromptAgent,
-    Resume,
-    TextPart,
-    ToolContext,
-    ToolRequestPart,
-    ToolResponsePart,
-    tool,
-)
+from interlock import Message, PromptAgent, Resume, TextPart, ToolContext, ToolRequestPart, ToolResponsePart, tool
 from interlock.errors import InterlockError
+from interlock.http.server import AgentServer
 from interlock.models import ModelRequest, ModelResponse
-from interlock.server import AgentServer
 from interlock.stores.sqlite import SQLiteStore
 
 FUZZ = settings(

@@ -703,7 +703,9 @@ async def test_middleware_wraps_first_calls_and_restarts() -> None:
 
 
 async def test_an_empty_resume_is_refused_while_requests_are_paused() -> None:
-    from interlock import Message, Resume, ResumeError, ToolRequestPart, generate, interrupt_tool
+    from interlock import Message, Resume, ToolRequestPart, interrupt_tool
+    from interlock.errors import ResumeError
+    from interlock.generate import generate
 
     ask = interrupt_tool("ask")
     paused = Message(
@@ -716,7 +718,8 @@ async def test_an_empty_resume_is_refused_while_requests_are_paused() -> None:
 
 
 async def test_chunks_carry_the_index_of_their_message_within_the_turn() -> None:
-    from interlock import Message, TextPart, ToolRequestPart, generate, tool
+    from interlock import Message, TextPart, ToolRequestPart, tool
+    from interlock.generate import generate
     from interlock.models import ModelChunk
 
     @tool

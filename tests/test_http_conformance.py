@@ -10,8 +10,8 @@ import pytest
 from conformance import build_agents, load_cases, run_case
 from http_helpers import serve
 
-from interlock.client import RemoteAgent
-from interlock.server import AgentServer
+from interlock.http.client import RemoteAgent
+from interlock.http.server import AgentServer
 from interlock.testing import ScriptedModel
 
 CASES = load_cases(pathlib.Path(__file__).resolve().parents[2] / "shared")

@@ -15,28 +15,32 @@ import pytest
 from pydantic import BaseModel
 
 from interlock import (
-    AbortedError,
     Agent,
     AgentOutput,
     ClaimConflictError,
-    FailedPreconditionError,
     Message,
     PromptAgent,
     SessionStore,
     Snapshot,
-    SnapshotNotFoundError,
     ToolContext,
     ToolRequestPart,
-    UsageError,
     interrupt_tool,
     tool,
 )
-from interlock.errors import InvalidArgumentError, UnimplementedError
-from interlock.inbox import Approve, Inbox, Reject, Respond, open_store
+from interlock.errors import (
+    AbortedError,
+    FailedPreconditionError,
+    InvalidArgumentError,
+    SnapshotNotFoundError,
+    UnimplementedError,
+    UsageError,
+)
+from interlock.inbox import Approve, Inbox, Reject, Respond
 from interlock.middleware import tool_approval
 from interlock.models import ModelRequest, ModelResponse
 from interlock.sessions import utcnow
 from interlock.stores.sqlite import SQLiteStore
+from interlock.stores.urls import open_store
 from interlock.testing import ScriptedModel
 
 # ------------------------------------------------------------------------------ the agents

@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 from test_effects import APPROVE, Ledger, bank, in_doubt_after_an_abort_mid_tool, paused
 
-import interlock.cli_inbox  # noqa: F401  (registers the commands until cli.main imports it)
-from interlock import AgentOutput, InMemoryStore, PromptAgent, SessionStore, ToolResponsePart, UsageError
+import interlock.cli.inbox  # noqa: F401  (registers the commands until cli.main imports it)
+from interlock import AgentOutput, InMemoryStore, PromptAgent, SessionStore, ToolResponsePart
 from interlock import metadata as md
 from interlock.cli import main
+from interlock.errors import UsageError
 from interlock.inbox import Inbox, Reject
 from interlock.stores.sqlite import SQLiteStore
 

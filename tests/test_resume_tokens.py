@@ -29,13 +29,12 @@ from interlock import (
     ToolContext,
     ToolRequestPart,
     ToolResponsePart,
-    UsageError,
     tool,
 )
 from interlock import metadata as md
 from interlock.claims import consumed_tokens
 from interlock.decisions import Decision
-from interlock.errors import PermissionDeniedError
+from interlock.errors import PermissionDeniedError, UsageError
 from interlock.interrupts import ResumePlan
 from interlock.middleware import approve as approve_hold
 from interlock.middleware import deny as deny_hold
@@ -469,7 +468,7 @@ async def test_over_http_the_token_travels_and_is_checked() -> None:
     assert runs == ["bob"]
 
 
-async def test_the_inbox_answers_with_the_token() -> None:
+async def test_theanswers_with_the_token() -> None:
     store, runs = InMemoryStore(), []
     agent = bank(store, runs, [PAY, "paid"])
     sid, [part] = await paused(agent)

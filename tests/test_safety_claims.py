@@ -18,16 +18,7 @@ from typing import Any
 import pytest
 from banking import APPROVE, PAY, Approval, Transfer
 
-from interlock import (
-    ClaimConflictError,
-    Inbox,
-    InMemoryStore,
-    PromptAgent,
-    SessionStore,
-    Snapshot,
-    ToolContext,
-    tool,
-)
+from interlock import ClaimConflictError, Inbox, InMemoryStore, PromptAgent, SessionStore, Snapshot, ToolContext, tool
 from interlock.claims import claim_state
 from interlock.errors import UnavailableError
 from interlock.sessions import utcnow

@@ -13,19 +13,10 @@ import pytest
 from pydantic import BaseModel
 from test_inbox import Desk
 
-from interlock import (
-    InMemoryStore,
-    Message,
-    PromptAgent,
-    Resume,
-    ResumeError,
-    ToolContext,
-    ToolRequestPart,
-    ToolResponsePart,
-    tool,
-    validate_resume,
-)
+from interlock import InMemoryStore, Message, PromptAgent, Resume, ToolContext, ToolRequestPart, ToolResponsePart, tool
+from interlock.errors import ResumeError
 from interlock.inbox import Inbox
+from interlock.interrupts import validate_resume
 from interlock.middleware import approve, deny, is_hold, tool_approval
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
@@ -160,8 +151,8 @@ async def test_a_second_revision_must_name_the_first_original() -> None:
 async def test_a_forged_original_is_refused_over_http() -> None:
     from http_helpers import serve
 
-    from interlock.client import RemoteAgent
-    from interlock.server import AgentServer
+    from interlock.http.client import RemoteAgent
+    from interlock.http.server import AgentServer
 
     log: list[str] = []
     agent, _, snap = await paused_bank(log)
@@ -357,7 +348,7 @@ def test_sessions_show_never_calls_an_ordinary_restart_rejected(
 ) -> None:
     import asyncio
 
-    import interlock.cli_inbox  # noqa: F401
+    import interlock.cli.inbox  # noqa: F401
     from interlock.cli import main
 
     db = tmp_path / "s.db"

@@ -19,18 +19,18 @@ from interlock import (
     DataPart,
     InMemoryStore,
     Message,
-    ModelChunk,
     PromptAgent,
     Resume,
-    SessionRunner,
     TextPart,
     TurnContext,
 )
-from interlock.client import RemoteAgent
+from interlock.agent_io import AgentInput
 from interlock.errors import PermissionDeniedError, UnauthenticatedError
-from interlock.server import AgentServer, RequestInfo
+from interlock.http.client import RemoteAgent
+from interlock.http.server import AgentServer, RequestInfo
+from interlock.models import ModelChunk
+from interlock.runtime import SessionRunner
 from interlock.testing import EchoModel
-from interlock.turns import AgentInput
 
 pytestmark = pytest.mark.slow
 
@@ -449,7 +449,7 @@ async def test_client_disconnect_mid_stream(caplog: pytest.LogCaptureFixture) ->
         after = await http.post("/echo", json=turn("again"))
         assert after.status_code == 200 and after.json()["result"]["message"]["content"][0]["text"] == "Echo: again"
     await app.aclose()
-    logged = [r for r in caplog.records if r.name == "interlock.server" and r.getMessage().startswith("turn ")]
+    logged = [r for r in caplog.records if r.name == "interlock.http.server" and r.getMessage().startswith("turn ")]
     assert any("agent=stuck" in r.getMessage() and "CANCELLED" in r.getMessage() for r in logged)
     assert any("agent=slow" in r.getMessage() and "snapshot=-" not in r.getMessage() for r in logged)
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]

@@ -12,8 +12,9 @@ from banking import PAY, Approval, Transfer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from interlock import Message, PromptAgent, Resume, SessionState, ToolContext, ToolRequestPart, tool
+from interlock import Message, PromptAgent, Resume, ToolContext, ToolRequestPart, tool
 from interlock.errors import InterlockError, UsageError
+from interlock.sessions import SessionState
 from interlock.signing import ENVELOPE, Keyring
 from interlock.testing import ScriptedModel
 from interlock.wire import state_from_json, state_to_json

@@ -17,9 +17,9 @@ from typing import cast
 
 import pytest
 
-from interlock import InMemoryStore, InvalidArgumentError, Message, SessionState, Snapshot, UsageError
-from interlock.errors import DataLossError, FailedPreconditionError
-from interlock.sessions import new_id
+from interlock import InMemoryStore, Message, Snapshot
+from interlock.errors import DataLossError, FailedPreconditionError, InvalidArgumentError, UsageError
+from interlock.sessions import SessionState, new_id
 from interlock.stores.sqlite import SQLiteStore
 from interlock.wire import messages_to_json
 

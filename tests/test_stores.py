@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from interlock import InMemoryStore, InvalidArgumentError, Message, SessionState, Snapshot
+from interlock import InMemoryStore, Message, Snapshot
+from interlock.errors import InvalidArgumentError
+from interlock.sessions import SessionState
 from interlock.stores import SessionStore
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import STORE_CHECKS, StoreCheck, StoreFactory, check_store, store_factory

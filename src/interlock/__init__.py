@@ -1,126 +1,65 @@
-"""interlock: LLM agents whose tools pause a turn for a person, persist it, and resume it safely."""
+"""interlock: LLM agents whose tools pause a turn for a person, persist it, and resume it safely.
 
-from ._runtime import SessionRunner
-from .agents import Agent, AgentConnection, CustomAgent, PromptAgent
-from .client import RemoteAgent, RemoteConnection
-from .errors import (
-    AbortedError,
-    ClaimConflictError,
-    FailedPreconditionError,
-    InterlockError,
-    Interrupt,
-    InvalidArgumentError,
-    NotFoundError,
-    PermissionDeniedError,
-    ResumeError,
-    SnapshotNotFoundError,
-    ToolError,
-    ToolInputError,
-    ToolOutputError,
-    UnauthenticatedError,
-    UsageError,
-)
-from .generate import GenerateResult, check_resume, generate
+The names here are the ones an application uses; everything else is importable from the
+module that owns it (:mod:`interlock.errors`, :mod:`interlock.parts`, :mod:`interlock.http`,
+:mod:`interlock.stores`, :mod:`interlock.models`, ...).
+"""
+
+from .agent_io import AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext
+from .agents import Agent, CustomAgent, PromptAgent
+from .errors import ClaimConflictError, InterlockError
+from .http.client import RemoteAgent
+from .http.server import AgentServer
 from .inbox import Inbox, PendingInterrupt
-from .interrupts import Resume, interrupt_as, is_interrupt, pending_interrupts, validate_resume
+from .interrupts import Resume
 from .messages import Message
-from .middleware import approve, deny, is_hold, tool_approval
-from .models import Model, ModelChunk, ModelRequest, ModelResponse, register_provider, resolve_model
-from .parts import (
-    CustomPart,
-    DataPart,
-    MediaPart,
-    Part,
-    ReasoningPart,
-    ResourcePart,
-    TextPart,
-    ToolRequestPart,
-    ToolResponsePart,
-)
-from .server import AgentServer, ContextProvider, RequestInfo, create_app
-from .sessions import Artifact, CustomPatch, ErrorInfo, Session, SessionState, Snapshot
-from .stores import InMemoryStore, SessionStore
+from .middleware import approve, deny, tool_approval
+from .models import Model, resolve_model
+from .parts import DataPart, MediaPart, Part, TextPart, ToolRequestPart, ToolResponsePart
+from .sessions import Session, Snapshot
+from .stores import SessionStore
+from .stores.memory import InMemoryStore
 from .stores.sqlite import SQLiteStore
+from .stores.urls import open_store
 from .tools import InterruptedCall, Tool, ToolContext, interrupt_tool, tool
-from .turns import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnEnd, TurnResult
 
 __all__ = [
-    "AbortedError",
     "Agent",
-    "AgentConnection",
-    "AgentInit",
     "AgentInput",
     "AgentOutput",
     "AgentResult",
     "AgentServer",
-    "Artifact",
     "ClaimConflictError",
-    "ContextProvider",
     "CustomAgent",
-    "CustomPart",
-    "CustomPatch",
     "DataPart",
-    "ErrorInfo",
-    "FailedPreconditionError",
-    "GenerateResult",
     "InMemoryStore",
     "Inbox",
     "InterlockError",
-    "Interrupt",
     "InterruptedCall",
-    "InvalidArgumentError",
     "MediaPart",
     "Message",
     "Model",
-    "ModelChunk",
-    "ModelRequest",
-    "ModelResponse",
-    "NotFoundError",
     "Part",
     "PendingInterrupt",
-    "PermissionDeniedError",
     "PromptAgent",
-    "ReasoningPart",
     "RemoteAgent",
-    "RemoteConnection",
-    "RequestInfo",
-    "ResourcePart",
     "Resume",
-    "ResumeError",
     "SQLiteStore",
     "Session",
-    "SessionRunner",
-    "SessionState",
     "SessionStore",
     "Snapshot",
-    "SnapshotNotFoundError",
     "StreamChunk",
     "TextPart",
     "Tool",
     "ToolContext",
-    "ToolError",
-    "ToolInputError",
-    "ToolOutputError",
     "ToolRequestPart",
     "ToolResponsePart",
     "TurnContext",
-    "TurnEnd",
-    "TurnResult",
-    "UnauthenticatedError",
-    "UsageError",
     "approve",
-    "check_resume",
-    "create_app",
     "deny",
-    "generate",
-    "interrupt_as",
     "interrupt_tool",
-    "is_hold",
-    "is_interrupt",
-    "pending_interrupts",
-    "register_provider",
+    "open_store",
     "resolve_model",
     "tool",
     "tool_approval",
-    "validate_resume",
 ]

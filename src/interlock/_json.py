@@ -9,7 +9,7 @@ tool returns goes through it, so a bad value is refused at the edge with
 ``INVALID_ARGUMENT``, before anything runs, instead of failing later when it is stored
 or sent.
 
-The structural checks (:func:`check_part`, :func:`check_message`, :func:`check_resume`)
+The structural checks (:func:`check_part`, :func:`check_message`, :func:`~interlock.interrupts.check_resume_shape`)
 catch wrong Python types (a dict where a part belongs, a single part instead of a list)
 with the same error.
 """
@@ -22,7 +22,6 @@ import re
 from typing import Any, cast
 
 from .errors import InvalidArgumentError
-from .interrupts import Resume
 from .messages import Message
 from .parts import (
     CustomPart,
@@ -34,18 +33,6 @@ from .parts import (
     ToolRequestPart,
     ToolResponsePart,
 )
-
-__all__ = [
-    "MAX_DEPTH",
-    "check_json",
-    "check_message",
-    "check_messages",
-    "check_object",
-    "check_part",
-    "check_parts",
-    "check_resume",
-    "type_name",
-]
 
 MAX_DEPTH = 128
 """Deepest nesting of lists and objects a JSON value may have."""
@@ -200,26 +187,3 @@ def check_messages(messages: Any, where: str) -> None:
     _check_list(messages, where)
     for index, message in enumerate(cast(list[Any], messages)):
         check_message(message, f"{where}[{index}]")
-
-
-def check_resume(resume: Any, where: str = "resume") -> None:
-    """Check that ``resume`` is a :class:`~interlock.Resume` of the right parts, all holding JSON."""
-    if not isinstance(resume, Resume):
-        raise InvalidArgumentError(f"{where} must be a Resume(respond=[...], restart=[...]), not {type_name(resume)}")
-    for name, kind, hint in (
-        ("respond", ToolResponsePart, "call.respond(output)"),
-        ("restart", ToolRequestPart, "call.restart(payload)"),
-    ):
-        parts: Any = getattr(resume, name)
-        if not isinstance(parts, list):
-            raise InvalidArgumentError(
-                f"{where}.{name} must be a list of {kind.__name__} (e.g. [{hint}]), not {type_name(parts)}"
-            )
-        for index, part in enumerate(cast(list[Any], parts)):
-            label = f"{where}.{name}[{index}]"
-            if not isinstance(part, kind):
-                raise InvalidArgumentError(
-                    f"{label} must be a {kind.__name__} (build it with {hint}), not {type_name(part)}"
-                )
-            check_part(part, label)
-    check_json(resume.metadata, f"{where}.metadata")

@@ -3,7 +3,7 @@
 Both share one interface: :meth:`Agent.connect` opens a connection (send messages and
 resumes, iterate stream chunks, take the output), :meth:`Agent.run` does one input, and
 :meth:`Agent.get_snapshot`, :meth:`Agent.abort` and :meth:`Agent.wait` work on stored
-snapshots. The remote client (:mod:`interlock.client`) has the same interface over HTTP.
+snapshots. The remote client (:mod:`interlock.http.client`) has the same interface over HTTP.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Literal
 
-from ._api import AgentAPI, InputLike, as_input
-from ._runtime import END, Invocation, SessionRunner
+from .agent_interface import AgentAPI, InputLike, as_input
+from .agent_io import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnResult
 from .claims import release_by
 from .errors import InvalidArgumentError, UsageError
 from .generate import check_resume, generate
@@ -21,12 +21,12 @@ from .interrupts import Resume, ResumePlan, plan_resume
 from .messages import Message
 from .models import Model
 from .parts import ToolRequestPart
+from .runtime import END, Invocation, SessionRunner
 from .sessions import SessionState, Snapshot
 from .signing import Keyring
 from .stores import SessionStore, Updater
 from .tokens import TokenDecision, TokenSigner
 from .tools import Tool, ToolMiddleware
-from .turns import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnResult
 
 __all__ = ["Agent", "AgentConnection", "CustomAgent", "PromptAgent", "StateTransform", "ChunkTransform"]
 

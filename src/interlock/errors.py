@@ -37,7 +37,6 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 __all__ = [
-    "HTTP_STATUS",
     "AbortedError",
     "AlreadyExistsError",
     "CancelledError",
@@ -67,27 +66,6 @@ __all__ = [
     "status_of",
 ]
 
-HTTP_STATUS: dict[str, int] = {
-    "OK": 200,
-    "CANCELLED": 499,
-    "UNKNOWN": 500,
-    "INVALID_ARGUMENT": 400,
-    "DEADLINE_EXCEEDED": 504,
-    "NOT_FOUND": 404,
-    "ALREADY_EXISTS": 409,
-    "PERMISSION_DENIED": 403,
-    "UNAUTHENTICATED": 401,
-    "RESOURCE_EXHAUSTED": 429,
-    "FAILED_PRECONDITION": 400,
-    "ABORTED": 409,
-    "OUT_OF_RANGE": 400,
-    "UNIMPLEMENTED": 501,
-    "INTERNAL": 500,
-    "UNAVAILABLE": 503,
-    "DATA_LOSS": 500,
-}
-"""Canonical status → HTTP status code, as Genkit servers map them."""
-
 
 class InterlockError(Exception):
     """Root of every interlock run failure.
@@ -108,11 +86,6 @@ class InterlockError(Exception):
 
     def __str__(self) -> str:
         return f"{self.status}: {self.message}"
-
-    @property
-    def http_status(self) -> int:
-        """The HTTP status code for this error's canonical status."""
-        return HTTP_STATUS.get(self.status, 500)
 
 
 class InvalidArgumentError(InterlockError, ValueError):

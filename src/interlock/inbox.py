@@ -55,10 +55,7 @@ A resume answers every interrupt of the paused turn, so approve, reject, respond
 from __future__ import annotations
 
 import contextlib
-import importlib
-import os
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar, cast
@@ -66,7 +63,8 @@ from typing import Any, Protocol, TypeVar, cast
 from pydantic import TypeAdapter
 
 from . import metadata as md
-from ._inbox_answers import Answer, Approve, Reject, Respond, entry, match_all
+from .agent_io import AgentOutput
+from .answers import Answer, Approve, Reject, Respond, entry, match_all
 from .claims import claim_state, is_answerable
 from .decisions import DecisionLabel
 from .errors import (
@@ -82,7 +80,6 @@ from .journal import JournalEntry
 from .parts import ToolRequestPart, ToolResponsePart
 from .sessions import Snapshot, utcnow
 from .stores import SessionStore, SnapshotInfo
-from .turns import AgentOutput
 
 __all__ = [
     "Answer",
@@ -94,15 +91,13 @@ __all__ = [
     "Reject",
     "Respond",
     "ResumableAgent",
-    "open_store",
-    "register_store_scheme",
 ]
 
 T = TypeVar("T")
 
 
 class ResumableAgent(Protocol):
-    """What the inbox needs of an agent (an :class:`~interlock.Agent` or a :class:`~interlock.client.RemoteAgent`)."""
+    """What the inbox needs of an agent (an :class:`~interlock.Agent` or a :class:`~interlock.RemoteAgent`)."""
 
     name: str
 
@@ -228,7 +223,7 @@ class Inbox:
 
     Args:
         store: where the snapshots are; ``None`` for an inbox that only answers, through
-            one agent (e.g. a :class:`~interlock.client.RemoteAgent`: Genkit's protocol
+            one agent (e.g. a :class:`~interlock.http.client.RemoteAgent`: Genkit's protocol
             cannot list snapshots, so :meth:`pending` needs a store).
         agents: the agents that resume answered snapshots, by name (a sequence uses each
             agent's ``name``); give every agent whose snapshots you answer.
@@ -587,55 +582,3 @@ def _decision(row: dict[str, Any]) -> DecisionLabel | None:
     if label in ("approve", "deny"):
         return label
     return "approve" if row.get("approved") is True else None  # an old record: only ``true`` was explicit
-
-
-# opening stores by URL ----------------------------------------------------------------------------
-
-StoreOpener = Callable[[str], AbstractAsyncContextManager[SessionStore]]
-"""Opens the store a URL names, as an async context manager that closes it."""
-
-_OPENERS: dict[str, StoreOpener] = {}
-_PLUGINS = {"postgres": "interlock.stores.postgres", "postgresql": "interlock.stores.postgres"}
-
-
-def register_store_scheme(scheme: str, opener: StoreOpener) -> None:
-    """Make :func:`open_store` open ``scheme://...`` URLs with ``opener`` (a store module calls this)."""
-    _OPENERS[scheme.lower()] = opener
-
-
-def open_store(url: str, *, must_exist: bool = False) -> AbstractAsyncContextManager[SessionStore]:
-    """Open the store a URL names, as an async context manager that closes it.
-
-    A plain path or ``sqlite:///path`` opens a :class:`~interlock.stores.sqlite.SQLiteStore`
-    (``must_exist`` refuses a file that is not there instead of creating it); other
-    schemes must have been registered with :func:`register_store_scheme`.
-
-    Raises:
-        InvalidArgumentError: an unknown scheme, or a missing SQLite file with ``must_exist``.
-        UnimplementedError: a known scheme whose store is not installed.
-    """
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme.lower() == "sqlite":
-        from .stores.sqlite import SQLiteStore
-
-        if sep and not rest.startswith("/"):
-            raise InvalidArgumentError(
-                f"expected sqlite:///<path> (sqlite:////<path> for an absolute one), got {url!r}"
-            )
-        path = rest[1:].split("?", 1)[0] if sep else url
-        if must_exist and path != ":memory:" and not os.path.exists(path):
-            raise InvalidArgumentError(f"there is no SQLite store at {path!r}")
-        return SQLiteStore.from_url(url)
-    key = scheme.lower()
-    if key not in _OPENERS and key in _PLUGINS:
-        try:
-            importlib.import_module(_PLUGINS[key])
-        except ModuleNotFoundError as exc:
-            if exc.name == _PLUGINS[key]:
-                raise UnimplementedError(f"{scheme}:// stores are not available in this version of interlock") from None
-            raise UnimplementedError(f"{scheme}:// stores need {exc.name}: pip install 'interlock[postgres]'") from None
-    opener = _OPENERS.get(key)
-    if opener is None:
-        known = ", ".join(["sqlite", *sorted(_OPENERS)])
-        raise InvalidArgumentError(f"unknown store URL scheme {scheme!r} in {url!r} (known: {known}, or a plain path)")
-    return opener(url)

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 from pydantic import TypeAdapter
 
 from . import metadata as md
+from ._json import check_json, check_part, type_name
 from .decisions import DecisionLabel, decision_of
-from .errors import ResumeError, UsageError
+from .errors import InvalidArgumentError, ResumeError, UsageError
 from .messages import Message
 from .parts import Part, ToolRequestPart, ToolResponsePart
 
@@ -312,3 +313,26 @@ def _declared(tool: Tool[Any, Any, Any], payload: Any) -> DecisionLabel:
     except Exception as exc:
         raise UsageError(f"the approval rule of tool {tool.name!r} failed on its resume payload: {exc}") from exc
     return "approve" if approved else "deny"
+
+
+def check_resume_shape(resume: Any, where: str = "resume") -> None:
+    """Check that ``resume`` is a :class:`~interlock.Resume` of the right parts, all holding JSON."""
+    if not isinstance(resume, Resume):
+        raise InvalidArgumentError(f"{where} must be a Resume(respond=[...], restart=[...]), not {type_name(resume)}")
+    for name, kind, hint in (
+        ("respond", ToolResponsePart, "call.respond(output)"),
+        ("restart", ToolRequestPart, "call.restart(payload)"),
+    ):
+        parts: Any = getattr(resume, name)
+        if not isinstance(parts, list):
+            raise InvalidArgumentError(
+                f"{where}.{name} must be a list of {kind.__name__} (e.g. [{hint}]), not {type_name(parts)}"
+            )
+        for index, part in enumerate(cast(list[Any], parts)):
+            label = f"{where}.{name}[{index}]"
+            if not isinstance(part, kind):
+                raise InvalidArgumentError(
+                    f"{label} must be a {kind.__name__} (build it with {hint}), not {type_name(part)}"
+                )
+            check_part(part, label)
+    check_json(resume.metadata, f"{where}.metadata")

@@ -73,8 +73,8 @@ from .parts import ToolRequestPart, ToolResponsePart
 from .signing import Keyring
 
 if TYPE_CHECKING:
-    from .agents import Agent
     from .interrupts import ResumePlan
+    from .runtime import RunnableAgent
 
 __all__ = [
     "DEFAULT_TTL",
@@ -267,7 +267,9 @@ def _label(name: str, ref: str | None) -> str:
     return f"{name}#{ref}" if ref else name
 
 
-def mint_tokens(agent: Agent, messages: Sequence[Message], *, session_id: str, snapshot_id: str) -> list[Message]:
+def mint_tokens(
+    agent: RunnableAgent, messages: Sequence[Message], *, session_id: str, snapshot_id: str
+) -> list[Message]:
     """``messages`` with a fresh token on each pending interrupt of the last (model) message.
 
     Unchanged when the agent mints no tokens or nothing waits for an answer.
@@ -293,7 +295,9 @@ def mint_tokens(agent: Agent, messages: Sequence[Message], *, session_id: str, s
     return out
 
 
-def check_tokens(agent: Agent, plan: ResumePlan, *, session_id: str, snapshot_id: str | None) -> tuple[str, ...]:
+def check_tokens(
+    agent: RunnableAgent, plan: ResumePlan, *, session_id: str, snapshot_id: str | None
+) -> tuple[str, ...]:
     """Check the token of every entry of a validated resume of ``snapshot_id``; the nonces to spend.
 
     The one check (``Invocation._plan`` calls it after ``check_resume``, before any claim).

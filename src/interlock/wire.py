@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
+from .agent_io import AgentInit, AgentInput, AgentOutput, StreamChunk, TurnEnd
 from .claims import claim_state
 from .errors import InvalidArgumentError
 from .interrupts import Resume
@@ -27,7 +28,6 @@ from .parts import (
     ToolResponsePart,
 )
 from .sessions import Artifact, CustomPatch, ErrorInfo, SessionState, Snapshot
-from .turns import AgentInit, AgentInput, AgentOutput, StreamChunk, TurnEnd
 
 T = TypeVar("T")
 

@@ -25,9 +25,6 @@ from interlock import (
     Agent,
     InMemoryStore,
     Message,
-    ModelChunk,
-    ModelRequest,
-    ModelResponse,
     PromptAgent,
     TextPart,
     ToolContext,
@@ -35,7 +32,8 @@ from interlock import (
     interrupt_tool,
     tool,
 )
-from interlock.server import AgentServer, RequestInfo
+from interlock.http.server import AgentServer, RequestInfo
+from interlock.models import ModelChunk, ModelRequest, ModelResponse
 from interlock.signing import Keyring
 from interlock.testing import EchoModel, ScriptedModel
 

@@ -6,21 +6,15 @@ optional: when the caller passes ``on_chunk``, a model that can stream calls it 
 ignores it.
 """
 
-from __future__ import annotations
-
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
-
-from ..messages import Message
-from ..parts import Part
+from .base import ChunkCallback, FinishReason, Model, ModelChunk, ModelRequest, ModelResponse, ToolDefinition, Usage
+from .registry import ModelFactory, register_provider, resolve_model
 
 __all__ = [
     "ChunkCallback",
-    "ModelFactory",
     "FinishReason",
     "Model",
     "ModelChunk",
+    "ModelFactory",
     "ModelRequest",
     "ModelResponse",
     "ToolDefinition",
@@ -28,89 +22,3 @@ __all__ = [
     "register_provider",
     "resolve_model",
 ]
-
-FinishReason: TypeAlias = Literal["stop", "length", "blocked", "aborted", "interrupted", "other", "unknown"]
-"""Why a model (or a tool-loop turn) stopped. Unknown values from providers are kept as strings."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ToolDefinition:
-    """A tool as the model sees it: name, description and JSON Schemas."""
-
-    name: str
-    description: str = ""
-    input_schema: dict[str, Any] | None = None
-    output_schema: dict[str, Any] | None = None
-    metadata: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Usage:
-    """Token counts (and anything else a provider reports, in ``custom``)."""
-
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    total_tokens: int | None = None
-    custom: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ModelRequest:
-    """What a model is asked: the messages, the tools it may call and its config."""
-
-    messages: list[Message]
-    tools: list[ToolDefinition] = field(default_factory=list[ToolDefinition])
-    config: dict[str, Any] | None = None
-    tool_choice: Literal["auto", "required", "none"] | None = None
-    output: dict[str, Any] | None = None
-    """Output constraints, e.g. ``{"format": "json", "schema": {...}}``."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ModelResponse:
-    """A model's answer."""
-
-    message: Message
-    finish_reason: FinishReason | str = "stop"
-    finish_message: str | None = None
-    usage: Usage | None = None
-    custom: dict[str, Any] | None = None
-    raw: Any = field(default=None, repr=False, compare=False)
-    """The provider's raw response, for debugging; never persisted."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ModelChunk:
-    """A piece of a streamed response (Genkit's ``ModelResponseChunk``)."""
-
-    content: list[Part]
-    role: str | None = "model"
-    index: int | float | None = None
-    custom: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict[str, Any], repr=False)
-
-    @property
-    def text(self) -> str:
-        """The text in this chunk."""
-        return Message(role=self.role or "model", content=self.content).text
-
-
-ChunkCallback: TypeAlias = Callable[[ModelChunk], Awaitable[None] | None]
-"""Receives stream chunks; may be sync or async."""
-
-
-@runtime_checkable
-class Model(Protocol):
-    """Anything that answers a :class:`ModelRequest`."""
-
-    @property
-    def name(self) -> str:
-        """A ``provider/model`` name, used in logs and by the registry."""
-        ...
-
-    async def generate(self, request: ModelRequest, *, on_chunk: ChunkCallback | None = None) -> ModelResponse:
-        """Answer one request, streaming chunks to ``on_chunk`` when the model can."""
-        ...
-
-
-from .registry import ModelFactory, register_provider, resolve_model  # noqa: E402  (needs Model above)

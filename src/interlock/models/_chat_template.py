@@ -23,21 +23,7 @@ from typing import Any, Literal, cast
 
 from ..messages import Message
 from ..parts import DataPart, TextPart
-from . import ToolDefinition
-
-__all__ = [
-    "RESULT_HINT",
-    "TOOL_HINT",
-    "Parsed",
-    "Rejected",
-    "TextStream",
-    "ToolCall",
-    "chat_messages",
-    "parse_output",
-    "render_prompt",
-    "schema_errors",
-    "tool_grammar",
-]
+from .base import ToolDefinition
 
 TOOL_HINT = (
     "Only call a function when the user asks for an action that the function performs; "

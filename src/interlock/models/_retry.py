@@ -30,19 +30,6 @@ from ..errors import (
     UnavailableError,
 )
 
-__all__ = [
-    "RetryPolicy",
-    "call_with_retries",
-    "connection_error",
-    "data_url",
-    "http_error",
-    "json_text",
-    "missing_extra",
-    "retry_after_seconds",
-    "timeout_error",
-    "transport_error",
-]
-
 _T = TypeVar("_T")
 
 _BY_HTTP: dict[int, type[InterlockError]] = {

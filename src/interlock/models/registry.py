@@ -17,7 +17,7 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any, TypeAlias, cast
 
 from ..errors import InvalidArgumentError
-from . import Model
+from .base import Model
 
 __all__ = ["ModelFactory", "providers", "register_provider", "resolve_model"]
 

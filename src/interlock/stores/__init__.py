@@ -9,7 +9,7 @@ says before a turn runs whether the store can take writes. Every call is scoped 
 ``tenant`` (``None`` or a non-empty string, see :func:`check_tenant`): a snapshot of
 another tenant does not exist.
 
-Two stores come in the box: :class:`InMemoryStore` and
+Two stores come in the box: :class:`~interlock.stores.memory.InMemoryStore` and
 :class:`~interlock.stores.sqlite.SQLiteStore` (the embedded default).
 """
 
@@ -26,7 +26,6 @@ from ..outbox import OutboxEvent
 from ..sessions import Snapshot, utcnow
 
 __all__ = [
-    "InMemoryStore",
     "SessionStore",
     "SnapshotInfo",
     "Updater",
@@ -202,6 +201,3 @@ def pick_leaf(session_id: str, rows: list[tuple[str, str | None, datetime]], *, 
             "snapshot. Resume by snapshotId instead."
         )
     return max(leaves)[1]
-
-
-from .memory import InMemoryStore  # noqa: E402  (the in-the-box store is built on the Protocol above)

@@ -7,8 +7,6 @@ from datetime import UTC, datetime
 
 from ..errors import InvalidArgumentError
 
-__all__ = ["PruneRow", "prunable"]
-
 PruneRow = tuple[str, str | None, datetime, str]
 """``(snapshot_id, parent_id, created_at, status)`` of one snapshot in the prune's scope."""
 

@@ -19,8 +19,6 @@ from ..errors import (
 )
 from ._sqlite_schema import COLUMNS, SESSIONS, TABLE
 
-__all__ = ["check_layout", "sqlite_error"]
-
 _TRANSIENT = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_PROTOCOL})
 _LAYOUT_WORDS = ("no such column", "no such table", "has no column")
 

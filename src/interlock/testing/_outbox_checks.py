@@ -13,8 +13,6 @@ from ..sessions import Snapshot, utcnow
 if TYPE_CHECKING:  # stores.py imports this module
     from .stores import StoreFactory
 
-__all__ = ["OUTBOX_CHECKS"]
-
 
 def _expect(condition: bool, message: str) -> None:
     if not condition:

@@ -20,14 +20,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Literal, cast
 
 import httpx
 
-from ._api import AgentAPI, InputLike, as_input
-from ._http import EventParser, encode, error_from_http, error_from_wire, read_event
-from .errors import (
+from ..agent_interface import AgentAPI, InputLike, as_input
+from ..agent_io import AgentInit, AgentInput, AgentOutput, StreamChunk
+from ..errors import (
     DeadlineExceededError,
     InterlockError,
     InternalError,
@@ -36,10 +37,11 @@ from .errors import (
     UnavailableError,
     UsageError,
 )
-from .interrupts import Resume
-from .sessions import ErrorInfo, SessionState, Snapshot
-from .turns import AgentInit, AgentInput, AgentOutput, StreamChunk
-from .wire import init_to_json, input_to_json, snapshot_from_json
+from ..interrupts import Resume
+from ..sessions import ErrorInfo, SessionState, Snapshot
+from ..wire import chunk_from_json, init_to_json, input_to_json, output_from_json, snapshot_from_json
+from .sse import EventParser, encode
+from .status import error_from_http, error_from_wire
 
 __all__ = ["HeadersProvider", "RemoteAgent", "RemoteConnection"]
 
@@ -389,3 +391,22 @@ class RemoteConnection:
 def _retrieve(future: asyncio.Future[AgentOutput]) -> None:
     if not future.cancelled():
         future.exception()  # an error nobody asked for is not worth a "never retrieved" log
+
+
+def read_event(event: str, on_chunk: Callable[[StreamChunk], None] | None) -> AgentOutput | None:
+    """Handle one stream event: a chunk goes to ``on_chunk``, a result is returned, an error raised."""
+    try:
+        payload: Any = json.loads(event)
+    except ValueError:
+        raise InternalError(f"unreadable stream frame: {event[:200]!r}") from None
+    if not isinstance(payload, dict):
+        raise InternalError(f"unexpected stream frame: {event[:200]!r}")
+    d = cast(dict[str, Any], payload)
+    if "result" in d:
+        return output_from_json(d["result"] or {})
+    if "error" in d:
+        raise error_from_wire(d["error"])
+    chunk = chunk_from_json(d["message"] if "message" in d else d)
+    if on_chunk is not None:
+        on_chunk(chunk)
+    return None

@@ -2,14 +2,14 @@
 
 Sub-commands live in a registry, so other modules can add theirs::
 
-    from interlock.cli import Command, register
+    from interlock.cli.main import Command, register
 
     register(Command(name="demo", help="run the demo", configure=add_arguments, run=run_demo))
 
 and list that module in :data:`COMMAND_MODULES` (imported when the command line starts).
 
 ``interlock serve module:attr`` serves an agent, a list or dict of agents, an
-:class:`~interlock.server.AgentServer` or any ASGI app on uvicorn, logging one line per
+:class:`~interlock.http.server.AgentServer` or any ASGI app on uvicorn, logging one line per
 turn. Exit codes: 0 success, 1 runtime failure, 2 bad usage (e.g. a target that cannot
 be imported). ``--webhooks module:attr`` (a :class:`~interlock.webhooks.Webhooks`) and
 ``--deadlines`` run the outbox's delivery and deadline loops in the same process.
@@ -27,7 +27,18 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-__all__ = ["COMMANDS", "COMMAND_MODULES", "Command", "CommandError", "load_target", "main", "register"]
+__all__ = [
+    "COMMANDS",
+    "COMMAND_MODULES",
+    "SERVE_EXTENSIONS",
+    "Command",
+    "CommandError",
+    "ServeExtension",
+    "ServeLoop",
+    "load_target",
+    "main",
+    "register",
+]
 
 
 class CommandError(Exception):
@@ -50,7 +61,22 @@ class Command:
 
 COMMANDS: dict[str, Command] = {}
 """The registered sub-commands, by name."""
-COMMAND_MODULES: list[str] = ["interlock.demo", "interlock.cli_inbox", "interlock.cli_notify"]
+
+ServeLoop = Callable[[asyncio.Event], Awaitable[None]]
+"""A background loop ``interlock serve`` runs beside the app, until the event is set."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ServeExtension:
+    """Options of ``interlock serve`` a command module adds, and the loops they start (given the served agents)."""
+
+    configure: Callable[[argparse.ArgumentParser], None]
+    loops: Callable[[argparse.Namespace, list[Any]], list[ServeLoop]]
+
+
+SERVE_EXTENSIONS: list[ServeExtension] = []
+"""Registered by command modules (``interlock.cli.notify``: ``--webhooks``, ``--deadlines``)."""
+COMMAND_MODULES: list[str] = ["interlock.cli.demo", "interlock.cli.inbox", "interlock.cli.notify"]
 """Modules that register sub-commands; :func:`main` imports them first."""
 
 
@@ -113,8 +139,8 @@ def load_target(spec: str) -> Any:
 
 def as_app(target: Any, *, base_path: str = "") -> Any:
     """An ASGI app for an agent, a list or dict of agents, or an app (returned as is)."""
-    from .agents import Agent
-    from .server import AgentServer
+    from ..agents import Agent
+    from ..http.server import AgentServer
 
     if isinstance(target, Agent):
         return AgentServer([target], base_path=base_path)
@@ -131,7 +157,7 @@ def as_app(target: Any, *, base_path: str = "") -> Any:
 
 
 def _agents_of(target: object) -> dict[str, Any] | list[Any] | None:
-    from .agents import Agent
+    from ..agents import Agent
 
     if isinstance(target, Mapping):
         found = dict(cast(Mapping[str, Any], target))
@@ -148,17 +174,16 @@ def _configure_serve(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8000, help="port to bind (default 8000)")
     parser.add_argument("--base-path", default="", help="URL prefix of every agent route, e.g. /api")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    from .cli_notify import add_serve_options
-
-    add_serve_options(parser)
+    for extension in SERVE_EXTENSIONS:
+        extension.configure(parser)
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from .cli_notify import serve_loops
-    from .server import AgentServer
+    from ..http.server import AgentServer
 
     app = as_app(load_target(args.target), base_path=args.base_path)
-    loops = serve_loops(args, list(app.agents.values()) if isinstance(app, AgentServer) else [])
+    agents = list(app.agents.values()) if isinstance(app, AgentServer) else []
+    loops = [loop for extension in SERVE_EXTENSIONS for loop in extension.loops(args, agents)]
     try:
         import uvicorn
     except ImportError:
@@ -171,7 +196,7 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _serve_with(server: Any, loops: Sequence[Callable[[asyncio.Event], Awaitable[None]]]) -> None:
+async def _serve_with(server: Any, loops: Sequence[ServeLoop]) -> None:
     """Run the uvicorn server with the background loops (webhooks, deadlines) beside it; stop them after it."""
     stop = asyncio.Event()
     tasks = [asyncio.ensure_future(loop(stop)) for loop in loops]

@@ -18,7 +18,7 @@ frame, which both Genkit clients turn into an error with the right status.
 
 If the client goes away mid-turn, a server-managed turn runs on to its snapshot and a
 client-managed one (whose state would be lost anyway) is cancelled. Each turn is logged
-on the ``interlock.server`` logger.
+on the ``interlock.http.server`` logger.
 
 Run it with any ASGI server: ``uvicorn.run(AgentServer([agent]))`` or
 ``interlock serve module:agent``.
@@ -36,8 +36,20 @@ from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import parse_qsl
 
-from ._api import as_input
-from ._http import (
+from ..agent_interface import as_input
+from ..agent_io import AgentInput, AgentOutput
+from ..agents import Agent, AgentConnection
+from ..errors import (
+    CancelledError,
+    InterlockError,
+    InternalError,
+    NotFoundError,
+    PermissionDeniedError,
+    UnimplementedError,
+)
+from ..sessions import Snapshot, check_state
+from ..wire import chunk_to_json, init_from_json, input_from_json, output_to_json, snapshot_to_json
+from .asgi import (
     Action,
     ASGIMessage,
     ClientGone,
@@ -49,9 +61,6 @@ from ._http import (
     Send,
     bad,
     disconnected,
-    encode,
-    error_body,
-    frame,
     json_body,
     parse,
     read_body,
@@ -60,22 +69,12 @@ from ._http import (
     send_body,
     string_field,
 )
-from .agents import Agent, AgentConnection
-from .errors import (
-    CancelledError,
-    InterlockError,
-    InternalError,
-    NotFoundError,
-    PermissionDeniedError,
-    UnimplementedError,
-)
-from .sessions import Snapshot, check_state
-from .turns import AgentInput, AgentOutput
-from .wire import chunk_to_json, init_from_json, input_from_json, output_to_json, snapshot_to_json
+from .sse import encode, frame
+from .status import error_body, http_status
 
-__all__ = ["AgentServer", "ContextProvider", "RequestInfo", "create_app"]
+__all__ = ["AgentServer", "ContextProvider", "RequestInfo"]
 
-logger = logging.getLogger("interlock.server")
+logger = logging.getLogger("interlock.http.server")
 
 ContextProvider = Callable[[RequestInfo], "dict[str, Any] | Awaitable[dict[str, Any]]"]
 """Turns a request into the agent context (``identity``, ``tenant``, ...); raise an
@@ -211,7 +210,7 @@ class AgentServer:
             await respond(send, reject.code, error_body(reject.error), cors + reject.headers)
         except InterlockError as exc:  # a refusal that was not wrapped: still the caller's answer, not a 500
             if not started:
-                await respond(send, exc.http_status, error_body(exc), cors)
+                await respond(send, http_status(exc), error_body(exc), cors)
         except Exception:
             logger.exception("unexpected error serving %s", path)
             if not started:
@@ -378,7 +377,7 @@ class AgentServer:
             body, code = encode({"result": output_to_json(await self._output(turn))}), 200
         except Exception as exc:
             body = encode(self._failure(turn, exc))
-            code = exc.http_status if isinstance(exc, InterlockError) else 500
+            code = http_status(exc)
         await respond(send, code, body, cors)
 
     def _failure(self, turn: _Turn, exc: Exception) -> dict[str, Any]:
@@ -432,23 +431,3 @@ class AgentServer:
             finish,
             round((time.monotonic() - turn.started) * 1000),
         )
-
-
-def create_app(
-    agents: Agent | Iterable[Agent] | Mapping[str, Agent],
-    *,
-    base_path: str = "",
-    context: ContextProvider | None = None,
-    cors_origins: Iterable[str] = (),
-    max_body: int = 10_000_000,
-    body_timeout: float = 30.0,
-) -> AgentServer:
-    """An ASGI app serving ``agents`` (see :class:`AgentServer`)."""
-    return AgentServer(
-        agents,
-        base_path=base_path,
-        context=context,
-        cors_origins=cors_origins,
-        max_body=max_body,
-        body_timeout=body_timeout,
-    )

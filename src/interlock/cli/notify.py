@@ -15,25 +15,20 @@ The signing secret is read from an environment variable, never from the command 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
-from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
-from .cli import Command, CommandError, load_target, register
-from .cli_inbox import _drive, _load_agents, _store  # pyright: ignore[reportPrivateUsage]
-from .deadlines import run_deadlines, sweep
-from .errors import UsageError
-from .outbox import WEBHOOK
-from .signing import Keyring
-from .stores import SessionStore
-from .webhooks import Webhooks, endpoints_from_specs
+from ..deadlines import run_deadlines, sweep
+from ..errors import UsageError
+from ..outbox import WEBHOOK
+from ..signing import Keyring
+from ..stores import SessionStore
+from ..webhooks import Webhooks, endpoints_from_specs
+from .inbox import _drive, _load_agents, _store  # pyright: ignore[reportPrivateUsage]
+from .main import SERVE_EXTENSIONS, Command, CommandError, ServeExtension, ServeLoop, load_target, register
 
 __all__ = ["add_serve_options", "serve_loops"]
-
-Loop = Callable[[asyncio.Event], Awaitable[None]]
-"""A background loop of ``interlock serve``: runs until the event is set."""
 
 
 def _webhooks(args: argparse.Namespace) -> Webhooks:
@@ -122,14 +117,14 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--deadlines", action="store_true", help="apply passed deadlines of the served agents")
 
 
-def serve_loops(args: argparse.Namespace, agents: list[Any]) -> list[Loop]:
+def serve_loops(args: argparse.Namespace, agents: list[Any]) -> list[ServeLoop]:
     """The loops ``interlock serve`` runs beside the app, over the served agents' stores."""
     stores: list[SessionStore] = []
     for agent in agents:
         store = cast(SessionStore | None, getattr(agent, "store", None))
         if store is not None and all(store is not s for s in stores):
             stores.append(store)
-    loops: list[Loop] = []
+    loops: list[ServeLoop] = []
     if args.webhooks or args.deadlines:
         if not stores:
             raise CommandError("--webhooks and --deadlines need served agents with a store")
@@ -143,14 +138,15 @@ def serve_loops(args: argparse.Namespace, agents: list[Any]) -> list[Loop]:
     return loops
 
 
-def _hook_loop(hooks: Webhooks, store: SessionStore) -> Loop:
+def _hook_loop(hooks: Webhooks, store: SessionStore) -> ServeLoop:
     return lambda stop: hooks.run(store, stop=stop)
 
 
-def _deadline_loop(store: SessionStore, agents: list[Any]) -> Loop:
+def _deadline_loop(store: SessionStore, agents: list[Any]) -> ServeLoop:
     return lambda stop: run_deadlines(store, agents, stop=stop)
 
 
+SERVE_EXTENSIONS.append(ServeExtension(configure=add_serve_options, loops=serve_loops))
 register(
     Command(
         name="webhooks",

@@ -38,15 +38,16 @@ from dataclasses import asdict
 from datetime import datetime, timedelta
 from typing import Any, Protocol, cast, runtime_checkable
 
-from .cli import Command, CommandError, load_target, register
-from .errors import InterlockError, InvalidArgumentError, UnimplementedError, UsageError
-from .inbox import Approve, AuditAnswer, Inbox, PendingInterrupt, Reject, Respond, ResumableAgent, open_store
-from .journal import JournalEntry
-from .metadata import INTERRUPT
-from .sessions import utcnow
-from .stores import SessionStore, SnapshotInfo
-from .stores._prune import prunable
-from .turns import AgentOutput
+from ..agent_io import AgentOutput
+from ..errors import InterlockError, InvalidArgumentError, UnimplementedError, UsageError
+from ..inbox import Approve, AuditAnswer, Inbox, PendingInterrupt, Reject, Respond, ResumableAgent
+from ..journal import JournalEntry
+from ..metadata import INTERRUPT
+from ..sessions import utcnow
+from ..stores import SessionStore, SnapshotInfo
+from ..stores._prune import prunable
+from ..stores.urls import open_store
+from .main import Command, CommandError, load_target, register
 
 __all__ = ["parse_duration"]
 
@@ -186,7 +187,7 @@ async def _inbox(args: argparse.Namespace, *, answering: bool = False) -> AsyncG
             "with --server the server decides who answers, and for which tenant: send credentials with --header"
         )
     try:
-        from .client import RemoteAgent
+        from ..http.client import RemoteAgent
     except ImportError:
         raise CommandError("--server needs httpx: pip install 'interlock[client]'", code=1) from None
     url = server.rstrip("/") + (f"/{args.agent}" if getattr(args, "agent", None) else "")

@@ -10,14 +10,14 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from ._json import check_message, check_resume, type_name
+from ._json import check_message, type_name
+from .agent_io import AgentInput, AgentOutput, StreamChunk
 from .claims import is_answerable
 from .errors import DeadlineExceededError, InvalidArgumentError, SnapshotNotFoundError
-from .interrupts import Resume
+from .interrupts import Resume, check_resume_shape
 from .messages import Message
 from .parts import ToolRequestPart
 from .sessions import SessionState, Snapshot, check_state
-from .turns import AgentInput, AgentOutput, StreamChunk
 
 __all__ = ["SETTLED", "AgentAPI", "InputLike", "as_input"]
 
@@ -44,7 +44,7 @@ def as_input(value: InputLike | object, *, resume: Resume | None = None, detach:
     if value.message is not None:
         check_message(value.message, "message")
     if value.resume is not None:
-        check_resume(value.resume)
+        check_resume_shape(value.resume)
     flag: Any = value.detach
     if not isinstance(flag, bool):
         raise InvalidArgumentError("'detach' must be a boolean")

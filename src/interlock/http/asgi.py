@@ -1,44 +1,23 @@
-r"""HTTP plumbing shared by the server and the client: framing, error bodies, ASGI helpers.
-
-The framing is the one both Genkit clients accept: ``data: <json>\n\n``, the JSON
-compact, ASCII-only and on one line. Errors travel as ``{status, message, details?}``;
-reading them back accepts every variant Genkit servers write.
-"""
+"""ASGI helpers for the server: request reading with limits, early answers, response writing."""
 
 from __future__ import annotations
 
 import asyncio
-import codecs
 import contextlib
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from ._json import MAX_DEPTH, check_json
-from .errors import (
+from .._json import MAX_DEPTH, check_json
+from ..errors import (
     DeadlineExceededError,
     InterlockError,
-    InternalError,
     InvalidArgumentError,
     ResourceExhaustedError,
-    error_from_status,
 )
-from .sessions import ErrorInfo
-from .turns import AgentOutput, StreamChunk
-from .wire import chunk_from_json, error_to_json, output_from_json
-
-__all__ = [
-    "Action",
-    "EventParser",
-    "RequestInfo",
-    "encode",
-    "error_body",
-    "error_from_http",
-    "error_from_wire",
-    "frame",
-    "read_event",
-]
+from .sse import encode
+from .status import http_status
 
 ASGIMessage = MutableMapping[str, Any]
 Scope = MutableMapping[str, Any]
@@ -46,152 +25,6 @@ Receive = Callable[[], Awaitable[ASGIMessage]]
 Send = Callable[[ASGIMessage], Awaitable[None]]
 Headers = list[tuple[bytes, bytes]]
 Action = Literal["turn", "getSnapshot", "abort", "waitForSnapshot"]
-
-HTTP_TO_STATUS = {
-    400: "INVALID_ARGUMENT",
-    401: "UNAUTHENTICATED",
-    403: "PERMISSION_DENIED",
-    404: "NOT_FOUND",
-    408: "DEADLINE_EXCEEDED",
-    409: "ABORTED",
-    413: "RESOURCE_EXHAUSTED",
-    429: "RESOURCE_EXHAUSTED",
-    499: "CANCELLED",
-    500: "INTERNAL",
-    501: "UNIMPLEMENTED",
-    503: "UNAVAILABLE",
-    504: "DEADLINE_EXCEEDED",
-}
-"""HTTP code → canonical status, for error answers without a readable status."""
-_GRPC_CODES = (
-    "OK CANCELLED UNKNOWN INVALID_ARGUMENT DEADLINE_EXCEEDED NOT_FOUND ALREADY_EXISTS PERMISSION_DENIED "
-    "RESOURCE_EXHAUSTED FAILED_PRECONDITION ABORTED OUT_OF_RANGE UNIMPLEMENTED INTERNAL UNAVAILABLE DATA_LOSS "
-    "UNAUTHENTICATED"
-).split()
-
-
-# framing and error bodies -------------------------------------------------------------------
-
-
-def encode(payload: Any) -> bytes:
-    """Compact, ASCII-only, single-line JSON."""
-    return json.dumps(payload, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode("ascii")
-
-
-def frame(payload: Any) -> bytes:
-    r"""One stream frame: ``data: <json>\n\n``."""
-    return b"data: " + encode(payload) + b"\n\n"
-
-
-def error_body(exc: BaseException) -> dict[str, Any]:
-    """``{status, message, details?}`` for an error; anything unexpected reads as a masked INTERNAL."""
-    if not isinstance(exc, InterlockError):
-        return {"status": "INTERNAL", "message": "Internal error"}
-    body = error_to_json(ErrorInfo(status=exc.status, message=exc.message, details=exc.details))
-    try:
-        encode(body)
-    except (TypeError, ValueError):
-        body.pop("details", None)
-    return body
-
-
-def error_from_wire(error: Any, http_status: int | None = None) -> InterlockError:
-    """The typed error for an error object off the wire.
-
-    Reads ``{status, message, details?}``, a doubly nested ``{"error": {...}}``, the
-    numeric ``code`` form, and Genkit JS's ``"STATUS: message"`` prefix.
-    """
-    while isinstance(error, dict) and isinstance(cast(dict[str, Any], error).get("error"), (dict, str)):
-        error = cast(dict[str, Any], error)["error"]
-    fallback = HTTP_TO_STATUS.get(http_status or 500, "UNKNOWN")
-    if not isinstance(error, dict):
-        return error_from_status(fallback, str(error))
-    e = cast(dict[str, Any], error)
-    status, code = e.get("status"), e.get("code")
-    if not isinstance(status, str) or not status:
-        valid = isinstance(code, int) and not isinstance(code, bool) and 0 <= code < len(_GRPC_CODES)
-        status = _GRPC_CODES[cast(int, code)] if valid else fallback
-    message = str(e.get("message") or "")
-    if message.startswith(f"{status}: "):
-        message = message[len(status) + 2 :]
-    return error_from_status(status, message or status, details=e.get("details"))
-
-
-def error_from_http(http_status: int, body: bytes) -> InterlockError:
-    """The typed error for a non-200 answer: its JSON error body if it has one, else the HTTP code."""
-    text = body.decode("utf-8", errors="replace")
-    try:
-        parsed: Any = json.loads(text)
-    except ValueError:
-        parsed = None
-    if isinstance(parsed, dict):
-        d = cast(dict[str, Any], parsed)
-        if "error" in d:
-            return error_from_wire(d["error"], http_status)
-        if "message" in d and ("status" in d or "code" in d):
-            return error_from_wire(d, http_status)
-    status = HTTP_TO_STATUS.get(http_status, "INTERNAL" if http_status >= 500 else "UNKNOWN")
-    return error_from_status(status, text.strip()[:1000] or f"HTTP {http_status}")
-
-
-class EventParser:
-    """Splits a response body into event payloads (tolerant of what servers really send).
-
-    Accepts ``data:`` and ``error:`` fields (joined per event, SSE style), CRLF line ends,
-    UTF-8 split across reads, comments and ``event:``/``id:``/``retry:`` lines (ignored),
-    and bare JSON lines (NDJSON).
-    """
-
-    def __init__(self) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._buffer = ""
-        self._data: list[str] = []
-
-    def feed(self, raw: bytes, *, final: bool = False) -> list[str]:
-        """Take the next bytes; return the events they complete (``final``: the body ended)."""
-        self._buffer += self._decoder.decode(raw, final=final)
-        events: list[str] = []
-        *lines, self._buffer = self._buffer.split("\n")
-        if final:
-            lines.extend([self._buffer, ""])
-            self._buffer = ""
-        for line in lines:
-            self._line(line.rstrip("\r"), events)
-        return events
-
-    def _line(self, line: str, events: list[str]) -> None:
-        if not line:
-            if self._data:
-                events.append("\n".join(self._data))
-                self._data = []
-            return
-        name, colon, value = line.partition(":")
-        if line.startswith(":") or (colon and name in ("event", "id", "retry")):
-            return
-        if colon and name in ("data", "error"):
-            self._data.append(value[1:] if value.startswith(" ") else value)
-        else:
-            events.append(line)
-
-
-def read_event(event: str, on_chunk: Callable[[StreamChunk], None] | None) -> AgentOutput | None:
-    """Handle one stream event: a chunk goes to ``on_chunk``, a result is returned, an error raised."""
-    try:
-        payload: Any = json.loads(event)
-    except ValueError:
-        raise InternalError(f"unreadable stream frame: {event[:200]!r}") from None
-    if not isinstance(payload, dict):
-        raise InternalError(f"unexpected stream frame: {event[:200]!r}")
-    d = cast(dict[str, Any], payload)
-    if "result" in d:
-        return output_from_json(d["result"] or {})
-    if "error" in d:
-        raise error_from_wire(d["error"])
-    chunk = chunk_from_json(d["message"] if "message" in d else d)
-    if on_chunk is not None:
-        on_chunk(chunk)
-    return None
-
 
 # the server side ----------------------------------------------------------------------------
 
@@ -215,7 +48,7 @@ class Reject(Exception):
     def __init__(self, error: InterlockError, *, code: int | None = None, headers: Headers | None = None) -> None:
         super().__init__(error.message)
         self.error = error
-        self.code = code or error.http_status
+        self.code = code or http_status(error)
         self.headers: Headers = headers or []
 
 

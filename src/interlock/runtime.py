@@ -13,8 +13,9 @@ import contextlib
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
+from .agent_io import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnEnd, TurnResult
 from .claims import ClaimHold, Claims, claim_state
 from .decisions import audit_record
 from .effects import Effects
@@ -25,19 +26,38 @@ from .errors import (
     SnapshotNotFoundError,
     UsageError,
 )
-from .interrupts import ResumePlan
+from .interrupts import Resume, ResumePlan
 from .messages import Message
 from .notifications import commit_events
 from .outbox import OutboxEvent
+from .parts import ToolRequestPart
 from .sessions import ErrorInfo, Session, SessionState, Snapshot, new_id, utcnow
-from .stores import check_tenant
-from .tokens import check_tokens, mint_tokens
-from .turns import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnEnd, TurnResult
+from .signing import Keyring
+from .stores import SessionStore, check_tenant
+from .tokens import TokenDecision, TokenSigner, check_tokens, mint_tokens
 
-if TYPE_CHECKING:
-    from .agents import Agent
+__all__ = ["RunnableAgent", "SessionRunner", "TurnHandler"]
 
-__all__ = ["END", "Invocation", "SessionRunner", "TurnHandler"]
+
+class RunnableAgent(Protocol):
+    """What the runtime needs of an agent (:class:`~interlock.agents.Agent` is one)."""
+
+    name: str
+    store: SessionStore | None
+    claim_ttl: float
+    heartbeat_interval: float
+    state_signing: Keyring | None
+    resume_tokens: TokenSigner | None
+    require_resume_tokens: bool
+    notify: bool
+
+    async def invoke(self, runner: SessionRunner) -> AgentResult | None: ...
+    def check_resume(self, resume: Resume, history: list[Message]) -> ResumePlan: ...
+    def transform_state(self, state: SessionState) -> SessionState: ...
+    def custom_transform(self, custom: Any) -> Any: ...
+    def transform_chunk(self, chunk: StreamChunk) -> StreamChunk | None: ...
+    def token_decisions(self, part: ToolRequestPart) -> tuple[TokenDecision, ...]: ...
+
 
 TurnHandler = Callable[[AgentInput, TurnContext], Awaitable[TurnResult | None]]
 """A custom agent's per-turn function."""
@@ -106,7 +126,7 @@ class SessionRunner:
 class Invocation:
     """The machinery behind one connection to an agent."""
 
-    def __init__(self, agent: Agent, init: AgentInit, context: dict[str, Any] | None) -> None:
+    def __init__(self, agent: RunnableAgent, init: AgentInit, context: dict[str, Any] | None) -> None:
         self.agent = agent
         self.store = agent.store
         self.init = init

@@ -23,13 +23,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from .agents import Agent, PromptAgent
-from .cli import Command, CommandError, register
-from .interrupts import Resume, interrupt_as
-from .models import Model, ModelChunk
-from .stores.sqlite import SQLiteStore
-from .tools import ToolContext, tool
-from .turns import AgentOutput, StreamChunk
+from ..agent_io import AgentOutput, StreamChunk
+from ..agents import Agent, PromptAgent
+from ..interrupts import Resume, interrupt_as
+from ..models import Model, ModelChunk
+from ..stores.sqlite import SQLiteStore
+from ..tools import ToolContext, tool
+from .main import Command, CommandError, register
 
 __all__ = ["Confirmation", "Ledger", "TransferApproval", "TransferRequest", "agents", "banker", "default_store_path"]
 
@@ -124,16 +124,16 @@ def default_store_path() -> pathlib.Path:
 
 def _model(name: str | None) -> Model:
     if name:
-        from .models import resolve_model
+        from ..models import resolve_model
 
         return resolve_model(name)
-    from .models.local import LocalModel
+    from ..models.local import LocalModel
 
     return LocalModel()
 
 
 def agents(store: SQLiteStore) -> list[Agent]:
-    """The demo's agents over ``store`` (for ``interlock inbox ... --agents interlock.demo:agents``)."""
+    """The demo's agents over ``store`` (for ``interlock inbox ... --agents interlock.cli.demo:agents``)."""
     return [banker(_model(os.environ.get("INTERLOCK_DEMO_MODEL")), store, Ledger.beside(store.path))]
 
 
@@ -188,8 +188,8 @@ async def _run(args: argparse.Namespace) -> int:
         print(f"                  snapshot {out.snapshot_id}")
         if args.later:
             print("\nThe turn is paused and saved. Resume it from any process with:")
-            print(f"  interlock inbox approve {out.snapshot_id} --store {path} --agents interlock.demo:agents")
-            print(f"  interlock inbox reject  {out.snapshot_id} --store {path} --agents interlock.demo:agents")
+            print(f"  interlock inbox approve {out.snapshot_id} --store {path} --agents interlock.cli.demo:agents")
+            print(f"  interlock inbox reject  {out.snapshot_id} --store {path} --agents interlock.cli.demo:agents")
             return 0
         approved = args.yes if args.yes or args.no else _ask("Approve this transfer? [y/n] ")
         print(
