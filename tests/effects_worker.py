@@ -158,7 +158,9 @@ class HookStore(SQLiteStore):
         self.marker.write_text(self.point)
         await asyncio.sleep(3600)
 
-    async def save_all(self, updates: Sequence[tuple[str, Updater]], *, tenant: str | None = None) -> list[Any]:
+    async def save_all(
+        self, updates: Sequence[tuple[str, Updater]], *, tenant: str | None = None, events: Sequence[Any] = ()
+    ) -> list[Any]:
         updates = list(updates)
         ours = bool(updates) and updates[0][0] == self.parent
         if self.point == "before-claim" and ours and len(updates) == 1:
@@ -174,7 +176,7 @@ class HookStore(SQLiteStore):
                 return new
 
             updates[-1] = (sid, hang)
-        return await super().save_all(updates, tenant=tenant)
+        return await super().save_all(updates, tenant=tenant, events=events)
 
     async def journal_put(
         self, entry: JournalEntry, *, expect: int, tenant: str | None = None, durable: bool = True

@@ -476,7 +476,9 @@ class _HangingCommitStore(SQLiteStore):
         super().__init__(path)
         self.parent, self.marker = parent, marker
 
-    async def save_all(self, updates: Sequence[tuple[str, Updater]], *, tenant: str | None = None) -> list[Any]:
+    async def save_all(
+        self, updates: Sequence[tuple[str, Updater]], *, tenant: str | None = None, events: Sequence[Any] = ()
+    ) -> list[Any]:
         updates = list(updates)
         if len(updates) >= 2 and updates[0][0] == self.parent:
             sid, update = updates[-1]
@@ -489,7 +491,7 @@ class _HangingCommitStore(SQLiteStore):
                 return new
 
             updates[-1] = (sid, hang)
-        return await super().save_all(updates, tenant=tenant)
+        return await super().save_all(updates, tenant=tenant, events=events)
 
 
 async def _crash_worker(db: str, log: pathlib.Path, snap: str, point: str, mode: str, marker: pathlib.Path) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from notify_app import POLICIES, bank
 
-from interlock import Message, PromptAgent, ToolContext, ToolRequestPart, tool
+from interlock import Message, PromptAgent, ToolContext, ToolRequestPart, ToolResponsePart, tool
 from interlock import metadata as md
 from interlock.deadlines import IDENTITY, sweep
 from interlock.errors import ToolOutputError, UsageError
@@ -60,7 +60,9 @@ async def test_reject_answers_once_with_a_note_and_an_audit_record(
     latest = await store.latest(out.session_id or "", tenant=tenant)
     assert latest is not None and latest.finish_reason == "stop" and latest.state is not None
     tool_msg = latest.state.messages[-2]
-    assert [p.output for p in tool_msg.content] == [note]  # the tool's output is a string: the note's message
+    assert [p.output for p in tool_msg.content if isinstance(p, ToolResponsePart)] == [
+        note
+    ]  # the tool's output is a string: the note's message
     assert "transfer" not in log.read_text()  # the tool never ran
     record: Any = (latest.metadata or {})["resume"]
     assert record["by"] == IDENTITY
@@ -85,7 +87,8 @@ async def test_respond_answers_with_the_default(store: SQLiteStore, tmp_path: pa
     assert [(d.result, d.policy) for d in done] == [("applied", "respond")]
     latest = await store.latest(out.session_id or "")
     assert latest is not None and latest.state is not None
-    assert [p.output for p in latest.state.messages[-2].content] == ["declined by default"]
+    responses = latest.state.messages[-2].content
+    assert [p.output for p in responses if isinstance(p, ToolResponsePart)] == ["declined by default"]
     assert latest.state.messages[-1].text == "tool said: ['declined by default']"
     assert "transfer" not in log.read_text()
     record: Any = (latest.metadata or {})["resume"]

@@ -104,10 +104,12 @@ async def test_a_model_failure_after_the_tool_replays_the_recorded_result(store:
 class FailingCommit(InMemoryStore):
     failing = True
 
-    async def save_all(self, updates: Sequence[tuple[str, Updater]], *, tenant: str | None = None) -> list[Any]:
+    async def save_all(
+        self, updates: Sequence[tuple[str, Updater]], *, tenant: str | None = None, events: Sequence[Any] = ()
+    ) -> list[Any]:
         if self.failing and len(updates) > 1:
             raise UnavailableError("disk I/O error")
-        return await super().save_all(updates, tenant=tenant)
+        return await super().save_all(updates, tenant=tenant, events=events)
 
 
 async def test_a_commit_failure_after_the_tool_replays_the_recorded_result(tmp_path: pathlib.Path) -> None:

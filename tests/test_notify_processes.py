@@ -4,20 +4,15 @@ processes racing on one SQLite store apply each passed deadline exactly once."""
 from __future__ import annotations
 
 import asyncio
-import os
 import pathlib
 import signal
-import socket
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
-import httpx
 import pytest
-from hook_receiver import Receiver, receiver
+from hook_receiver import receiver
 from notify_app import KEYRING, POLICIES, bank
+from notify_serve import TESTS, ready, serve, wait_for
 
 from interlock.deadlines import IDENTITY
 from interlock.http.client import RemoteAgent
@@ -28,55 +23,6 @@ from interlock.webhooks import verify
 
 pytestmark = pytest.mark.slow
 
-TESTS = pathlib.Path(__file__).parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def _serve(tmp: pathlib.Path, db: pathlib.Path, hook: str, *flags: str, **env: str) -> Iterator[tuple[Any, int]]:
-    """``interlock serve notify_app:server`` on a free port (its output in files, so a SIGKILL loses nothing)."""
-    port = _free_port()
-    environ = {**os.environ, "PYTHONUNBUFFERED": "1", "NOTIFY_DB": str(db), "NOTIFY_HOOK": hook, **env}
-    with (tmp / f"serve-{port}.log").open("w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "interlock", "serve", "notify_app:server", "--port", str(port), *flags],
-            cwd=TESTS,
-            env=environ,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        yield proc, port
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-
-
-async def _ready(proc: Any, port: int) -> None:
-    async with httpx.AsyncClient() as http, asyncio.timeout(60):
-        while True:
-            assert proc.poll() is None, "the server exited"
-            try:
-                await http.post(f"http://127.0.0.1:{port}/bank/getSnapshot", json={"data": {"snapshotId": "x"}})
-                return
-            except httpx.TransportError:
-                await asyncio.sleep(0.1)
-
-
-async def _wait_for(hook: Receiver, count: int, timeout: float) -> None:
-    got = await asyncio.to_thread(hook.received, timeout, count)
-    assert len(got) >= count, f"{len(got)} deliveries arrived, expected {count}"
-
 
 @pytest.mark.parametrize("kill", ["while-delivering", "before-delivering"])
 async def test_a_sigkilled_server_delivers_after_restart(tmp_path: pathlib.Path, kill: str) -> None:
@@ -84,13 +30,13 @@ async def test_a_sigkilled_server_delivers_after_restart(tmp_path: pathlib.Path,
     with receiver() as hook:
         first_flags = ("--webhooks", "notify_app:webhooks") if kill == "while-delivering" else ()
         hook.hold.set()  # the first delivery hangs: the server dies with it in flight
-        with _serve(tmp_path, db, hook.url, *first_flags, NOTIFY_LEASE="3") as (proc, port):
-            await _ready(proc, port)
+        with serve(tmp_path, db, hook.url, *first_flags, NOTIFY_LEASE="3") as (proc, port):
+            await ready(proc, port)
             async with RemoteAgent(f"http://127.0.0.1:{port}/bank") as remote:
                 out = await remote.run("pay bob 5")
             assert out.finish_reason == "interrupted"
             if kill == "while-delivering":
-                await _wait_for(hook, 1, 30)
+                await wait_for(hook, 1, 30)
             proc.send_signal(signal.SIGKILL)
             proc.wait(10)
         async with SQLiteStore(db) as store:
@@ -99,8 +45,8 @@ async def test_a_sigkilled_server_delivers_after_restart(tmp_path: pathlib.Path,
         hook.hold.clear()
         hook.release.set()
         before = len(hook.requests)
-        with _serve(tmp_path, db, hook.url, "--webhooks", "notify_app:webhooks", NOTIFY_LEASE="3") as (proc, port):
-            await _wait_for(hook, before + 1, 60)
+        with serve(tmp_path, db, hook.url, "--webhooks", "notify_app:webhooks", NOTIFY_LEASE="3") as (proc, port):
+            await wait_for(hook, before + 1, 60)
             async with SQLiteStore(db) as store:
                 async with asyncio.timeout(30):
                     while (await store.outbox_events(channel=WEBHOOK))[0].status != "done":
