@@ -37,7 +37,7 @@ from interlock import Message, PromptAgent, Resume, Snapshot, ToolContext, ToolR
 from interlock import metadata as md
 from interlock.claims import claim_state
 from interlock.journal import JournalEntry
-from interlock.stores import Updater
+from interlock.stores import JournalUpdater, Updater
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
 
@@ -46,8 +46,8 @@ WORKER = HERE / "effects_worker.py"
 
 POINTS: dict[str, str] = {
     "before-claim": "before the claim",
-    "claimed": "claimed, before the intent",
-    "intent": "intent journaled, before step 1",
+    "claim": "inside the claim (and intent) transaction",
+    "intent": "claimed, intent journaled, before step 1",
     "reserve-effect": "step 1 done, not journaled",
     "reserve-journaled": "step 1 journaled, before step 2",
     "charge-effect": "step 2 done, not journaled",
@@ -59,7 +59,7 @@ POINTS: dict[str, str] = {
 }
 """Kill point → where the worker hangs (in the order the turn reaches them)."""
 AT_KILL: dict[str, str] = {
-    **dict.fromkeys(("before-claim", "claimed"), "interrupted"),
+    **dict.fromkeys(("before-claim", "claim"), "interrupted"),
     **dict.fromkeys(("intent", "reserve-effect", "reserve-journaled", "charge-effect"), "running"),
     **dict.fromkeys(("charge-journaled", "returned"), "running"),
     **dict.fromkeys(("result-journaled", "model", "commit"), "done"),
@@ -71,7 +71,6 @@ STEPS = ("reserve", "charge")
 
 # journal_put hooks: (status, steps recorded) → (point when hanging before the write, point after it)
 _JOURNAL_POINTS: dict[tuple[str, tuple[str, ...]], tuple[str, str]] = {
-    ("running", ()): ("claimed", "intent"),
     ("running", ("reserve",)): ("reserve-effect", "reserve-journaled"),
     ("running", ("charge", "reserve")): ("charge-effect", "charge-journaled"),
     ("done", ("charge", "reserve")): ("returned", "result-journaled"),
@@ -159,12 +158,21 @@ class HookStore(SQLiteStore):
         await asyncio.sleep(3600)
 
     async def save_all(
-        self, updates: Sequence[tuple[str, Updater]], *, tenant: str | None = None, events: Sequence[Any] = ()
+        self,
+        updates: Sequence[tuple[str, Updater]],
+        *,
+        tenant: str | None = None,
+        journal: Sequence[tuple[str, JournalUpdater]] = (),
+        events: Sequence[Any] = (),
     ) -> list[Any]:
         updates = list(updates)
         ours = bool(updates) and updates[0][0] == self.parent
-        if self.point == "before-claim" and ours and len(updates) == 1:
+        claim = ours and len(updates) == 1 and bool(journal)  # the claim carries the restart's intent
+        if self.point == "before-claim" and claim:
             await self._hang()  # the claim is the first write of the parent
+        if self.point == "claim" and claim:
+            key, write = journal[-1]
+            journal = [*journal[:-1], (key, self._hanging(write))]
         if self.point == "commit" and ours and len(updates) >= 2:
             sid, update = updates[-1]
             marker = self.marker
@@ -176,7 +184,21 @@ class HookStore(SQLiteStore):
                 return new
 
             updates[-1] = (sid, hang)
-        return await super().save_all(updates, tenant=tenant, events=events)
+        written = await super().save_all(updates, tenant=tenant, journal=journal, events=events)
+        if self.point == "intent" and claim:
+            await self._hang()
+        return written
+
+    def _hanging(self, write: JournalUpdater) -> JournalUpdater:
+        marker, point = self.marker, self.point
+
+        def hang(cur: JournalEntry | None) -> JournalEntry | None:
+            new = write(cur)  # on the SQLite worker thread, inside BEGIN IMMEDIATE
+            marker.write_text(point)
+            time.sleep(3600)
+            return new
+
+        return hang
 
     async def journal_put(
         self, entry: JournalEntry, *, expect: int, tenant: str | None = None, durable: bool = True

@@ -36,7 +36,7 @@ from banking import APPROVE, PAY, Approval, Transfer
 from interlock import AgentOutput, Inbox, PromptAgent, Snapshot, ToolContext, tool
 from interlock.claims import claim_state
 from interlock.models import ModelRequest, ModelResponse
-from interlock.stores import Updater
+from interlock.stores import JournalUpdater, Updater
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
 
@@ -477,7 +477,12 @@ class _HangingCommitStore(SQLiteStore):
         self.parent, self.marker = parent, marker
 
     async def save_all(
-        self, updates: Sequence[tuple[str, Updater]], *, tenant: str | None = None, events: Sequence[Any] = ()
+        self,
+        updates: Sequence[tuple[str, Updater]],
+        *,
+        tenant: str | None = None,
+        journal: Sequence[tuple[str, JournalUpdater]] = (),
+        events: Sequence[Any] = (),
     ) -> list[Any]:
         updates = list(updates)
         if len(updates) >= 2 and updates[0][0] == self.parent:
@@ -491,7 +496,7 @@ class _HangingCommitStore(SQLiteStore):
                 return new
 
             updates[-1] = (sid, hang)
-        return await super().save_all(updates, tenant=tenant, events=events)
+        return await super().save_all(updates, tenant=tenant, journal=journal, events=events)
 
 
 async def _crash_worker(db: str, log: pathlib.Path, snap: str, point: str, mode: str, marker: pathlib.Path) -> None:

@@ -14,7 +14,7 @@ from interlock import InMemoryStore, Message, PromptAgent, Resume, SessionStore,
 from interlock import metadata as md
 from interlock.errors import UnavailableError
 from interlock.models import ModelRequest, ModelResponse
-from interlock.stores import Updater
+from interlock.stores import JournalUpdater, Updater
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
 
@@ -105,11 +105,16 @@ class FailingCommit(InMemoryStore):
     failing = True
 
     async def save_all(
-        self, updates: Sequence[tuple[str, Updater]], *, tenant: str | None = None, events: Sequence[Any] = ()
+        self,
+        updates: Sequence[tuple[str, Updater]],
+        *,
+        tenant: str | None = None,
+        journal: Sequence[tuple[str, JournalUpdater]] = (),
+        events: Sequence[Any] = (),
     ) -> list[Any]:
         if self.failing and len(updates) > 1:
             raise UnavailableError("disk I/O error")
-        return await super().save_all(updates, tenant=tenant, events=events)
+        return await super().save_all(updates, tenant=tenant, journal=journal, events=events)
 
 
 async def test_a_commit_failure_after_the_tool_replays_the_recorded_result(tmp_path: pathlib.Path) -> None:

@@ -30,7 +30,7 @@ from .errors import ClaimConflictError, PermissionDeniedError, SnapshotNotFoundE
 from .metadata import CONSUMED_TOKENS, RECLAIMED_FROM
 from .outbox import OutboxEvent
 from .sessions import ErrorInfo, Snapshot, utcnow
-from .stores import SessionStore, Updater
+from .stores import JournalUpdater, SessionStore, Updater
 
 __all__ = ["ClaimHold", "ClaimState", "Claims", "claim_state", "consumed_tokens", "is_answerable"]
 
@@ -61,8 +61,18 @@ class Claims:
         self.tenant = tenant
         self.ttl = ttl
 
-    async def take(self, parent_id: str, turn_id: str, *, nonces: Sequence[str] = ()) -> ClaimHold:
+    async def take(
+        self,
+        parent_id: str,
+        turn_id: str,
+        *,
+        nonces: Sequence[str] = (),
+        journal: Sequence[tuple[str, JournalUpdater]] = (),
+    ) -> ClaimHold:
         """Claim ``parent_id`` for ``turn_id`` and keep the lease fresh until the hold ends.
+
+        ``journal`` is written in the claim's transaction (the intents of the calls the
+        resume restarts, :meth:`interlock.effects.Effects.prepare`): only if the claim is taken.
 
         ``nonces`` are the resume tokens' (:mod:`interlock.tokens`): refused when one was
         already spent on ``parent_id``; they are spent by the hold's fenced commit, in the
@@ -79,7 +89,8 @@ class Claims:
             writes: list[tuple[str, Updater]] = [(parent_id, take)]
             if steal is not None:
                 writes.append((steal, _fail_taken_over(turn_id)))
-            written = await self.store.save_all(writes, tenant=self.tenant)
+            entries = [(key, _if_taken(take, update)) for key, update in journal]
+            written = await self.store.save_all(writes, tenant=self.tenant, journal=entries)
             if written[0] is not None:
                 hold = ClaimHold(
                     claims=self, parent_id=parent_id, turn_id=turn_id, reclaimed_from=steal, nonces=tuple(nonces)
@@ -151,9 +162,15 @@ class ClaimHold:
         return confirm
 
     async def commit(
-        self, writes: Sequence[tuple[str, Updater]], *, events: Sequence[OutboxEvent] = ()
+        self,
+        writes: Sequence[tuple[str, Updater]],
+        *,
+        journal: Sequence[tuple[str, JournalUpdater]] = (),
+        events: Sequence[OutboxEvent] = (),
     ) -> list[Snapshot | None]:
-        """Write ``writes`` (and outbox ``events``) fenced by this claim, in one transaction; the claim is answered.
+        """Write ``writes`` (``journal`` entries, outbox ``events``) fenced by this claim, in one transaction.
+
+        The claim is answered after it.
 
         Raises:
             ClaimConflictError: the lease lapsed or was taken over; nothing was written.
@@ -163,7 +180,7 @@ class ClaimHold:
             raise ClaimConflictError(self.lost)
         claims = self.claims
         written = await claims.store.save_all(
-            [(self.parent_id, self.commit_updater()), *writes], tenant=claims.tenant, events=events
+            [(self.parent_id, self.commit_updater()), *writes], tenant=claims.tenant, journal=journal, events=events
         )
         self.done = True
         return written[1:]
@@ -224,6 +241,11 @@ class _Take:
         if self.steal:
             meta[RECLAIMED_FROM] = self.steal
         return cur.evolve(claimed_by=self.turn_id, claim_expires_at=now + timedelta(seconds=self.ttl), metadata=meta)
+
+
+def _if_taken(take: _Take, update: JournalUpdater) -> JournalUpdater:
+    """``update``, applied only when ``take`` took the claim (its row is written before journal entries)."""
+    return lambda cur: update(cur) if take.lapsed is None else None
 
 
 def consumed_tokens(snap: Snapshot) -> list[str]:

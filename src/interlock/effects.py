@@ -11,17 +11,19 @@ it); otherwise it pauses the turn with an in-doubt interrupt.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from . import metadata as md
 from ._json import check_json
 from .errors import ClaimConflictError, Interrupt
-from .journal import JournalEntry, JournalStatus, call_key, digest
+from .journal import JournalEntry, JournalStatus, call_key, digest, superseded
+from .parts import ToolRequestPart
 from .sessions import utcnow
-from .stores import SessionStore
+from .stores import JournalUpdater, SessionStore
 
 if TYPE_CHECKING:
     from .tools import Tool, ToolContext
@@ -57,6 +59,65 @@ class Effects:
     snapshot_id: str
     """The snapshot the turn continues (or its own, for a session's first turn): entries are pruned with it."""
     turn_id: str | None
+    _seen: dict[str, JournalEntry | None] = field(default_factory=dict[str, "JournalEntry | None"])
+    """Entries the resume's claim read, by key (no read of their own when their calls run)."""
+    _prepared: dict[str, tuple[JournalEntry, JournalEntry]] = field(
+        default_factory=dict[str, "tuple[JournalEntry, JournalEntry]"]
+    )
+    """Intents the claim wrote for calls it restarts, with the entry each replaced, until their bodies run."""
+    _outcomes: dict[str, JournalEntry] = field(default_factory=dict[str, JournalEntry])
+    """Outcomes the turn's commit writes (a call that paused): no write of their own before it."""
+    _pending: dict[str, tuple[JournalEntry | None, JournalEntry | None]] = field(
+        default_factory=dict[str, "tuple[JournalEntry | None, JournalEntry | None]"]
+    )
+    """What the claim's updates read and wrote, until the claim is known to be taken."""
+
+    # folding journal writes into the claim and the commit (one transaction each) ---------------
+
+    def prepare(self, requests: Iterable[tuple[ToolRequestPart, Any]], index: int) -> list[tuple[str, JournalUpdater]]:
+        """The journal updates a resume's claim writes for the calls it restarts (``(request, input)``).
+
+        A call that paused (``interrupted``) gets its next attempt's intent in the claim's own
+        transaction; every call's entry is read there. Call :meth:`claimed` once the claim is taken.
+        """
+        self._pending = {}
+        updates: list[tuple[str, JournalUpdater]] = []
+        for request, input in requests:
+            key = self.key(request.name, request.ref, input, index)
+
+            def read(
+                cur: JournalEntry | None, key: str = key, request: ToolRequestPart = request
+            ) -> JournalEntry | None:
+                intent = None
+                if cur is not None and cur.status == "interrupted":
+                    intent = self._intent(request.name, request.ref, key, cur.input_digest, cur)
+                self._pending[key] = (cur, intent)
+                return intent
+
+            updates.append((key, read))
+        return updates
+
+    def claimed(self) -> None:
+        """The claim carrying :meth:`prepare`'s updates was taken: what it read and wrote is now known."""
+        for key, (seen, intent) in self._pending.items():
+            self._seen[key] = seen
+            if intent is not None and seen is not None:
+                self._prepared[key] = (intent, seen)
+        self._pending = {}
+
+    def commit_updates(self) -> list[tuple[str, JournalUpdater]]:
+        """The journal updates the turn's commit writes: deferred outcomes, and unused intents undone."""
+        updates = [(key, _expecting(entry)) for key, entry in self._outcomes.items()]
+        updates += [(key, _undo(intent, seen)) for key, (intent, seen) in self._prepared.items()]
+        self._outcomes, self._prepared = {}, {}
+        return updates
+
+    async def flush(self) -> None:
+        """Write :meth:`commit_updates` on their own: the turn ends without a commit (failed, aborted)."""
+        updates = self.commit_updates()
+        if updates:
+            with contextlib.suppress(Exception):  # unrecorded, a call reads as in doubt: asked, never repeated
+                await self.store.save_all([], tenant=self.tenant, journal=updates)
 
     def key(self, tool: str, ref: str | None, input: Any, index: int) -> str:
         """The idempotency key of a call asked for by the model message at ``index`` of the history."""
@@ -79,8 +140,10 @@ class Effects:
         """
         key = self.key(tool.name, ctx.request.ref, input, index)
         ctx.idempotency_key = key
+        if ctx.is_resumed and key in self._prepared:  # the claim wrote this attempt's intent
+            return await self._run_body(ctx, self._prepared.pop(key)[0], body)
         if ctx.is_resumed:  # a restart: the call was journaled when it paused
-            entry = await self.store.journal_get(key, tenant=self.tenant)
+            entry = self._seen.pop(key) if key in self._seen else await self.store.journal_get(key, tenant=self.tenant)
         else:
             try:  # a call the model just asked for is usually new: its intent in one write
                 return await self._run_body(ctx, await self._start(tool, ctx, key, input, None), body)
@@ -106,7 +169,7 @@ class Effects:
         try:
             output = await body()
         except Interrupt:
-            await self._record(ctx.steps.entry, "interrupted")
+            self._outcomes[entry.key] = self._outcome(ctx.steps.entry, "interrupted")  # written by the commit
             raise
         except Exception:
             await self._record(ctx.steps.entry, "failed")  # the tool said it failed: a retry may run it again
@@ -133,24 +196,7 @@ class Effects:
     async def _start(
         self, tool: Tool[Any, Any, Any], ctx: ToolContext[Any], key: str, input: Any, entry: JournalEntry | None
     ) -> JournalEntry:
-        attempt = 1 if entry is None else entry.attempt + 1
-        now = utcnow()
-        history = () if entry is None else entry.attempts
-        intent = JournalEntry(
-            key=key,
-            session_id=self.session_id,
-            snapshot_id=self.snapshot_id if entry is None else entry.snapshot_id,
-            agent=self.agent,
-            tool=tool.name,
-            ref=ctx.request.ref,
-            input_digest=digest(input),
-            attempt=attempt,
-            status="running",
-            steps={} if entry is None else dict(entry.steps),
-            turn_id=self.turn_id,
-            started_at=now if entry is None else entry.started_at,
-            attempts=(*history, {"attempt": attempt, "turn": self.turn_id, "status": "running", "at": now.isoformat()}),
-        )
+        intent = self._intent(tool.name, ctx.request.ref, key, digest(input), entry)
         try:
             await self.store.journal_put(intent, expect=0 if entry is None else entry.attempt, tenant=self.tenant)
         except ClaimConflictError:
@@ -159,12 +205,39 @@ class Effects:
             raise
         return intent
 
-    async def _record(self, entry: JournalEntry, status: JournalStatus, *, output: Any = None) -> JournalEntry:
+    def _intent(
+        self, tool: str, ref: str | None, key: str, input_digest: str, entry: JournalEntry | None
+    ) -> JournalEntry:
+        """The entry of a new attempt of the call ``key`` (``entry``: its last one)."""
+        attempt = 1 if entry is None else entry.attempt + 1
+        now = utcnow()
+        history = () if entry is None else entry.attempts
+        return JournalEntry(
+            key=key,
+            session_id=self.session_id,
+            snapshot_id=self.snapshot_id if entry is None else entry.snapshot_id,
+            agent=self.agent,
+            tool=tool,
+            ref=ref,
+            input_digest=input_digest,
+            attempt=attempt,
+            status="running",
+            steps={} if entry is None else dict(entry.steps),
+            turn_id=self.turn_id,
+            started_at=now if entry is None else entry.started_at,
+            attempts=(*history, {"attempt": attempt, "turn": self.turn_id, "status": "running", "at": now.isoformat()}),
+        )
+
+    @staticmethod
+    def _outcome(entry: JournalEntry, status: JournalStatus, *, output: Any = None) -> JournalEntry:
         now = utcnow()
         attempts = list(entry.attempts)
         if attempts and attempts[-1].get("attempt") == entry.attempt:
             attempts[-1] = {**attempts[-1], "status": status, "finished": now.isoformat()}
-        done = entry.evolve(status=status, output=output, finished_at=now, attempts=tuple(attempts))
+        return entry.evolve(status=status, output=output, finished_at=now, attempts=tuple(attempts))
+
+    async def _record(self, entry: JournalEntry, status: JournalStatus, *, output: Any = None) -> JournalEntry:
+        done = self._outcome(entry, status, output=output)
         # Not flushed to disk before the turn goes on: a process crash keeps it; a power failure may lose
         # it, and then the call asks (in doubt) instead of replaying. The intent before the body is flushed.
         await self.store.journal_put(done, expect=entry.attempt, tenant=self.tenant, durable=False)
@@ -172,6 +245,24 @@ class Effects:
 
 
 _NOT_HAPPENED: Any = object()
+
+
+def _expecting(entry: JournalEntry) -> JournalUpdater:
+    """Write ``entry`` if the stored attempt is still its own (else another run took the call over)."""
+
+    def write(cur: JournalEntry | None) -> JournalEntry | None:
+        if (0 if cur is None else cur.attempt) != entry.attempt:
+            raise superseded(entry, cur, entry.attempt)
+        return entry
+
+    return write
+
+
+def _undo(intent: JournalEntry, seen: JournalEntry) -> JournalUpdater:
+    """Put back the entry a claim's intent replaced, when the call's body never ran (nor was taken over)."""
+    return lambda cur: (
+        seen if cur is not None and cur.attempt == intent.attempt and cur.turn_id == intent.turn_id else None
+    )
 
 
 class _SeenBefore(Exception):

@@ -33,8 +33,9 @@ from .outbox import OutboxEvent
 from .parts import ToolRequestPart
 from .sessions import ErrorInfo, Session, SessionState, Snapshot, new_id, utcnow
 from .signing import Keyring
-from .stores import SessionStore, check_tenant
+from .stores import JournalUpdater, SessionStore, Updater, check_tenant
 from .tokens import TokenDecision, TokenSigner, check_tokens, mint_tokens
+from .tools import to_json
 
 __all__ = ["RunnableAgent", "SessionRunner", "TurnHandler"]
 
@@ -470,11 +471,11 @@ class Invocation:
         session.start_turn()
         turn_index, self._turn_index = self._turn_index, self._turn_index + 1
         hold: ClaimHold | None = None
+        effects = self._effects(parent, turn_id)
         try:
             plan, nonces = self._plan(turn.input)  # before anything runs or is claimed: a refusal changes nothing
             if plan is not None and parent is not None and parent.finish_reason == "interrupted" and turn_id:
-                assert self.claims is not None
-                hold = await self.claims.take(parent.snapshot_id, turn_id, nonces=nonces)
+                hold = await self._claim(parent, turn_id, plan, nonces, effects)
             if hold is None and store is not None and not self._store_ready:
                 await store.ready()  # before any model or tool runs (a claim's write has checked it already)
                 self._store_ready = True
@@ -487,26 +488,26 @@ class Invocation:
                 context=self.context,
                 plan=plan,
                 reclaimed_from=hold.reclaimed_from if hold else None,
-                effects=self._effects(parent, turn_id),
+                effects=effects,
             )
             result = await handler(turn.input, ctx)
             finish = result.finish_reason if result else None
             if self.detached_id is not None:
+                if effects is not None:
+                    await effects.flush()
                 self._detached_hold, hold = hold, None  # the detached run's final write commits it
                 self._detached_turn = (parent, plan)
             elif store is not None and turn_id is not None:
-                self.tip = await self._commit(turn_id, parent, finish, plan, hold)
+                self.tip = await self._commit(turn_id, parent, finish, plan, hold, effects)
         except Exception as exc:
             session.state = good
             self._failed = True
             self.error = _error_info(exc)
-            if hold is not None:
-                await hold.release()
+            await _give_back(hold, effects)
             self._emit_failed_turn_end()
             return
         except asyncio.CancelledError:  # aborted or cancelled mid-turn: give the interrupt back
-            if hold is not None:
-                await hold.release()
+            await _give_back(hold, effects)
             raise
         self.last_finish_reason = finish
         committed = store is not None and self.detached_id is None
@@ -546,10 +547,33 @@ class Invocation:
         tip = self.tip.snapshot_id if self.tip else None
         return plan, check_tokens(self.agent, plan, session_id=self.session.session_id, snapshot_id=tip)
 
+    async def _claim(
+        self, parent: Snapshot, turn_id: str, plan: ResumePlan, nonces: tuple[str, ...], effects: Effects | None
+    ) -> ClaimHold:
+        """Claim the interrupted ``parent``; the intents of the calls the resume restarts go in the same write."""
+        assert self.claims is not None
+        journal: list[tuple[str, JournalUpdater]] = []
+        if effects is not None:
+            restarts = [(c.request, to_json(c.value)) for c in plan.calls if c.verb == "restart"]
+            journal = effects.prepare(restarts, len(self.session.messages) - 1)
+        hold = await self.claims.take(parent.snapshot_id, turn_id, nonces=nonces, journal=journal)
+        if effects is not None:
+            effects.claimed()
+        return hold
+
     async def _commit(
-        self, turn_id: str, parent: Snapshot | None, finish: str | None, plan: ResumePlan | None, hold: ClaimHold | None
+        self,
+        turn_id: str,
+        parent: Snapshot | None,
+        finish: str | None,
+        plan: ResumePlan | None,
+        hold: ClaimHold | None,
+        effects: Effects | None,
     ) -> Snapshot:
-        """Write the turn's snapshot; a resumed turn's write is fenced by its claim (ABORTED if it lapsed)."""
+        """Write the turn's snapshot; a resumed turn's write is fenced by its claim (ABORTED if it lapsed).
+
+        The journal's deferred outcomes are written in the same transaction (no write of their own).
+        """
         assert self.store is not None
         meta: dict[str, Any] = {"agent": self.agent.name}
         if plan is not None:
@@ -567,11 +591,13 @@ class Invocation:
             state=self.session.state.copy(),
             metadata=meta,
         )
+        journal = effects.commit_updates() if effects is not None else []
         events = self._events(turn_id, parent, finish, self.session.messages, plan, meta)
+        writes: list[tuple[str, Updater]] = [(turn_id, lambda _: snap)]
         if hold is None:
-            (written,) = await self.store.save_all([(turn_id, lambda _: snap)], tenant=self.tenant, events=events)
+            (written,) = await self.store.save_all(writes, tenant=self.tenant, journal=journal, events=events)
         else:
-            (written,) = await hold.commit([(turn_id, lambda _: snap)], events=events)
+            (written,) = await hold.commit(writes, journal=journal, events=events)
         assert written is not None
         return written
 
@@ -598,6 +624,14 @@ class Invocation:
             plan=plan,
             by=cast(dict[str, Any], record).get("by") if isinstance(record, dict) else None,
         )
+
+
+async def _give_back(hold: ClaimHold | None, effects: Effects | None) -> None:
+    """A turn ends without committing: record its calls' outcomes, then give the interrupt back."""
+    if effects is not None:
+        await effects.flush()
+    if hold is not None:
+        await hold.release()
 
 
 def _abandoned(pending: Snapshot, parent: Snapshot | None) -> bool:

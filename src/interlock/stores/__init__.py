@@ -26,6 +26,7 @@ from ..outbox import OutboxEvent
 from ..sessions import Snapshot, utcnow
 
 __all__ = [
+    "JournalUpdater",
     "SessionStore",
     "SnapshotInfo",
     "Updater",
@@ -40,6 +41,9 @@ Updater = Callable[[Snapshot | None], Snapshot | None]
 It runs inside the store's transaction and may run again under contention, so it must
 not have side effects. Raising aborts the save and propagates.
 """
+
+JournalUpdater = Callable[[JournalEntry | None], JournalEntry | None]
+"""As :data:`Updater`, for the effect journal's entry of one idempotency key (``None``: none stored)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -73,13 +77,22 @@ class SessionStore(Protocol):
         ...
 
     async def save_all(
-        self, updates: Sequence[tuple[str, Updater]], *, tenant: str | None = None, events: Sequence[OutboxEvent] = ()
+        self,
+        updates: Sequence[tuple[str, Updater]],
+        *,
+        tenant: str | None = None,
+        journal: Sequence[tuple[str, JournalUpdater]] = (),
+        events: Sequence[OutboxEvent] = (),
     ) -> list[Snapshot | None]:
-        """:meth:`save` several rows (distinct ids) in one transaction, with ``events`` added to the outbox.
+        """:meth:`save` several rows (distinct ids) in one transaction, with effect journal entries and outbox events.
 
-        All rows and events are written, or none when an updater raises (the error
-        propagates). Events are written whenever the transaction commits, also when every
-        updater returned ``None``: an updater that must not report raises instead.
+        ``journal`` pairs an idempotency key with an updater of its entry, applied after
+        ``updates`` in the same transaction (distinct keys): a claim records the intents of
+        the calls it restarts, a commit the outcomes of the turn's calls, with no write of
+        their own. ``events`` are added to the outbox (:mod:`interlock.outbox`) in the same
+        transaction. All are written, or none when an updater raises (the error propagates).
+        Events are written whenever the transaction commits, also when every updater
+        returned ``None``: an updater that must not report raises instead.
         """
         ...
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import cast
 
 from ..errors import DataLossError
@@ -56,6 +56,19 @@ def put(con: sqlite3.Connection, tenant: str, entry: JournalEntry, expect: int) 
     stored = 0 if row is None else cast(int, row[0])
     if stored != expect:
         raise superseded(entry, get(con, tenant, entry.key), expect)
+    _write(con, tenant, entry)
+
+
+def update(
+    con: sqlite3.Connection, tenant: str, key: str, fn: Callable[[JournalEntry | None], JournalEntry | None]
+) -> None:
+    """Apply ``fn`` to the entry of ``key`` (``None``: none stored) and write what it returns, if anything."""
+    new = fn(get(con, tenant, key))
+    if new is not None:
+        _write(con, tenant, new)
+
+
+def _write(con: sqlite3.Connection, tenant: str, entry: JournalEntry) -> None:
     con.execute(
         f"""INSERT INTO {JOURNAL} (tenant, key, session_id, snapshot_id, attempt, entry) VALUES (?, ?, ?, ?, ?, ?)
         ON CONFLICT (tenant, key) DO UPDATE SET attempt = excluded.attempt, entry = excluded.entry""",

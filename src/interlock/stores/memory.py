@@ -9,7 +9,7 @@ from datetime import datetime
 from ..journal import JournalEntry, superseded
 from ..outbox import OutboxEvent, is_claimable, leased
 from ..sessions import Snapshot, utcnow
-from . import SnapshotInfo, Updater, apply_update, check_tenant, pick_leaf
+from . import JournalUpdater, SnapshotInfo, Updater, apply_update, check_tenant, pick_leaf
 from ._prune import prunable
 
 __all__ = ["InMemoryStore"]
@@ -41,13 +41,22 @@ class InMemoryStore:
         return (await self.save_all([(snapshot_id, update)], tenant=tenant))[0]
 
     async def save_all(
-        self, updates: Sequence[tuple[str, Updater]], *, tenant: str | None = None, events: Sequence[OutboxEvent] = ()
+        self,
+        updates: Sequence[tuple[str, Updater]],
+        *,
+        tenant: str | None = None,
+        journal: Sequence[tuple[str, JournalUpdater]] = (),
+        events: Sequence[OutboxEvent] = (),
     ) -> list[Snapshot | None]:
         tenant = check_tenant(tenant)
         staged: list[tuple[Snapshot | None, Snapshot | None]] = []
         for snapshot_id, update in updates:  # every updater runs before anything is written
             current = self._rows.get((tenant, snapshot_id))
             staged.append((current, apply_update(None if current is None else _isolated(current), update, snapshot_id)))
+        entries = [(key, update(self._journal.get((tenant, key)))) for key, update in journal]
+        for key, entry in entries:
+            if entry is not None:
+                self._journal[(tenant, key)] = entry
         for current, new in staged:
             if new is not None:
                 self._rows[(tenant, new.snapshot_id)] = _isolated(new)

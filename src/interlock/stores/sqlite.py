@@ -42,7 +42,7 @@ from ..errors import InvalidArgumentError, UsageError
 from ..journal import JournalEntry
 from ..outbox import OutboxEvent
 from ..sessions import TERMINAL, Snapshot
-from . import SnapshotInfo, Updater, check_tenant
+from . import JournalUpdater, SnapshotInfo, Updater, check_tenant
 from . import _sqlite_journal as journal
 from . import _sqlite_outbox as outbox
 from ._sqlite_errors import check_layout, sqlite_error
@@ -145,9 +145,16 @@ class SQLiteStore:
         return (await self.save_all([(snapshot_id, update)], tenant=tenant))[0]
 
     async def save_all(
-        self, updates: Sequence[tuple[str, Updater]], *, tenant: str | None = None, events: Sequence[OutboxEvent] = ()
+        self,
+        updates: Sequence[tuple[str, Updater]],
+        *,
+        tenant: str | None = None,
+        journal: Sequence[tuple[str, JournalUpdater]] = (),
+        events: Sequence[OutboxEvent] = (),
     ) -> list[Snapshot | None]:
-        written, status_changed = await self._call(self._save_all, _key(tenant), list(updates), list(events))
+        written, status_changed = await self._call(
+            self._save_all, _key(tenant), list(updates), list(journal), list(events)
+        )
         if status_changed:
             self._wake()
         return written
@@ -322,10 +329,16 @@ class SQLiteStore:
             return self._rows.list(con, tenant, session_id, finish_reason)
 
     def _save_all(
-        self, tenant: str, updates: list[tuple[str, Updater]], events: list[OutboxEvent]
+        self,
+        tenant: str,
+        updates: list[tuple[str, Updater]],
+        entries: list[tuple[str, JournalUpdater]],
+        events: list[OutboxEvent],
     ) -> tuple[list[Snapshot | None], bool]:
         def save_each(con: sqlite3.Connection) -> tuple[list[Snapshot | None], bool]:
             results = [self._rows.save(con, tenant, sid, update) for sid, update in updates]
+            for key, update in entries:
+                journal.update(con, tenant, key, update)
             outbox.insert(con, events)
             return [written for written, _ in results], any(changed for _, changed in results)
 

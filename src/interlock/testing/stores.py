@@ -650,6 +650,45 @@ async def check_journal(make_store: StoreFactory) -> None:
         _equal(sorted(e.key for e in await store.journal_entries()), ["k1", "k2"], "every entry")
 
 
+async def check_journal_in_save_all(make_store: StoreFactory) -> None:
+    """save_all's journal updates: in the same transaction as its rows, each seeing its stored entry."""
+
+    def boom(_: Any) -> Any:
+        raise ValueError("boom")
+
+    async with make_store() as store:
+        first = await _put(store, _snap("a", messages=_turn(0)))
+        intent = _entry("k1")
+        seen: list[Any] = []
+
+        def record(cur: Any) -> Any:
+            seen.append(cur)
+            return intent
+
+        await _raises(
+            ValueError, "a raising journal updater", store.save_all([("a", lambda _: None)], journal=[("k1", boom)])
+        )
+        await _raises(
+            ValueError,
+            "a raising row updater",
+            store.save_all([("b", lambda _: _snap("b")), ("a", boom)], journal=[("k1", record)]),
+        )
+        _equal(await store.journal_get("k1"), None, "an entry staged with a failed save_all")
+        _equal(await store.load("b"), None, "a row staged with a raising journal updater")
+        new_a = first.evolve(claimed_by="x")
+        await store.save_all([("a", lambda _: new_a)], journal=[("k1", record), ("k2", lambda _: None)])
+        _equal(seen[-1], None, "the journal updater of a key never written")
+        _equal(await store.journal_get("k1"), intent, "the entry written with the row")
+        _equal(await store.journal_get("k2"), None, "a journal updater returning None")
+        _equal((await _must_load(store, "a")).claimed_by, "x", "the row written with the entry")
+        done = intent.evolve(status="done", output={"ok": True})
+        await store.save_all([], journal=[("k1", lambda cur: done if cur == intent else boom(cur))])
+        _equal(await store.journal_get("k1"), done, "a journal-only save_all, updating the stored entry")
+        await store.save_all([], tenant="acme", journal=[("k1", record)])
+        _equal(seen[-1], None, "another tenant's updater does not see this tenant's entry")
+        _equal(await store.journal_get("k1"), done, "this tenant's entry after another tenant's write")
+
+
 async def check_journal_pruned_with_snapshots(make_store: StoreFactory) -> None:
     """Deleting a snapshot deletes the journal entries of calls made from it."""
     async with make_store() as store:
@@ -683,6 +722,7 @@ STORE_CHECKS: list[StoreCheck] = [
     check_tenant_rule,
     check_ready,
     check_journal,
+    check_journal_in_save_all,
     check_journal_pruned_with_snapshots,
     *OUTBOX_CHECKS,
 ]
