@@ -48,6 +48,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/effects_faults.py
 	$(BIN)/python bench/signing.py
 	$(BIN)/python bench/tokens.py
+	$(BIN)/python bench/notify.py
 	$(BIN)/python bench/effects.py  # last: it exits 1 while the journal's cost is over its target
 
 clean:
