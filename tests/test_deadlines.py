@@ -168,3 +168,30 @@ def test_bad_declarations_are_refused() -> None:
         OnExpire.escalate("")
     with pytest.raises(ToolOutputError):
         tool(expires_in=5, on_expire=OnExpire.respond({"not": "a string"}))(body)
+
+
+async def test_a_turn_with_two_deadlines_is_answered_once_when_both_passed(store: SQLiteStore) -> None:
+    @tool(expires_in=WAIT, on_expire=OnExpire.respond("skipped"))
+    async def ping(host: str, ctx: ToolContext[Any]) -> str:
+        """Ping a host, once someone agrees."""
+        ctx.interrupt({"host": host}, expires_in=WAIT * (2 if host == "b" else 1))
+
+    calls = [ToolRequestPart(name="ping", ref=r, input=r) for r in ("a", "b")]
+    agent = PromptAgent(
+        "pinger", ScriptedModel([Message(role="model", content=calls), "done"]), tools=[ping], store=store
+    )
+    out = await agent.run("ping both")
+    assert [md.deadline_of(p) is not None for p in out.interrupts] == [True, True]
+    await _after_deadline()  # a's deadline passed, b's not yet: a resume must answer both
+
+    first = await sweep(store, [agent])
+
+    assert [(d.ref, d.result) for d in first] == [("a", "later")]
+    assert first[0].retry_at is not None and first[0].retry_at > utcnow()
+    await asyncio.sleep(WAIT)
+    second = await sweep(store, [agent])
+    assert sorted(d.result for d in second) == ["answered", "applied"]  # one applied both, the other found it done
+    latest = await store.latest(out.session_id or "")
+    assert latest is not None and latest.state is not None and latest.state.messages[-1].text == "done"
+    audit = await Inbox(store).audit(out.session_id or "")
+    assert [[a.output for a in e.respond] for e in audit] == [["skipped", "skipped"]]  # one resume, both answered
