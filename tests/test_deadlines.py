@@ -17,7 +17,7 @@ from interlock.deadlines import IDENTITY, sweep
 from interlock.errors import ToolOutputError, UsageError
 from interlock.expiry import OnExpire
 from interlock.inbox import Inbox
-from interlock.outbox import DEADLINE, WEBHOOK
+from interlock.outbox import DEADLINE, WEBHOOK, new_event
 from interlock.sessions import utcnow
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
@@ -195,3 +195,13 @@ async def test_a_turn_with_two_deadlines_is_answered_once_when_both_passed(store
     assert latest is not None and latest.state is not None and latest.state.messages[-1].text == "done"
     audit = await Inbox(store).audit(out.session_id or "")
     assert [[a.output for a in e.respond] for e in audit] == [["skipped", "skipped"]]  # one resume, both answered
+
+
+async def test_a_timer_for_a_missing_snapshot_is_done(store: SQLiteStore) -> None:
+    stray = new_event(DEADLINE, "deadline.due", {"snapshotId": "nope", "tool": "transfer", "ref": None}, tenant=None)
+    await store.save_all([], events=[stray])
+
+    done = await sweep(store, [])
+
+    assert [(d.snapshot_id, d.result) for d in done] == [("nope", "answered")]
+    assert [e.status for e in await store.outbox_events(channel=DEADLINE)] == ["done"]

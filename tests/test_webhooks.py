@@ -36,6 +36,7 @@ def test_a_signed_body_verifies_and_every_tampering_is_refused() -> None:
     now = time.time()
     header = {"Interlock-Signature": sign(BODY, KEYRING, now=now)}
     assert verify(BODY, header, KEYRING, now=now)["id"] == "e1"
+    assert verify(BODY.decode(), header, KEYRING, now=now)["id"] == "e1"  # a body read as text
     assert verify(BODY, {"interlock-signature": header["Interlock-Signature"]}, KEYRING, now=now + 299)["id"] == "e1"
     assert _reason(BODY.replace(b"5", b"6"), header, now=now) == "tampered"
     assert _reason(BODY + b" ", header, now=now) == "tampered"

@@ -153,6 +153,9 @@ async def _one(inbox: Inbox, store: SessionStore, row: OutboxEvent, identity: st
     except InterlockError as exc:
         logger.warning("deadline of %s#%s in %s: %s", tool, ref, sid, exc.message)
         return outcome("failed", None if policy is None else policy.policy, exc.message)
+    except Exception as exc:  # e.g. a damaged deadline: retried with backoff, never ends the loop
+        logger.exception("deadline of %s#%s in %s failed", tool, ref, sid)
+        return outcome("failed", None if policy is None else policy.policy, f"{type(exc).__name__}: {exc}")
 
 
 async def _waiting(inbox: Inbox, store: SessionStore, snapshot_id: str, tenant: str | None) -> list[PendingInterrupt]:
@@ -252,7 +255,7 @@ async def run_deadlines(
 ) -> None:
     """Call :func:`sweep` every ``interval`` seconds until ``stop`` is set (or the task is cancelled).
 
-    A sweep that fails (the store is unavailable) is logged and tried again next time.
+    A sweep that fails (the store is unavailable, anything else) is logged and tried again next time.
     """
     stop = stop or asyncio.Event()
     options.setdefault("holder", f"deadlines-{new_id()}")
@@ -261,6 +264,8 @@ async def run_deadlines(
             await sweep(store, agents, **options)
         except InterlockError as exc:
             logger.warning("deadline sweep failed: %s", exc.message)
+        except Exception:  # a loop beside a server must outlive one bad pass
+            logger.exception("deadline sweep failed")
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(interval):
                 await stop.wait()

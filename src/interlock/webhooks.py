@@ -66,16 +66,24 @@ def _refused(reason: str, message: str) -> PermissionDeniedError:
 
 
 def verify(
-    body: bytes, headers: Mapping[str, str], keyring: Keyring, *, tolerance: float = 300.0, now: float | None = None
+    body: bytes | str,
+    headers: Mapping[str, str],
+    keyring: Keyring,
+    *,
+    tolerance: float = 300.0,
+    now: float | None = None,
 ) -> dict[str, Any]:
     """Check a webhook request; returns its event (the parsed body).
 
-    ``headers`` may be any mapping (names are matched case-insensitively). Refusals are
+    ``body`` is the raw request body (``str`` is UTF-8 encoded); ``headers`` may be any
+    mapping (names are matched case-insensitively). Refusals are
     :class:`~interlock.errors.PermissionDeniedError` with ``details["reason"]``:
     ``missing`` (no signature header), ``malformed``, ``unknown-key`` (a key id the
     keyring does not list), ``stale`` (signed more than ``tolerance`` seconds away from
     ``now``, either way: a replay), ``tampered`` (the body or header changed).
     """
+    if isinstance(body, str):
+        body = body.encode()
     found = {k.lower(): v for k, v in headers.items()}.get(SIGNATURE.lower())
     if found is None:
         raise _refused("missing", f"the request has no {SIGNATURE} header; it was not sent by interlock")
@@ -237,6 +245,9 @@ class Webhooks:
                 delivered = await self.deliver_due(store, holder=holder)
             except InterlockError as exc:  # the store is unavailable: try again next time
                 logger.warning("webhook delivery pass failed: %s", exc.message)
+                delivered = []
+            except Exception:  # a loop beside a server must outlive one bad pass
+                logger.exception("webhook delivery pass failed")
                 delivered = []
             if len(delivered) >= self.batch:
                 continue  # more may be due
