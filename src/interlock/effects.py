@@ -71,6 +71,10 @@ class Effects:
         default_factory=dict[str, "tuple[JournalEntry | None, JournalEntry | None]"]
     )
     """What the claim's updates read and wrote, until the claim is known to be taken."""
+    _keys: dict[tuple[str, str | None, int], tuple[Any, str]] = field(
+        default_factory=dict[tuple[str, "str | None", int], tuple[Any, str]]
+    )
+    """Keys computed this turn, with the input each is of (a digest is not free)."""
 
     # folding journal writes into the claim and the commit (one transaction each) ---------------
 
@@ -121,7 +125,12 @@ class Effects:
 
     def key(self, tool: str, ref: str | None, input: Any, index: int) -> str:
         """The idempotency key of a call asked for by the model message at ``index`` of the history."""
-        return call_key(agent=self.agent, session_id=self.session_id, index=index, tool=tool, ref=ref, input=input)
+        known = self._keys.get((tool, ref, index))
+        if known is not None and known[0] == input:  # the claim computed it (same input: same key)
+            return known[1]
+        key = call_key(agent=self.agent, session_id=self.session_id, index=index, tool=tool, ref=ref, input=input)
+        self._keys[(tool, ref, index)] = (input, key)
+        return key
 
     async def run(
         self,
