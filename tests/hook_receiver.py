@@ -28,6 +28,8 @@ class Receiver:
     hold: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
     url: str = ""
+    delay: float = 0.0
+    """Seconds to wait before each answer."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def received(self, timeout: float, count: int = 1) -> list[Received]:
@@ -55,6 +57,7 @@ def receiver(statuses: Iterable[int] = ()) -> Iterator[Receiver]:
                 status = state.statuses.popleft() if state.statuses else 200
             if state.hold.is_set():
                 state.release.wait(30)
+            time.sleep(state.delay)
             self.send_response(status)
             self.send_header("content-length", "0")
             self.end_headers()

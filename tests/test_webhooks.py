@@ -193,3 +193,15 @@ async def test_two_deliverers_never_post_one_event_twice(tmp_path: pathlib.Path)
             ids = [json.loads(r.body)["id"] for r in hook.requests]
         assert sorted(ids) == sorted(e.id for e in events)  # each exactly once
         assert {e.status for e in await one.outbox_events()} == {"done"}
+
+
+async def test_a_pass_stops_posting_before_its_lease_runs_out(store: SQLiteStore) -> None:
+    events = [new_event(WEBHOOK, "interrupt.created", {"n": i}, tenant=None) for i in range(3)]
+    await store.save_all([], events=events)
+    with receiver() as hook:
+        hook.delay = 1.0  # each delivery takes longer than 80 % of the lease
+        settled = await Webhooks([hook.url], KEYRING, lease=1.0).deliver_due(store)
+        posted = len(hook.requests)
+    assert len(settled) == 1 and posted == 1  # the other two were left to lapse, not posted late
+    rows = await store.outbox_events()
+    assert sorted(r.status for r in rows) == ["done", "pending", "pending"]

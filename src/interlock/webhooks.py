@@ -144,8 +144,9 @@ class Webhooks:
     Args:
         endpoints: endpoints, or URLs (the default group, every event).
         keyring: the signing keys (:class:`~interlock.signing.Keyring`).
-        lease: seconds a deliverer holds a row before another may take it (keep it longer
-            than ``timeout`` times the number of endpoints).
+        lease: seconds a deliverer holds the rows it took; a pass stops posting after 80 % of
+            it (the rest lapse and are taken again), so keep it longer than ``timeout`` times
+            the number of endpoints.
         retry_base, retry_cap: the backoff of failed deliveries, in seconds.
         max_attempts: attempts before a row is marked ``failed``.
         poll_interval: seconds between looks at the outbox in :meth:`run`.
@@ -185,8 +186,11 @@ class Webhooks:
         if not rows:
             return []
         settled: list[OutboxEvent] = []
+        until = time.monotonic() + self.lease * 0.8  # rows not reached by then are left to lapse, not posted late
         async with httpx.AsyncClient() as client:
             for row in rows:
+                if time.monotonic() > until:
+                    break
                 outcome = await self._deliver(client, row)
                 if await store.outbox_settle(outcome, holder=holder):
                     settled.append(outcome)
