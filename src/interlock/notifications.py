@@ -52,9 +52,9 @@ def interrupt_data(agent: str, session_id: str, snapshot_id: str, part: ToolRequ
         "tool": part.name,
         "ref": part.ref,
         "input": part.input,
-        "interrupt": part.meta(md.INTERRUPT),
+        md.INTERRUPT: part.meta(md.INTERRUPT),
         "inDoubt": md.is_in_doubt(part),
-        "resumeToken": md.resume_token(part),
+        md.RESUME_TOKEN: md.resume_token(part),
         "expiresAt": deadline.get("expiresAt"),
     }
 
