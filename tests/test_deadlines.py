@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from notify_app import POLICIES, bank
 
-from interlock import Message, PromptAgent, ToolContext, ToolRequestPart, ToolResponsePart, tool
+from interlock import Message, Part, PromptAgent, ToolContext, ToolRequestPart, ToolResponsePart, tool
 from interlock import metadata as md
 from interlock.deadlines import IDENTITY, sweep
 from interlock.errors import ToolOutputError, UsageError
@@ -176,7 +176,7 @@ async def test_a_turn_with_two_deadlines_is_answered_once_when_both_passed(store
         """Ping a host, once someone agrees."""
         ctx.interrupt({"host": host}, expires_in=WAIT * (2 if host == "b" else 1))
 
-    calls = [ToolRequestPart(name="ping", ref=r, input=r) for r in ("a", "b")]
+    calls: list[Part] = [ToolRequestPart(name="ping", ref=r, input=r) for r in ("a", "b")]
     agent = PromptAgent(
         "pinger", ScriptedModel([Message(role="model", content=calls), "done"]), tools=[ping], store=store
     )
