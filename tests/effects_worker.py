@@ -164,6 +164,7 @@ class HookStore(SQLiteStore):
         *,
         tenant: str | None = None,
         journal: Sequence[tuple[str, JournalUpdater]] = (),
+        events: Sequence[Any] = (),
     ) -> list[Any]:
         updates = list(updates)
         ours = bool(updates) and updates[0][0] == self.parent
@@ -184,7 +185,7 @@ class HookStore(SQLiteStore):
                 return new
 
             updates[-1] = (sid, hang)
-        written = await super().save_all(updates, tenant=tenant, journal=journal)
+        written = await super().save_all(updates, tenant=tenant, journal=journal, events=events)
         if self.point == "intent" and claim:
             await self._hang()
         return written

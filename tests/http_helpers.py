@@ -9,7 +9,7 @@ import pathlib
 import re
 import subprocess
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 

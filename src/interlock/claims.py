@@ -28,6 +28,7 @@ from typing import Any, Literal, TypeAlias, cast
 
 from .errors import ClaimConflictError, PermissionDeniedError, SnapshotNotFoundError
 from .metadata import CONSUMED_TOKENS, RECLAIMED_FROM
+from .outbox import OutboxEvent
 from .sessions import ErrorInfo, Snapshot, utcnow
 from .stores import JournalUpdater, SessionStore, Updater
 from .telemetry import hooks
@@ -164,9 +165,15 @@ class ClaimHold:
         return confirm
 
     async def commit(
-        self, writes: Sequence[tuple[str, Updater]], *, journal: Sequence[tuple[str, JournalUpdater]] = ()
+        self,
+        writes: Sequence[tuple[str, Updater]],
+        *,
+        journal: Sequence[tuple[str, JournalUpdater]] = (),
+        events: Sequence[OutboxEvent] = (),
     ) -> list[Snapshot | None]:
-        """Write ``writes`` (and ``journal`` entries) fenced by this claim, in one transaction; it is answered after.
+        """Write ``writes`` (``journal`` entries, outbox ``events``) fenced by this claim, in one transaction.
+
+        The claim is answered after it.
 
         Raises:
             ClaimConflictError: the lease lapsed or was taken over; nothing was written.
@@ -177,7 +184,7 @@ class ClaimHold:
         claims = self.claims
         try:
             written = await claims.store.save_all(
-                [(self.parent_id, self.commit_updater()), *writes], tenant=claims.tenant, journal=journal
+                [(self.parent_id, self.commit_updater()), *writes], tenant=claims.tenant, journal=journal, events=events
             )
         except ClaimConflictError as exc:
             hooks.claim_lost(self.parent_id, self.turn_id, exc.message)

@@ -31,7 +31,6 @@ import getpass
 import inspect
 import json
 import os
-import re
 import sys
 from collections.abc import AsyncGenerator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -255,7 +254,8 @@ async def load_agents(spec: str, store: SessionStore) -> Mapping[str, ResumableA
 async def _inbox_list(args: argparse.Namespace) -> int:
     if args.server and args.store:  # both given: say which one lists
         print(
-            f"interlock inbox list: listing from the store {args.store}; --server {args.server} is not used for listing",
+            f"interlock inbox list: listing from the store {args.store}; "
+            f"--server {args.server} is not used for listing",
             file=sys.stderr,
         )
         args = argparse.Namespace(**(vars(args) | {"server": None}))

@@ -13,24 +13,39 @@ and list that module in :data:`COMMAND_MODULES` (imported when the command line 
 turn; anything else is refused, naming what it found. ``--workers N`` starts N worker
 processes (each imports the target); ``--timeout-keep-alive`` is passed to uvicorn. Exit
 codes: 0 success, 1 runtime failure, 2 bad usage (e.g. a target that cannot be imported),
-130 interrupted.
+130 interrupted. ``--webhooks module:attr`` (a
+:class:`~interlock.webhooks.Webhooks`) and ``--deadlines`` run the outbox's delivery and
+deadline loops in the same process.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import inspect
 import logging
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 from ..telemetry import configure_from_env, configure_logging
 
-__all__ = ["COMMANDS", "COMMAND_MODULES", "Command", "CommandError", "load_target", "main", "register", "run_app"]
+__all__ = [
+    "COMMANDS",
+    "COMMAND_MODULES",
+    "SERVE_EXTENSIONS",
+    "Command",
+    "CommandError",
+    "ServeExtension",
+    "ServeLoop",
+    "load_target",
+    "main",
+    "register",
+    "run_app",
+]
 
 
 class CommandError(Exception):
@@ -55,7 +70,28 @@ class Command:
 
 COMMANDS: dict[str, Command] = {}
 """The registered sub-commands, by name."""
-COMMAND_MODULES: list[str] = ["interlock.cli.demo", "interlock.cli.inbox", "interlock.cli.db", "interlock.cli.inbox_serve"]
+
+ServeLoop = Callable[[asyncio.Event], Awaitable[None]]
+"""A background loop ``interlock serve`` runs beside the app, until the event is set."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ServeExtension:
+    """Options of ``interlock serve`` a command module adds, and the loops they start (given the served agents)."""
+
+    configure: Callable[[argparse.ArgumentParser], None]
+    loops: Callable[[argparse.Namespace, list[Any]], list[ServeLoop]]
+
+
+SERVE_EXTENSIONS: list[ServeExtension] = []
+"""Registered by command modules (``interlock.cli.notify``: ``--webhooks``, ``--deadlines``)."""
+COMMAND_MODULES: list[str] = [
+    "interlock.cli.demo",
+    "interlock.cli.inbox",
+    "interlock.cli.db",
+    "interlock.cli.inbox_serve",
+    "interlock.cli.notify",
+]
 """Modules that register sub-commands; :func:`main` imports them first."""
 
 
@@ -200,6 +236,8 @@ def _configure_serve(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout-keep-alive", type=float, default=5.0, metavar="S", help="close idle keep-alive connections after S s"
     )
+    for extension in SERVE_EXTENSIONS:
+        extension.configure(parser)
 
 
 def _positive(text: str) -> int:
@@ -219,11 +257,16 @@ def worker_app() -> Any:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    return run_app(as_app(load_target(args.target), base_path=args.base_path), args)
+    from ..http.server import AgentServer
+
+    app = as_app(load_target(args.target), base_path=args.base_path)  # refuse a bad target before forking workers
+    agents = list(app.agents.values()) if isinstance(app, AgentServer) else []
+    loops = [loop for extension in SERVE_EXTENSIONS for loop in extension.loops(args, agents)]
+    return run_app(app, args, loops)
 
 
-def run_app(app: Any, args: argparse.Namespace) -> int:
-    """Serve an ASGI app on uvicorn at ``args.host``/``args.port``, logging at ``args.log_level``."""
+def run_app(app: Any, args: argparse.Namespace, loops: Sequence[ServeLoop] = ()) -> int:
+    """Serve an ASGI app on uvicorn at ``args.host``/``args.port``, with ``loops`` beside it."""
     try:
         import uvicorn
     except ImportError:
@@ -237,12 +280,26 @@ def run_app(app: Any, args: argparse.Namespace) -> int:
         "lifespan": "auto",
         "timeout_keep_alive": getattr(args, "timeout_keep_alive", 5.0),
     }
-    if getattr(args, "workers", 1) > 1:  # workers import the app themselves, so uvicorn needs an import string
+    workers = cast(int, getattr(args, "workers", 1))
+    if workers > 1:  # workers import the app themselves, so uvicorn needs an import string
+        if loops:
+            raise CommandError("--webhooks and --deadlines run in one process: leave out --workers, or run them apart")
         os.environ[_TARGET_ENV], os.environ[_BASE_PATH_ENV] = args.target, args.base_path
-        uvicorn.run(f"{__name__}:worker_app", factory=True, workers=args.workers, **options)
-    else:
-        uvicorn.run(app, **options)
+        uvicorn.run(f"{__name__}:worker_app", factory=True, workers=workers, **options)
+        return 0
+    asyncio.run(_serve_with(uvicorn.Server(uvicorn.Config(app, **options)), loops))
     return 0
+
+
+async def _serve_with(server: Any, loops: Sequence[ServeLoop]) -> None:
+    """Run the uvicorn server with the background loops (webhooks, deadlines) beside it; stop them after it."""
+    stop = asyncio.Event()
+    tasks = [asyncio.ensure_future(loop(stop)) for loop in loops]
+    try:
+        await server.serve()
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def export_traces() -> None:

@@ -7,6 +7,7 @@ Versions:
    snapshot table exists without that table is version 1.
 2. ``interlock_schema`` records the version; the journal table is created if a file from
    before the journal lacks it.
+3. the webhook and deadline outbox (:mod:`interlock.outbox`).
 
 A migration runs inside the write transaction (``BEGIN IMMEDIATE``) that read the version,
 so two processes cannot both migrate a file, and a failed migration leaves it unchanged.
@@ -20,6 +21,7 @@ from collections.abc import Callable
 
 from ..errors import FailedPreconditionError
 from ._sqlite_journal import create_journal
+from ._sqlite_outbox import create_outbox
 from ._sqlite_schema import SCHEMA, TABLE
 from ._versions import COMPONENT, SCHEMA_TABLE, plan_upgrade
 
@@ -32,7 +34,7 @@ def _record_versions(con: sqlite3.Connection) -> None:
     create_journal(con)
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _record_versions}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _record_versions, 3: create_outbox}
 """Version → what brings the previous version to it. Append only."""
 CURRENT = max(MIGRATIONS)
 
@@ -68,7 +70,8 @@ def prepare(con: sqlite3.Connection, path: str, *, upgrade: bool) -> int | None:
     if found == 0:
         for statement in SCHEMA:
             con.execute(statement)
-        _record_versions(con)
+        for version in sorted(MIGRATIONS):
+            MIGRATIONS[version](con)
         _stamp(con)
         return None
     url = "sqlite:///" + path

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any, NamedTuple, cast
 
 from ..errors import DataLossError
-from ..messages import Message, messages_to_json
+from ..messages import messages_to_json
 from ..sessions import Artifact, Snapshot
 from . import SnapshotInfo, Updater, apply_update, pick_leaf
 from ._history import common_prefix

@@ -40,10 +40,12 @@ from typing import Any, TypeVar
 
 from ..errors import InvalidArgumentError, UsageError
 from ..journal import JournalEntry
+from ..outbox import OutboxEvent
 from ..sessions import TERMINAL, Snapshot
 from ..telemetry import hooks
 from . import JournalUpdater, SnapshotInfo, Updater, check_tenant
 from . import _sqlite_journal as journal
+from . import _sqlite_outbox as outbox
 from ._sqlite_errors import check_layout, sqlite_error
 from ._sqlite_migrate import CURRENT, prepare
 from ._sqlite_rows import SnapshotRows
@@ -159,11 +161,25 @@ class SQLiteStore:
         *,
         tenant: str | None = None,
         journal: Sequence[tuple[str, JournalUpdater]] = (),
+        events: Sequence[OutboxEvent] = (),
     ) -> list[Snapshot | None]:
-        written, status_changed = await self._call(self._save_all, _key(tenant), list(updates), list(journal))
+        written, status_changed = await self._call(
+            self._save_all, _key(tenant), list(updates), list(journal), list(events)
+        )
         if status_changed:
             self._wake()
         return written
+
+    async def outbox_claim(
+        self, *, channel: str, holder: str, lease: float, limit: int = 100, now: datetime | None = None
+    ) -> list[OutboxEvent]:
+        return await self._call(self._write_txn, outbox.claim, channel, holder, lease, limit, now)
+
+    async def outbox_settle(self, event: OutboxEvent, *, holder: str) -> bool:
+        return await self._call(self._write_txn, outbox.settle, event, holder)
+
+    async def outbox_events(self, *, channel: str | None = None, status: str | None = None) -> list[OutboxEvent]:
+        return await self._call(self._outbox_events, channel, status)
 
     async def journal_get(self, key: str, *, tenant: str | None = None) -> JournalEntry | None:
         return await self._call(self._journal_get, _key(tenant), key)
@@ -325,12 +341,17 @@ class SQLiteStore:
             return self._rows.list(con, tenant, session_id, finish_reason)
 
     def _save_all(
-        self, tenant: str, updates: list[tuple[str, Updater]], entries: list[tuple[str, JournalUpdater]]
+        self,
+        tenant: str,
+        updates: list[tuple[str, Updater]],
+        entries: list[tuple[str, JournalUpdater]],
+        events: list[OutboxEvent],
     ) -> tuple[list[Snapshot | None], bool]:
         def save_each(con: sqlite3.Connection) -> tuple[list[Snapshot | None], bool]:
             results = [self._rows.save(con, tenant, sid, update) for sid, update in updates]
             for key, update in entries:
                 journal.update(con, tenant, key, update)
+            outbox.insert(con, events)
             return [written for written, _ in results], any(changed for _, changed in results)
 
         return self._write_txn(save_each)
@@ -349,6 +370,10 @@ class SQLiteStore:
             self._write_txn(journal.put, tenant, entry, expect)
         finally:
             con.execute("PRAGMA synchronous = FULL")
+
+    def _outbox_events(self, channel: str | None, status: str | None) -> list[OutboxEvent]:
+        with self._read_txn() as con:
+            return outbox.events(con, channel, status)
 
     def _journal_get(self, tenant: str, key: str) -> JournalEntry | None:
         with self._read_txn() as con:
