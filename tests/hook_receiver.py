@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -45,7 +45,7 @@ class Receiver:
 
 
 @contextmanager
-def receiver(statuses: Iterable[int] = ()) -> Iterator[Receiver]:
+def receiver(statuses: Iterable[int] = ()) -> Generator[Receiver]:
     """Run a :class:`Receiver` on a free port of 127.0.0.1 for the block."""
     state = Receiver(statuses=deque(statuses))
 

@@ -9,7 +9,7 @@ import pathlib
 import re
 import subprocess
 import threading
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, Generator
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -58,7 +58,7 @@ class ServerProcess:
 
 
 @contextlib.contextmanager
-def serve_process(command: list[str], *, cwd: pathlib.Path, timeout: float = 60.0) -> Iterator[ServerProcess]:
+def serve_process(command: list[str], *, cwd: pathlib.Path, timeout: float = 60.0) -> Generator[ServerProcess]:
     """Run a command that starts uvicorn on ``--port 0``; yields once it listens, terminates it after.
 
     The port is read from uvicorn's "Uvicorn running on ..." line; stderr is drained on a thread

@@ -9,7 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 from typing import Any
 
@@ -26,7 +26,7 @@ def _free_port() -> int:
 
 
 @contextmanager
-def serve(tmp: pathlib.Path, db: pathlib.Path, hook: str, *flags: str, **env: str) -> Iterator[tuple[Any, int]]:
+def serve(tmp: pathlib.Path, db: pathlib.Path, hook: str, *flags: str, **env: str) -> Generator[tuple[Any, int]]:
     """``interlock serve notify_app:server`` on a free port (its output in files, so a SIGKILL loses nothing)."""
     port = _free_port()
     environ = {**os.environ, "PYTHONUNBUFFERED": "1", "NOTIFY_DB": str(db), "NOTIFY_HOOK": hook, **env}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import pathlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
 
 from pg import fresh_dsn
@@ -73,7 +73,7 @@ async def integrity(location: str | os.PathLike[str]) -> str:
 
 
 @asynccontextmanager
-async def stores_of(kind: str, directory: pathlib.Path) -> AsyncIterator[Callable[[], SessionStore]]:
+async def stores_of(kind: str, directory: pathlib.Path) -> AsyncGenerator[Callable[[], SessionStore]]:
     """A factory of fresh stores of ``kind`` (``memory`` too) for one test; closes what it made afterwards."""
     made: list[SessionStore] = []
 

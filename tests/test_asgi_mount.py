@@ -20,7 +20,11 @@ import pytest
 import pytest_asyncio
 from http_helpers import serve_process
 from interop.app import approve_transfer
-from test_interop import Clients, interop_clients, run_client  # noqa: F401 (interop_clients: a fixture)
+from test_interop import (
+    Clients,
+    interop_clients,  # noqa: F401  # pyright: ignore[reportUnusedImport]  (a fixture)
+    run_client,
+)
 
 from interlock import RemoteAgent, Resume
 from interlock.errors import NotFoundError

@@ -180,7 +180,7 @@ def test_ctrl_c_at_the_approval_prompt_exits_at_once(tmp_path: pathlib.Path) -> 
         started = time.monotonic()
         code = proc.wait(timeout=15)
         assert time.monotonic() - started < 10
-        rest = _read_until(main, b"", 1) if code is not None else b""
+        rest = _read_until(main, b"", 1)
         assert code == 130, seen + rest
         assert b"Traceback" not in seen + rest
     finally:

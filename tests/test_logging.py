@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import httpx
 import pytest
@@ -33,7 +34,7 @@ class Approval(BaseModel):
 
 
 @tool
-async def transfer(to: str, ctx: ToolContext, approval: Approval | None) -> str:
+async def transfer(to: str, ctx: ToolContext[Any], approval: Approval | None) -> str:
     """Send money after an approval."""
     if approval is None:
         ctx.interrupt({"to": to})

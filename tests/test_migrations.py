@@ -61,7 +61,7 @@ def old_file(tmp_path: pathlib.Path) -> pathlib.Path:
 
 async def test_an_old_sqlite_file_is_refused_naming_the_command_and_left_unchanged(old_file: pathlib.Path) -> None:
     before = old_file.read_bytes()
-    with pytest.raises(FailedPreconditionError, match=r"schema version 1, older than this interlock's 2") as caught:
+    with pytest.raises(FailedPreconditionError, match=r"schema version 1, older than this interlock's 3") as caught:
         async with SQLiteStore(old_file) as store:
             await store.load(IDS["paused"])
     assert f"interlock db upgrade --store sqlite:///{old_file}" in caught.value.message
@@ -72,10 +72,10 @@ async def test_an_old_sqlite_file_upgrades_and_its_interrupts_resume(
     old_file: pathlib.Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url = f"sqlite:///{old_file}"
-    assert await upgrade(capsys, url) == (0, f"{url}: upgraded from schema version 1 to 2\n", "")
-    assert await upgrade(capsys, url) == (0, f"{url}: schema version 2, nothing to do\n", "")
+    assert await upgrade(capsys, url) == (0, f"{url}: upgraded from schema version 1 to 3\n", "")
+    assert await upgrade(capsys, url) == (0, f"{url}: schema version 3, nothing to do\n", "")
     with sqlite3.connect(old_file) as con:
-        assert con.execute("SELECT component, version FROM interlock_schema").fetchall() == [("interlock", 2)]
+        assert con.execute("SELECT component, version FROM interlock_schema").fetchall() == [("interlock", 3)]
     runs: list[str] = []
     async with SQLiteStore(old_file) as store:
         agent = bank(store, runs)
@@ -123,12 +123,12 @@ async def test_postgres_creates_its_schema_and_refuses_an_older_one_until_upgrad
     async with PostgresStore(url) as store:
         await store.ready()
         assert store.upgraded_from is None
-    _set_version(url, 0)  # as if written before version 1
-    with pytest.raises(FailedPreconditionError, match=r"schema version 0, older than this interlock's 1") as caught:
+    _set_version(url, 1)  # as if written before version 2 (the outbox)
+    with pytest.raises(FailedPreconditionError, match=r"schema version 1, older than this interlock's 2") as caught:
         async with PostgresStore(url) as store:
             await store.ready()
     assert f"interlock db upgrade --store {url}" in caught.value.message
-    assert await upgrade(capsys, url) == (0, f"{url}: upgraded from schema version 0 to 1\n", "")
+    assert await upgrade(capsys, url) == (0, f"{url}: upgraded from schema version 1 to 2\n", "")
     async with PostgresStore(url) as store:
         await store.ready()
     _set_version(url, 7)

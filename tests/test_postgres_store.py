@@ -80,7 +80,7 @@ async def test_watch_is_woken_by_notify_from_another_store_and_does_not_poll() -
     async with PostgresStore(url) as watcher, PostgresStore(url) as writer:
         await writer.save("run", lambda _: snap("run", status="pending"))
         reads = 0
-        real = watcher._rows.status
+        real = watcher._rows.status  # pyright: ignore[reportPrivateUsage]
 
         async def counted(*args: object) -> str | None:
             nonlocal reads

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -34,7 +35,7 @@ class Approval(BaseModel):
 
 
 @tool
-async def transfer(req: Transfer, ctx: ToolContext, approval: Approval | None) -> str:
+async def transfer(req: Transfer, ctx: ToolContext[Any], approval: Approval | None) -> str:
     """Send money; a person approves first."""
     if approval is None:
         ctx.interrupt({"to": req.to, "amount": req.amount})

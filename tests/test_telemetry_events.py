@@ -85,7 +85,7 @@ async def test_an_in_doubt_call_and_its_retry_are_events(
 async def test_a_lapsed_claim_taken_over_is_an_event(spans: InMemorySpanExporter, store: Any) -> None:
     sid = await paused(store, Ledger(pathlib.Path("/dev/null")))
     dead = await Claims(store, None, ttl=0.2).take(sid, "dead-turn")
-    dead._stop()  # its process died: the lease is no longer renewed
+    dead._stop()  # pyright: ignore[reportPrivateUsage]  # its process died: the lease is no longer renewed
     await asyncio.sleep(0.4)
     spans.clear()
     done = await bank(store, Ledger(pathlib.Path("/dev/null"))).run(resume=APPROVE, snapshot_id=sid)

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import httpx
@@ -126,7 +126,7 @@ async def wait_until_up(proc: subprocess.Popen[str], url: str) -> None:
 
 
 @contextlib.asynccontextmanager
-async def server(cwd: pathlib.Path, collector: str, phase: str) -> AsyncIterator[RemoteAgent]:
+async def server(cwd: pathlib.Path, collector: str, phase: str) -> AsyncGenerator[RemoteAgent]:
     """``interlock serve`` exporting to ``collector``; stopped (SIGINT) after the block, which flushes its spans."""
     env = {
         **os.environ,

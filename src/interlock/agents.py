@@ -310,6 +310,7 @@ class CustomAgent(Agent):
         state_signing: Keyring | None = None,
         resume_tokens: TokenSigner | None = None,
         require_resume_tokens: bool = False,
+        notify: bool = False,
     ) -> None:
         super().__init__(
             name,
@@ -322,6 +323,7 @@ class CustomAgent(Agent):
             state_signing=state_signing,
             resume_tokens=resume_tokens,
             require_resume_tokens=require_resume_tokens,
+            notify=notify,
         )
         self.fn = fn
 
@@ -374,6 +376,7 @@ class PromptAgent(Agent):
         state_signing: Keyring | None = None,
         resume_tokens: TokenSigner | None = None,
         require_resume_tokens: bool = False,
+        notify: bool = False,
     ) -> None:
         super().__init__(
             name,
@@ -386,6 +389,7 @@ class PromptAgent(Agent):
             state_signing=state_signing,
             resume_tokens=resume_tokens,
             require_resume_tokens=require_resume_tokens,
+            notify=notify,
         )
         self.model = model
         self.instructions = instructions

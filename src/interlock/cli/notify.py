@@ -25,7 +25,7 @@ from ..outbox import WEBHOOK
 from ..signing import Keyring
 from ..stores import SessionStore
 from ..webhooks import Webhooks, endpoints_from_specs
-from .inbox import _drive, _load_agents, _store  # pyright: ignore[reportPrivateUsage]
+from .inbox import _drive, load_agents, store_from_args  # pyright: ignore[reportPrivateUsage]
 from .main import SERVE_EXTENSIONS, Command, CommandError, ServeExtension, ServeLoop, load_target, register
 
 __all__ = ["add_serve_options", "serve_loops"]
@@ -66,7 +66,7 @@ def _configure_webhooks(parser: argparse.ArgumentParser) -> None:
 
 
 async def _webhooks_main(args: argparse.Namespace) -> int:
-    async with _store(args) as store:
+    async with store_from_args(args) as store:
         if args.action == "list":
             return await _list(store, args)
         hooks = _webhooks(args)
@@ -98,8 +98,8 @@ def _configure_deadlines(parser: argparse.ArgumentParser) -> None:
 
 
 async def _deadlines_main(args: argparse.Namespace) -> int:
-    async with _store(args) as store:
-        agents = await _load_agents(args.agents, store) if args.agents else ()
+    async with store_from_args(args) as store:
+        agents = await load_agents(args.agents, store) if args.agents else ()
         if args.once:
             for done in await sweep(store, agents):
                 print(f"{done.snapshot_id} {done.tool} {done.policy or '-'} {done.result} {done.message}".rstrip())

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import LiteralString
 
+from ._pg_outbox import V2 as OUTBOX_V2
 from ._versions import COMPONENT, SCHEMA_TABLE
 
 TABLE = "interlock_snapshots"
@@ -66,7 +67,7 @@ V1 = (
     f"CREATE INDEX IF NOT EXISTS {JOURNAL}_snapshot ON {JOURNAL} (tenant, snapshot_id)",
 )
 
-MIGRATIONS: dict[int, tuple[LiteralString, ...]] = {1: V1}
+MIGRATIONS: dict[int, tuple[LiteralString, ...]] = {1: V1, 2: OUTBOX_V2}
 """Version → the statements that bring the previous version to it. Append only."""
 CURRENT = max(MIGRATIONS)
 

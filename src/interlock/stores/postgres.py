@@ -60,8 +60,10 @@ from ..errors import (
     UsageError,
 )
 from ..journal import JournalEntry
+from ..outbox import OutboxEvent
 from ..sessions import TERMINAL, Snapshot
 from . import JournalUpdater, SnapshotInfo, Updater, check_tenant
+from . import _pg_outbox as outbox
 from ._pg_errors import pg_error, redacted
 from ._pg_listen import Listener
 from ._pg_rows import Conn, PgRows, RowRaced
@@ -218,10 +220,12 @@ class PostgresStore:
         *,
         tenant: str | None = None,
         journal: Sequence[tuple[str, JournalUpdater]] = (),
+        events: Sequence[OutboxEvent] = (),
     ) -> list[Snapshot | None]:
         t = _key(tenant)
         todo = list(updates)
         entries = list(journal)
+        added = list(events)
 
         async def save_each(con: Conn) -> list[Snapshot | None]:
             written: list[Snapshot | None] = []
@@ -233,11 +237,23 @@ class PostgresStore:
                     changed.append(json.dumps([t, sid]))
             for key, update in entries:
                 await self._rows.journal_update(con, t, key, update)
+            await outbox.insert(con, added)
             if changed:  # delivered to listeners when (and only if) the transaction commits
                 await con.execute("SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p", (CHANNEL, changed))
             return written
 
         return await self._write(save_each)
+
+    async def outbox_claim(
+        self, *, channel: str, holder: str, lease: float, limit: int = 100, now: datetime | None = None
+    ) -> list[OutboxEvent]:
+        return await self._write(lambda con: outbox.claim(con, channel, holder, lease, limit, now))
+
+    async def outbox_settle(self, event: OutboxEvent, *, holder: str) -> bool:
+        return await self._write(lambda con: outbox.settle(con, event, holder))
+
+    async def outbox_events(self, *, channel: str | None = None, status: str | None = None) -> list[OutboxEvent]:
+        return await self._read(lambda con: outbox.events(con, channel, status))
 
     async def ready(self) -> None:
         """Connect (creating or checking the schema) and check that the server takes writes."""
