@@ -147,7 +147,8 @@ class Webhooks:
         lease: seconds a deliverer holds the rows it took; a pass stops posting after 80 % of
             it (the rest lapse and are taken again), so keep it longer than ``timeout`` times
             the number of endpoints.
-        retry_base, retry_cap: the backoff of failed deliveries, in seconds.
+        retry_base: the first backoff of a failed delivery, in seconds (doubled per attempt).
+        retry_cap: the longest backoff, in seconds.
         max_attempts: attempts before a row is marked ``failed``.
         poll_interval: seconds between looks at the outbox in :meth:`run`.
         batch: rows taken per look.

@@ -101,7 +101,8 @@ class PostgresStore:
             session with several leaves instead of returning the newest.
         upgrade: apply forward migrations on open (what ``interlock db upgrade`` does);
             without it an older schema is refused.
-        min_size, max_size: the connection pool's bounds.
+        min_size: the connection pool's lower bound.
+        max_size: the connection pool's upper bound.
         connect_timeout: seconds to wait for the server (and for a free pooled connection).
         cache_size: how many snapshots' message lists the LRU cache keeps.
     """
