@@ -197,6 +197,5 @@ def test_inbox_list_with_a_store_and_a_server_says_it_lists_from_the_store(tmp_p
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == [
         "interlock inbox list: listing from the store d.db; --server http://127.0.0.1:9 is not used for listing"
-        " (Genkit's HTTP protocol has no call that lists snapshots)"
     ]
     assert "transferMoney" in done.stdout

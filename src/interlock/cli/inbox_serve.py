@@ -104,6 +104,10 @@ def _serve(args: argparse.Namespace) -> int:
 
 register(
     Command(
-        name="serve", help=_plain.help + " (--inbox: and the approval inbox)", configure=_configure_serve, run=_serve
+        name="serve",
+        help=_plain.help + " (--inbox: and the approval inbox)",
+        configure=_configure_serve,
+        run=_serve,
+        log_level=_plain.log_level,
     )
 )

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import inspect
 import logging
@@ -285,9 +286,11 @@ def run_app(app: Any, args: argparse.Namespace, loops: Sequence[ServeLoop] = ())
         if loops:
             raise CommandError("--webhooks and --deadlines run in one process: leave out --workers, or run them apart")
         os.environ[_TARGET_ENV], os.environ[_BASE_PATH_ENV] = args.target, args.base_path
+        del options["log_config"]  # worker processes log through uvicorn's own configuration
         uvicorn.run(f"{__name__}:worker_app", factory=True, workers=workers, **options)
         return 0
-    asyncio.run(_serve_with(uvicorn.Server(uvicorn.Config(app, **options)), loops))
+    with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the Ctrl-C it shut down on
+        asyncio.run(_serve_with(uvicorn.Server(uvicorn.Config(app, **options)), loops))
     return 0
 
 
