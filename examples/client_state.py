@@ -3,6 +3,7 @@
 import asyncio
 
 from interlock import PromptAgent
+from interlock.errors import PermissionDeniedError
 from interlock.sessions import SessionState
 from interlock.signing import Keyring
 from interlock.testing import ScriptedModel
@@ -17,8 +18,12 @@ async def main() -> None:
     print(second.text, "| history:", len(second.state.messages if second.state else []), "messages")
 
     forged = SessionState(messages=first.state.messages[:1], custom=first.state.custom)
-    refused = await agent.run("Who am I?", state=forged)  # fails before the model is called
-    print("forged state:", refused.error.status if refused.error else "accepted", "| model calls:", len(model.requests))
+    try:
+        await agent.run("Who am I?", state=forged)  # refused before the model is called
+    except PermissionDeniedError as refused:
+        print("forged state:", refused.status, "| model calls:", len(model.requests))
+    else:
+        print("forged state: accepted")
 
 
 asyncio.run(main())
