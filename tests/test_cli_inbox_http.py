@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 
 import httpx
 import pytest
@@ -30,7 +30,7 @@ def _port() -> int:
 
 
 @contextlib.contextmanager
-def _running(args: list[str], url: str, env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
+def _running(args: list[str], url: str, env: dict[str, str]) -> Generator[subprocess.Popen[str]]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "interlock", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
