@@ -4,13 +4,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean browser
+.PHONY: demo test lint typecheck docs unit bench clean postgres browser
 
 $(STAMP): pyproject.toml
-	@echo "==> creating $(VENV) and installing interlock with its dev tools"
+	@echo "==> creating $(VENV) and installing interlock with its dev tools (pip shows each package as it goes)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --progress-bar on -e '.[dev]'
 	@touch $(STAMP)
 
 # The embedded local model: llama-cpp-python compiled once (pip's wheel cache keeps it) and the weights.
@@ -24,6 +24,11 @@ INTEROP_STAMP := .interop/.installed
 $(INTEROP_STAMP): scripts/setup_interop.sh tests/interop/package.json tests/interop/package-lock.json tests/interop/requirements.txt
 	bash scripts/setup_interop.sh
 	@touch $(INTEROP_STAMP)
+
+# PostgreSQL from Debian's packages, if missing: the tests start a throwaway cluster with scripts/postgres.sh
+# (one per pytest session, on a free port under a temp directory; tests/conftest.py), and so does bench/postgres.py.
+postgres:
+	bash scripts/postgres.sh install
 
 # Debian's chromium for the inbox's browser tests (Playwright drives it by its path; no browser download).
 browser:
@@ -40,19 +45,26 @@ lint: $(STAMP)
 typecheck: $(STAMP) $(LOCAL_STAMP)
 	$(BIN)/pyright
 
-unit: $(STAMP) $(LOCAL_STAMP) $(INTEROP_STAMP) browser
+# The docs site (mkdocs.yml): strict, so a broken link, a missing page or a bad snippet fails the build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+unit: $(STAMP) $(LOCAL_STAMP) $(INTEROP_STAMP) postgres browser
 	$(BIN)/pytest
 
-test: lint typecheck unit
+test: lint typecheck docs unit
 
-bench: $(STAMP)
+bench: $(STAMP) postgres
 	$(BIN)/python bench/core.py
 	$(BIN)/python bench/agents.py
 	$(BIN)/python bench/faults.py
 	$(BIN)/python bench/effects_faults.py
 	$(BIN)/python bench/signing.py
 	$(BIN)/python bench/tokens.py
+	$(BIN)/python bench/postgres.py
+	$(BIN)/python bench/telemetry.py
 	$(BIN)/python bench/inbox_http.py
+	$(BIN)/python bench/notify.py
 	$(BIN)/python bench/effects.py  # last: it exits 1 while the journal's cost is over its target
 
 clean:

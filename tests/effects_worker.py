@@ -30,8 +30,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fault_worker import HangingModel, _reap, _until, integrity, outcome  # pyright: ignore[reportPrivateUsage]
+from fault_worker import HangingModel, _reap, _until, outcome  # pyright: ignore[reportPrivateUsage]
 from pydantic import BaseModel
+from store_kinds import integrity
 
 from interlock import Message, PromptAgent, Resume, Snapshot, ToolContext, ToolRequestPart, ToolResponsePart, tool
 from interlock import metadata as md
@@ -163,6 +164,7 @@ class HookStore(SQLiteStore):
         *,
         tenant: str | None = None,
         journal: Sequence[tuple[str, JournalUpdater]] = (),
+        events: Sequence[Any] = (),
     ) -> list[Any]:
         updates = list(updates)
         ours = bool(updates) and updates[0][0] == self.parent
@@ -183,7 +185,7 @@ class HookStore(SQLiteStore):
                 return new
 
             updates[-1] = (sid, hang)
-        written = await super().save_all(updates, tenant=tenant, journal=journal)
+        written = await super().save_all(updates, tenant=tenant, journal=journal, events=events)
         if self.point == "intent" and claim:
             await self._hang()
         return written
@@ -397,7 +399,7 @@ async def kill_and_recover(work: pathlib.Path, variant: str, point: str, mode: s
     await _recover(fig, db, effects, snap)
     deduped = effects.with_suffix(".deduped")
     fig.deduped = len(deduped.read_text().splitlines()) if deduped.exists() else 0
-    fig.integrity = integrity(db)
+    fig.integrity = await integrity(db)
     fig.wall = time.monotonic() - start
     judge(fig)
     return fig

@@ -25,7 +25,6 @@ import json
 import os
 import pathlib
 import signal
-import sqlite3
 import sys
 import time
 from collections.abc import Sequence
@@ -33,11 +32,13 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from banking import APPROVE, PAY, Approval, Transfer
+from store_kinds import integrity, locate, store_at
 
 from interlock import AgentOutput, Inbox, PromptAgent, Snapshot, ToolContext, tool
 from interlock.claims import claim_state
 from interlock.models import ModelRequest, ModelResponse
 from interlock.stores import JournalUpdater, Updater
+from interlock.stores.postgres import PostgresStore
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
 
@@ -53,7 +54,7 @@ def _record(log: pathlib.Path, label: str, reclaimed_from: str | None) -> None:
 
 
 def bank(
-    store: SQLiteStore,
+    store: SQLiteStore | PostgresStore,
     log: pathlib.Path,
     label: str,
     *,
@@ -106,7 +107,7 @@ def outcome(out: AgentOutput) -> dict[str, Any]:
 
 async def pause_many(db: pathlib.Path, count: int) -> list[str]:
     """``count`` paused transfers on ``db``, each in its own session; their snapshot ids."""
-    async with SQLiteStore(db) as store:
+    async with store_at(db) as store:
         agent = bank(store, db.with_suffix(".setup.log"), "setup", model=ScriptedModel([PAY] * count))
         ids: list[str] = []
         for _ in range(count):
@@ -126,14 +127,9 @@ def tool_runs(log: pathlib.Path) -> dict[str, list[str | None]]:
     return runs
 
 
-async def children(store: SQLiteStore, parent_id: str) -> list[Snapshot]:
+async def children(store: SQLiteStore | PostgresStore, parent_id: str) -> list[Snapshot]:
     found = [i for i in await store.list() if i.parent_id == parent_id]
     return [s for i in found if (s := await store.load(i.snapshot_id)) is not None]
-
-
-def integrity(db: pathlib.Path) -> str:
-    with contextlib.closing(sqlite3.connect(db)) as con:
-        return str(con.execute("PRAGMA integrity_check").fetchone()[0])
 
 
 def _env() -> dict[str, str]:
@@ -201,7 +197,7 @@ async def judge_race(
     """Check every repetition: one winner that exists, every loser ABORTED naming it, one tool run."""
     fig = RaceFigures(where="", n=n, reps=len(snaps))
     runs = tool_runs(log)
-    async with SQLiteStore(db) as store:
+    async with store_at(db) as store:
         for rep, (snap, res) in enumerate(zip(snaps, results, strict=True)):
             fig.resumes += len(res)
             fig.tool_runs += len(runs.get(snap, []))
@@ -240,7 +236,7 @@ async def race_in_process(db: pathlib.Path, log: pathlib.Path, snaps: Sequence[s
     """Each repetition: ``n`` concurrent resumes of one paused snapshot, in this process, on one store."""
     results: list[list[dict[str, Any]]] = []
     start = time.monotonic()
-    async with SQLiteStore(db) as store:
+    async with store_at(db) as store:
         for snap in snaps:
             agents = [bank(store, log, snap) for _ in range(n)]
             async with asyncio.timeout(60):
@@ -300,7 +296,7 @@ async def _barrier(barrier: pathlib.Path, step: int, worker: int, workers: int) 
 async def _race_worker(db: str, log: pathlib.Path, plan_path: str, worker: int, barrier: pathlib.Path) -> None:
     plan = json.loads(pathlib.Path(plan_path).read_text())
     snaps, share, workers = plan["snaps"], plan["shares"][worker], len(plan["shares"])
-    async with SQLiteStore(db) as store:
+    async with store_at(db) as store:
         for rep, snap in enumerate(snaps):
             agents = [bank(store, log, snap) for _ in range(share)]
             start_at = await _barrier(barrier, rep, worker, workers)
@@ -340,7 +336,7 @@ class LapseRun:
         return losers[0] if len(losers) == 1 else None
 
 
-async def _session_view(store: SQLiteStore, snap: str) -> tuple[list[str], str | None]:
+async def _session_view(store: SQLiteStore | PostgresStore, snap: str) -> tuple[list[str], str | None]:
     parent = await store.load(snap)
     assert parent is not None
     kids = [c.snapshot_id for c in await children(store, snap)]
@@ -348,12 +344,12 @@ async def _session_view(store: SQLiteStore, snap: str) -> tuple[list[str], str |
     return kids, leaf.snapshot_id if leaf else None
 
 
-async def lapse_blocking_tool(work: pathlib.Path, run: int) -> LapseRun:
+async def lapse_blocking_tool(work: pathlib.Path, run: int, kind: str = "sqlite") -> LapseRun:
     """A synchronous tool sleeping 3 s with claim_ttl=1, and a second resume (another store object) 1.5 s in."""
-    db, log = work / f"blocking-{run}.db", work / f"blocking-{run}.log"
+    db, log = locate(kind, work / f"blocking-{run}.db"), work / f"blocking-{run}.log"
     (snap,) = await pause_many(db, 1)
     start = time.monotonic()
-    async with SQLiteStore(db) as one, SQLiteStore(db) as two:
+    async with store_at(db) as one, store_at(db) as two:
         first = asyncio.ensure_future(
             bank(one, log, snap, blocking_sleep=3.0, claim_ttl=1.0).run(
                 resume=APPROVE, snapshot_id=snap, raise_on_error=False
@@ -381,9 +377,11 @@ async def lapse_blocking_tool(work: pathlib.Path, run: int) -> LapseRun:
     )
 
 
-async def lapse_stopped_process(work: pathlib.Path, run: int, *, stop_for: float = 2.5) -> LapseRun:
+async def lapse_stopped_process(
+    work: pathlib.Path, run: int, *, stop_for: float = 2.5, kind: str = "sqlite"
+) -> LapseRun:
     """A resumer process SIGSTOPped in its tool past claim_ttl=1; another resume takes over; then SIGCONT."""
-    db, log = work / f"stopped-{run}.db", work / f"stopped-{run}.log"
+    db, log = locate(kind, work / f"stopped-{run}.db"), work / f"stopped-{run}.log"
     (snap,) = await pause_many(db, 1)
     start = time.monotonic()
     proc = await _spawn("stall", db, log, snap)
@@ -392,7 +390,7 @@ async def lapse_stopped_process(work: pathlib.Path, run: int, *, stop_for: float
         await _until("the stalled resumer's tool to start", lambda: bool(tool_runs(log).get(snap)), 30, proc)
         proc.send_signal(signal.SIGSTOP)
         stopped = time.monotonic()
-        async with SQLiteStore(db) as store:
+        async with store_at(db) as store:
             parent = await store.load(snap)
             assert parent is not None
             holder = notes["holder"] = parent.claimed_by
@@ -439,7 +437,7 @@ async def lapse_stopped_process(work: pathlib.Path, run: int, *, stop_for: float
 
 
 async def _stall_worker(db: str, log: pathlib.Path, snap: str) -> None:
-    async with SQLiteStore(db) as store:
+    async with store_at(db) as store:
         out = await bank(store, log, snap, claim_ttl=1.0, tool_sleep=1.0).run(
             resume=APPROVE, snapshot_id=snap, raise_on_error=False
         )
@@ -479,12 +477,11 @@ class HangingModel:
         raise AssertionError("unreachable")
 
 
-class _HangingCommitStore(SQLiteStore):
-    """Its resume commit (the claim's fence first, then the turn's row) hangs inside the SQLite transaction."""
+class _HangInCommit:
+    """Its resume commit (the claim's fence first, then the turn's row) hangs inside the store's transaction."""
 
-    def __init__(self, path: str, parent: str, marker: pathlib.Path) -> None:
-        super().__init__(path)
-        self.parent, self.marker = parent, marker
+    parent: str
+    marker: pathlib.Path
 
     async def save_all(
         self,
@@ -492,6 +489,7 @@ class _HangingCommitStore(SQLiteStore):
         *,
         tenant: str | None = None,
         journal: Sequence[tuple[str, JournalUpdater]] = (),
+        events: Sequence[Any] = (),
     ) -> list[Any]:
         updates = list(updates)
         if len(updates) >= 2 and updates[0][0] == self.parent:
@@ -499,17 +497,32 @@ class _HangingCommitStore(SQLiteStore):
             marker = self.marker
 
             def hang(cur: Snapshot | None) -> Snapshot | None:
-                new = update(cur)  # on the SQLite worker thread, inside BEGIN IMMEDIATE
+                new = update(cur)  # inside the transaction (SQLite: BEGIN IMMEDIATE; PostgreSQL: rows locked)
                 marker.write_text("commit")
                 time.sleep(3600)
                 return new
 
             updates[-1] = (sid, hang)
-        return await super().save_all(updates, tenant=tenant, journal=journal)
+        return await super().save_all(updates, tenant=tenant, journal=journal, events=events)  # type: ignore[misc]
+
+
+class _HangingSQLite(_HangInCommit, SQLiteStore):
+    pass
+
+
+class _HangingPostgres(_HangInCommit, PostgresStore):
+    pass
+
+
+def _hanging_commit_store(db: str, parent: str, marker: pathlib.Path) -> SQLiteStore | PostgresStore:
+    plain = store_at(db)
+    store = _HangingPostgres(plain.dsn) if isinstance(plain, PostgresStore) else _HangingSQLite(db)
+    store.parent, store.marker = parent, marker
+    return store
 
 
 async def _crash_worker(db: str, log: pathlib.Path, snap: str, point: str, mode: str, marker: pathlib.Path) -> None:
-    store = _HangingCommitStore(db, snap, marker) if point == "commit" else SQLiteStore(db)
+    store = _hanging_commit_store(db, snap, marker) if point == "commit" else store_at(db)
     async with store:
         agent = bank(
             store,
@@ -527,14 +540,14 @@ async def _crash_worker(db: str, log: pathlib.Path, snap: str, point: str, mode:
             print(json.dumps({"status": final.status}), flush=True)
 
 
-async def crash_and_recover(work: pathlib.Path, run: int, point: str, mode: str) -> CrashRun:
+async def crash_and_recover(work: pathlib.Path, run: int, point: str, mode: str, kind: str = "sqlite") -> CrashRun:
     """SIGKILL a resume at ``point``; after its lease lapses, check the interrupt is answerable everywhere."""
     from http_helpers import serve
 
     from interlock import AgentServer, RemoteAgent
 
     name = f"crash-{point}-{mode}-{run}"
-    db, log, marker = work / f"{name}.db", work / f"{name}.log", work / f"{name}.marker"
+    db, log, marker = locate(kind, work / f"{name}.db"), work / f"{name}.log", work / f"{name}.marker"
     (snap,) = await pause_many(db, 1)
     fig = CrashRun(point=point, mode=mode)
     start = time.monotonic()
@@ -545,7 +558,7 @@ async def crash_and_recover(work: pathlib.Path, run: int, point: str, mode: str)
         await asyncio.wait_for(proc.wait(), 10)
     finally:
         await _reap(proc)
-    async with SQLiteStore(db) as store, SQLiteStore(db) as served:
+    async with store_at(db) as store, store_at(db) as served:
         parent = await store.load(snap)
         assert parent is not None
         fig.holder = holder = parent.claimed_by
@@ -583,7 +596,7 @@ async def crash_and_recover(work: pathlib.Path, run: int, point: str, mode: str)
         leaf = await store.latest(parent.session_id)
         if leaf is None or leaf.snapshot_id != done.snapshot_id:
             fig.problems.append(f"the session's latest is {leaf and leaf.snapshot_id}, not the recovery")
-    fig.integrity = integrity(db)
+    fig.integrity = await integrity(db)
     fig.tool_runs = tool_runs(log).get(snap, [])
     fig.wall = time.monotonic() - start
     if fig.local != ["t1"] or fig.inbox != [snap] or fig.remote != ["t1"]:
@@ -602,12 +615,14 @@ async def crash_and_recover(work: pathlib.Path, run: int, point: str, mode: str)
     return fig
 
 
-async def crash_runs(work: pathlib.Path, point: str, mode: str, runs: int, parallel: int = 5) -> list[CrashRun]:
+async def crash_runs(
+    work: pathlib.Path, point: str, mode: str, runs: int, parallel: int = 5, kind: str = "sqlite"
+) -> list[CrashRun]:
     gate = asyncio.Semaphore(parallel)
 
     async def one(i: int) -> CrashRun:
         async with gate:
-            return await crash_and_recover(work, i, point, mode)
+            return await crash_and_recover(work, i, point, mode, kind)
 
     return list(await asyncio.gather(*(one(i) for i in range(runs))))
 

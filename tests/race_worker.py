@@ -1,4 +1,4 @@
-"""A separate process for the exactly-once tests: it resumes (or pauses) a transfer on a shared SQLite file.
+"""A separate process for the exactly-once tests: it resumes (or pauses) a transfer on a shared store.
 
 Usage: python race_worker.py DB LOG MODE [N]
   setup          run the first turn (it pauses for approval) and print the snapshot id
@@ -16,8 +16,10 @@ import time
 from typing import Any
 
 from pydantic import BaseModel
+from store_kinds import store_at
 
 from interlock import Message, PromptAgent, Resume, ToolContext, ToolRequestPart, tool
+from interlock.stores.postgres import PostgresStore
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
 
@@ -32,7 +34,12 @@ class Approval(BaseModel):
 
 
 def bank(
-    store: SQLiteStore, log: pathlib.Path, *, pause: bool = False, hang: bool = False, claim_ttl: float = 60.0
+    store: SQLiteStore | PostgresStore,
+    log: pathlib.Path,
+    *,
+    pause: bool = False,
+    hang: bool = False,
+    claim_ttl: float = 60.0,
 ) -> PromptAgent:
     """The bank agent: its model pauses on a transfer (``pause``) or answers \"paid\" after a resume."""
 
@@ -66,7 +73,7 @@ APPROVE = Resume(
 
 async def main(argv: list[str]) -> None:
     db, log, mode = argv[0], pathlib.Path(argv[1]), argv[2]
-    async with SQLiteStore(db) as store:
+    async with store_at(db) as store:
         if mode == "setup":
             out = await bank(store, log, pause=True).run("pay bob 5")
             print(out.snapshot_id, flush=True)

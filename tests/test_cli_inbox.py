@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import uvicorn
+from pg import fresh_dsn
 from test_inbox import Desk, build_agents
 
 import interlock.cli.inbox  # noqa: F401  # pyright: ignore[reportUnusedImport]  (registers the commands)
@@ -23,6 +24,7 @@ from interlock import AgentOutput
 from interlock.cli import main
 from interlock.http.server import AgentServer
 from interlock.inbox import AuditEntry, Inbox
+from interlock.stores.postgres import PostgresStore
 from interlock.stores.sqlite import SQLiteStore
 
 TESTS = pathlib.Path(__file__).resolve().parent
@@ -199,7 +201,7 @@ def test_usage_errors(db: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> N
         (("inbox", "list"), 2, "--store URL (or $INTERLOCK_STORE)"),
         (("inbox", "list", "--store", str(db.parent / "missing.db")), 2, "there is no SQLite store at"),
         (("inbox", "list", "--store", "redis://localhost"), 2, "unknown store URL scheme 'redis'"),
-        (("inbox", "list", "--store", "postgresql://db/x"), 2, "postgresql:// stores"),
+        (("inbox", "list", "--store", "postgresql://127.0.0.1:1/x"), 1, "is unreachable or busy"),
         (("inbox", "list", "--server", "http://127.0.0.1:9"), 2, "Genkit's HTTP protocol has no call that lists"),
         (("inbox", "show", "x", *store, "--server", "http://127.0.0.1:9"), 2, "--store or --server, not both"),
         (("sessions", "prune", *store), 2, "--keep-last N, --older-than AGE, or both"),
@@ -329,3 +331,30 @@ def test_a_separate_process_approves_a_snapshot_made_here(db: pathlib.Path) -> N
         [sys.executable, "-c", launch, *args], env=env, cwd=db.parent, capture_output=True, text=True, timeout=60
     )
     assert again.returncode == 1 and "no pending interrupt with snapshot id" in again.stderr
+
+
+# ------------------------------------------------------------------------------ on PostgreSQL
+
+
+def test_inbox_and_sessions_with_a_postgresql_store(capsys: pytest.CaptureFixture[str]) -> None:
+    url = fresh_dsn()
+
+    async def go() -> list[AgentOutput]:
+        async with PostgresStore(url) as store:
+            desk = Desk(store)
+            return [await desk.start("bank", "pay bob 25", None), await desk.start("bank", "pay carol 1", "acme")]
+
+    pay, acme = asyncio.run(go())
+    items = run_json(capsys, "inbox", "list", "--store", url)
+    assert [(i["snapshot_id"], i["tool"], i["data"]) for i in items] == [
+        (pay.snapshot_id, "transfer", {"to": "bob", "amount": 25.0})
+    ]
+    assert [i["snapshot_id"] for i in run_json(capsys, "inbox", "list", "--store", url, "--tenant", "acme")] == [
+        acme.snapshot_id
+    ]
+    code, out, err = run(capsys, "inbox", "approve", pay.snapshot_id or "", "--store", url, "--agents", AGENTS)
+    assert code == 0, err
+    assert out.rstrip().endswith("done: sent 25 to bob")
+    assert run(capsys, "inbox", "list", "--store", url)[1] == "no pending interrupts\n"
+    listed = run_json(capsys, "sessions", "list", "--store", url)
+    assert [(s["session_id"], s["snapshots"]) for s in listed] == [(pay.session_id, 2)]

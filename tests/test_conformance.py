@@ -1,16 +1,15 @@
-"""Every case of Genkit's agent conformance spec, run through our public API (local agents, both stores)."""
+"""Every case of Genkit's agent conformance spec, through our public API: local agents, on every store."""
 
 from __future__ import annotations
 
-import itertools
 import pathlib
 from typing import Any
 
 import pytest
 from conformance import build_agents, load_cases, run_case
+from store_kinds import KINDS, stores_of
 
 from interlock import InMemoryStore
-from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
 
 CASES = load_cases(pathlib.Path(__file__).resolve().parents[2] / "shared")
@@ -30,17 +29,8 @@ async def test_conformance(case: dict[str, Any]) -> None:
     await run_case(case, build_agents(InMemoryStore), set_model=_set_model)
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
-async def test_conformance_on_sqlite(case: dict[str, Any], tmp_path: pathlib.Path) -> None:
-    counter = itertools.count()
-    stores: list[SQLiteStore] = []
-
-    def make() -> SQLiteStore:
-        stores.append(SQLiteStore(tmp_path / f"store{next(counter)}.db"))
-        return stores[-1]
-
-    try:
+async def test_conformance_on_a_shared_store(case: dict[str, Any], kind: str, tmp_path: pathlib.Path) -> None:
+    async with stores_of(kind, tmp_path) as make:
         await run_case(case, build_agents(make), set_model=_set_model)
-    finally:
-        for store in stores:
-            await store.close()

@@ -110,10 +110,11 @@ class FailingCommit(InMemoryStore):
         *,
         tenant: str | None = None,
         journal: Sequence[tuple[str, JournalUpdater]] = (),
+        events: Sequence[Any] = (),
     ) -> list[Any]:
         if self.failing and len(updates) > 1:
             raise UnavailableError("disk I/O error")
-        return await super().save_all(updates, tenant=tenant, journal=journal)
+        return await super().save_all(updates, tenant=tenant, journal=journal, events=events)
 
 
 async def test_a_commit_failure_after_the_tool_replays_the_recorded_result(tmp_path: pathlib.Path) -> None:

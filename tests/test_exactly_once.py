@@ -1,4 +1,4 @@
-"""Exactly-once interrupt resolution across processes, and recovery after a crash (SQLite)."""
+"""Exactly-once interrupt resolution across processes, and recovery after a crash (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import json
 import os
 import pathlib
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -15,8 +14,7 @@ from typing import Any
 
 import pytest
 from race_worker import APPROVE, bank
-
-from interlock.stores.sqlite import SQLiteStore
+from store_kinds import KINDS, integrity, locate, store_at
 
 WORKER = pathlib.Path(__file__).with_name("race_worker.py")
 pytestmark = pytest.mark.slow
@@ -33,8 +31,9 @@ def _setup(db: pathlib.Path, log: pathlib.Path) -> str:
     return out.stdout.strip()
 
 
-def test_eight_resumes_from_two_processes_exactly_one_wins(tmp_path: pathlib.Path) -> None:
-    db, log = tmp_path / "s.db", tmp_path / "side-effects.log"
+@pytest.mark.parametrize("kind", KINDS)
+def test_eight_resumes_from_two_processes_exactly_one_wins(tmp_path: pathlib.Path, kind: str) -> None:
+    db, log = locate(kind, tmp_path / "s.db"), tmp_path / "side-effects.log"
     snap = _setup(db, log)
     start_at = f"{time.time() + 1.5:.3f}"
     procs = [
@@ -59,8 +58,11 @@ def test_eight_resumes_from_two_processes_exactly_one_wins(tmp_path: pathlib.Pat
     assert log.read_text().splitlines() == ["transfer bob 5.0"]
 
 
-async def test_sigkill_mid_turn_leaves_the_store_readable_and_the_claim_recoverable(tmp_path: pathlib.Path) -> None:
-    db, log = tmp_path / "s.db", tmp_path / "side-effects.log"
+@pytest.mark.parametrize("kind", KINDS)
+async def test_sigkill_mid_turn_leaves_the_store_readable_and_the_claim_recoverable(
+    tmp_path: pathlib.Path, kind: str
+) -> None:
+    db, log = locate(kind, tmp_path / "s.db"), tmp_path / "side-effects.log"
     snap = _setup(db, log)
     proc = subprocess.Popen([sys.executable, WORKER, db, log, "hang", snap], env=_env())
     try:
@@ -71,8 +73,8 @@ async def test_sigkill_mid_turn_leaves_the_store_readable_and_the_claim_recovera
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
-    assert sqlite3.connect(db).execute("PRAGMA integrity_check").fetchone() == ("ok",)
-    async with SQLiteStore(db) as store:
+    assert await integrity(db) == "ok"
+    async with store_at(db) as store:
         parent = await store.load(snap)
         assert parent is not None and parent.status == "completed" and parent.claimed_by is not None
         # While the dead turn's lease (2 s, refreshed every 0.67 s) runs, a second resume is refused.

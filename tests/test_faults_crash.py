@@ -1,12 +1,12 @@
 """Acceptance (safety core): a resume SIGKILLed at its tool, its model call or inside its commit.
 
-Attached and detached, ten runs each (five at a time, each on its own SQLite file). The
+Attached and detached, ten runs each (five at a time, each on its own SQLite file or PostgreSQL schema). The
 killed process used ``claim_ttl=1``. Once its lease lapses, the interrupt is answerable
 again locally (``pending_interrupts``), in the inbox and over HTTP (an AgentServer on the
-same file); a resume then succeeds and is the session's latest snapshot, the killed
+same store); a resume then succeeds and is the session's latest snapshot, the killed
 attached turn left no row (a killed detached turn's pending row is marked failed), the
-file passes ``PRAGMA integrity_check``, and the recovery's re-run of the tool is flagged
-with ``ctx.reclaimed_from`` naming the dead holder.
+store is sound (SQLite's ``PRAGMA integrity_check``; every snapshot loads), and the
+recovery's re-run of the tool is flagged with ``ctx.reclaimed_from`` naming the dead holder.
 """
 
 from __future__ import annotations
@@ -16,20 +16,23 @@ import statistics
 
 import pytest
 from fault_worker import MODES, POINTS, crash_runs
+from store_kinds import KINDS
 
 pytestmark = pytest.mark.slow
 
 RUNS = 10
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("point", POINTS)
 async def test_a_killed_resume_leaves_its_interrupt_answerable_and_the_file_sound(
-    tmp_path: pathlib.Path, point: str, mode: str
+    tmp_path: pathlib.Path, point: str, mode: str, kind: str
 ) -> None:
-    runs = await crash_runs(tmp_path, point, mode, RUNS, parallel=5)
+    runs = await crash_runs(tmp_path, point, mode, RUNS, parallel=5, kind=kind)
     print(
-        f"SIGKILL {mode} at {point}: runs={len(runs)} recovered={sum(r.resumed.get('finish') == 'stop' for r in runs)} "
+        f"SIGKILL {mode} at {point} on {kind}: runs={len(runs)} "
+        f"recovered={sum(r.resumed.get('finish') == 'stop' for r in runs)} "
         f"integrity ok={sum(r.integrity == 'ok' for r in runs)} "
         f"tool runs={[len(r.tool_runs) for r in runs]} "
         f"re-runs flagged={sum(all(x is not None for x in r.tool_runs[1:]) for r in runs)} "

@@ -4,7 +4,7 @@
 lease stays fresh: a second resume 1.5 s in (another store object on the same file) is
 refused. (b) A resumer process SIGSTOPped in its tool for 2.5 s (``claim_ttl=1``) loses
 its lease; another resume takes over and commits; continued, the stopped one ends ABORTED
-and writes nothing. Five runs each, in parallel, each on its own SQLite file.
+and writes nothing. Five runs each, in parallel, each on its own SQLite file or PostgreSQL schema.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import pathlib
 
 import pytest
 from fault_worker import LapseRun, lapse_blocking_tool, lapse_stopped_process
+from store_kinds import KINDS
 
 pytestmark = pytest.mark.slow
 
@@ -30,8 +31,9 @@ def _one_commit(run: LapseRun) -> tuple[dict[str, object], dict[str, object]]:
     return winner, loser
 
 
-async def test_a_blocking_tool_longer_than_the_claim_ttl_commits_alone(tmp_path: pathlib.Path) -> None:
-    runs = await asyncio.gather(*(lapse_blocking_tool(tmp_path, i) for i in range(RUNS)))
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_blocking_tool_longer_than_the_claim_ttl_commits_alone(tmp_path: pathlib.Path, kind: str) -> None:
+    runs = await asyncio.gather(*(lapse_blocking_tool(tmp_path, i, kind) for i in range(RUNS)))
     for run in runs:
         print(f"blocking tool: commits={run.commits} tool runs={len(run.tool_runs)} wall={run.wall:.2f}s")
         winner, _ = _one_commit(run)
@@ -40,8 +42,11 @@ async def test_a_blocking_tool_longer_than_the_claim_ttl_commits_alone(tmp_path:
         assert run.tool_runs == [None], run
 
 
-async def test_a_resumer_stopped_past_the_claim_ttl_is_taken_over_and_cannot_commit(tmp_path: pathlib.Path) -> None:
-    runs = await asyncio.gather(*(lapse_stopped_process(tmp_path, i) for i in range(RUNS)))
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_resumer_stopped_past_the_claim_ttl_is_taken_over_and_cannot_commit(
+    tmp_path: pathlib.Path, kind: str
+) -> None:
+    runs = await asyncio.gather(*(lapse_stopped_process(tmp_path, i, kind=kind) for i in range(RUNS)))
     for run in runs:
         notes = run.notes
         print(

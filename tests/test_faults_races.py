@@ -13,6 +13,7 @@ import pathlib
 
 import pytest
 from fault_worker import RaceFigures, pause_many, race_across_processes, race_in_process
+from store_kinds import KINDS, locate
 
 pytestmark = pytest.mark.slow
 
@@ -33,15 +34,19 @@ def _check(fig: RaceFigures) -> None:
     assert fig.aborted == REPS * (fig.n - 1)
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("n", [2, 8, 64])
-async def test_concurrent_resumes_in_one_process_exactly_one_wins(tmp_path: pathlib.Path, n: int) -> None:
-    db, log = tmp_path / "s.db", tmp_path / "tool-runs.log"
+async def test_concurrent_resumes_in_one_process_exactly_one_wins(tmp_path: pathlib.Path, n: int, kind: str) -> None:
+    db, log = locate(kind, tmp_path / "s.db"), tmp_path / "tool-runs.log"
     snaps = await pause_many(db, REPS)
     _check(await race_in_process(db, log, snaps, n))
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("n", [2, 8, 64])
-async def test_concurrent_resumes_across_four_processes_exactly_one_wins(tmp_path: pathlib.Path, n: int) -> None:
-    db, log = tmp_path / "s.db", tmp_path / "tool-runs.log"
+async def test_concurrent_resumes_across_four_processes_exactly_one_wins(
+    tmp_path: pathlib.Path, n: int, kind: str
+) -> None:
+    db, log = locate(kind, tmp_path / "s.db"), tmp_path / "tool-runs.log"
     snaps = await pause_many(db, REPS)
     _check(await race_across_processes(db, log, snaps, n, workers=4, timeout=120))

@@ -1,4 +1,4 @@
-"""Every case of Genkit's agent conformance spec, over real HTTP: RemoteAgent → uvicorn → AgentServer."""
+"""Every case of Genkit's agent conformance spec, over real HTTP: RemoteAgent → uvicorn → AgentServer, on each store."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import httpx
 import pytest
 from conformance import build_agents, load_cases, run_case
 from http_helpers import serve
+from store_kinds import KINDS, stores_of
 
 from interlock.http.client import RemoteAgent
 from interlock.http.server import AgentServer
@@ -18,9 +19,14 @@ CASES = load_cases(pathlib.Path(__file__).resolve().parents[2] / "shared")
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("kind", ["memory", *KINDS])
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
-async def test_http_conformance(case: dict[str, Any]) -> None:
-    agents = build_agents()
+async def test_http_conformance(case: dict[str, Any], kind: str, tmp_path: pathlib.Path) -> None:
+    async with stores_of(kind, tmp_path) as make:
+        await _run_over_http(case, build_agents(make))
+
+
+async def _run_over_http(case: dict[str, Any], agents: dict[str, Any]) -> None:
     app = AgentServer(agents, base_path="/api")
 
     def set_model(remote: RemoteAgent, model: ScriptedModel) -> None:

@@ -32,6 +32,7 @@ from interlock.errors import (
     FailedPreconditionError,
     InvalidArgumentError,
     SnapshotNotFoundError,
+    UnavailableError,
     UnimplementedError,
     UsageError,
 )
@@ -427,5 +428,6 @@ async def test_open_store_opens_sqlite_urls_and_refuses_unknown_schemes(tmp_path
         open_store("redis://localhost/0")
     with pytest.raises(InvalidArgumentError, match="expected sqlite:///"):
         open_store("sqlite://nope.db")
-    with pytest.raises(UnimplementedError, match="postgresql:// stores"):
-        open_store("postgresql://localhost/db")
+    with pytest.raises(UnavailableError, match="is unreachable"):  # a PostgresStore, whose server is not there
+        async with open_store("postgresql://postgres@127.0.0.1:1/db"):
+            pass

@@ -223,10 +223,10 @@ def test_parse_keeps_text_around_a_call_and_lists() -> None:
 @pytest.mark.parametrize(
     ("output", "reason"),
     [
-        ('{"name": "transferMoney", "arguments": {"to": "Alice", "amount": "150"}}', "$.amount: expected number"),
-        ('{"name": "transferMoney", "arguments": {"to": "Alice"}}', "missing required property 'amount'"),
+        ('{"name": "transferMoney", "arguments": {"to": "Alice", "amount": "150"}}', "'150' is not of type 'number'"),
+        ('{"name": "transferMoney", "arguments": {"to": "Alice"}}', "$: 'amount' is a required property"),
         ('```json\n{"name": "sendMoney", "arguments": {"to": "Alice"}}\n```', "no tool named 'sendMoney'"),
-        ('{"name": "transferMoney", "arguments": {"to": "A", "amount": 1, "memo": "x"}}', "unexpected property 'memo'"),
+        ('{"name": "transferMoney", "arguments": {"to": "A", "amount": 1, "memo": "x"}}', "('memo' was unexpected)"),
         ('{"name": "transferMoney", "arguments": [1, 2]}', "arguments must be a JSON object"),
         ('<tool_call>\n{"name": "transferMoney", "arguments": {"to": "Alice",', "not valid JSON"),
     ],
@@ -273,14 +273,15 @@ def test_schema_errors_cover_tool_schemas() -> None:
     assert schema_errors(ok, schema) == []
     bad = {"amount": 0, "count": True, "currency": "GBP", "memo": "too long", "tags": [1, "b", "c"], "x": 1}
     assert schema_errors(bad, schema) == [
-        "$.amount: 0 violates exclusiveMinimum 0",
-        "$.count: expected integer, got true",
-        '$.currency: expected one of ["USD", "EUR"], got "GBP"',
-        "$.memo: matches none of the anyOf alternatives",
-        "$.tags[0]: expected string, got 1",
-        "$.tags: has 3 items, outside the allowed range",
-        "$: unexpected property 'x'",
+        "$: Additional properties are not allowed ('x' was unexpected)",
+        "$.amount: 0 is less than or equal to the minimum of 0",
+        "$.count: True is not of type 'integer'",
+        "$.currency: 'GBP' is not one of ['USD', 'EUR']",
+        "$.memo: 'too long' is not valid under any of the given schemas",
+        "$.tags: [1, 'b', 'c'] is too long",
+        "$.tags[0]: 1 is not of type 'string'",
     ]
+    assert schema_errors({}, schema) == ["$: 'amount' is a required property"]
 
 
 def test_text_stream_holds_back_what_may_be_a_call() -> None:

@@ -447,6 +447,7 @@ def test_the_metadata_keys_are_spelled_in_one_module() -> None:
         "toolApproval",
         "reclaimedFrom",
         "effectInDoubt",
+        "traceContext",
     ]
     pattern = re.compile("[\"'](" + "|".join(keys) + ")[\"']")
     found = [

@@ -10,11 +10,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from pg import fresh_dsn
 
 from interlock import InMemoryStore, Message, Snapshot
 from interlock.errors import InvalidArgumentError
 from interlock.sessions import SessionState
 from interlock.stores import SessionStore
+from interlock.stores.postgres import PostgresStore
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import STORE_CHECKS, StoreCheck, StoreFactory, check_store, store_factory
 
@@ -30,10 +32,19 @@ def sqlite_factory(tmp_path: pathlib.Path) -> StoreFactory:
     return make
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+def postgres_factory() -> StoreFactory:
+    def make(*, reject_branching: bool = False) -> AbstractAsyncContextManager[SessionStore]:
+        return PostgresStore(fresh_dsn(), reject_branching=reject_branching)
+
+    return make
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def make_store(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> StoreFactory:
     if request.param == "memory":
         return store_factory(InMemoryStore)
+    if request.param == "postgres":
+        return postgres_factory()
     return sqlite_factory(tmp_path)
 
 
@@ -67,6 +78,9 @@ async def test_sqlite_store_is_a_session_store(tmp_path: pathlib.Path) -> None:
 async def open_store(kind: str, tmp_path: pathlib.Path) -> AsyncGenerator[Any]:
     if kind == "memory":
         yield InMemoryStore()
+    elif kind == "postgres":
+        async with PostgresStore(fresh_dsn()) as store:
+            yield store
     else:
         async with SQLiteStore(tmp_path / "prune.db") as store:
             yield store
@@ -109,7 +123,7 @@ async def ids_of(store: Any, **filters: Any) -> set[str]:
     return {i.snapshot_id for i in await store.list(**filters)}
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
 async def test_prune_keep_last_keeps_each_leafs_recent_chain(kind: str, tmp_path: pathlib.Path) -> None:
     async with open_store(kind, tmp_path) as store:
         histories = await write_chain(store, [f"a{i}" for i in range(6)])
@@ -127,7 +141,7 @@ async def test_prune_keep_last_keeps_each_leafs_recent_chain(kind: str, tmp_path
             assert (await store.load(sid)).state.messages == histories[sid]
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
 async def test_prune_older_than_and_pending(kind: str, tmp_path: pathlib.Path) -> None:
     async with open_store(kind, tmp_path) as store:
         histories = await write_chain(store, [f"a{i}" for i in range(5)])
@@ -148,7 +162,7 @@ async def test_prune_older_than_and_pending(kind: str, tmp_path: pathlib.Path) -
         assert await ids_of(store) == {"p"}
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
 async def test_prune_needs_a_criterion(kind: str, tmp_path: pathlib.Path) -> None:
     async with open_store(kind, tmp_path) as store:
         with pytest.raises(InvalidArgumentError, match="keep_last, older_than"):

@@ -5,6 +5,8 @@ module that owns it (:mod:`interlock.errors`, :mod:`interlock.parts`, :mod:`inte
 :mod:`interlock.stores`, :mod:`interlock.models`, ...).
 """
 
+import importlib.metadata as _metadata
+
 from .agent_io import AgentError, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext
 from .agents import Agent, CustomAgent, PromptAgent
 from .errors import ClaimConflictError, InterlockError
@@ -22,6 +24,12 @@ from .stores.memory import InMemoryStore
 from .stores.sqlite import SQLiteStore
 from .stores.urls import open_store
 from .tools import InterruptedCall, Tool, ToolContext, interrupt_tool, tool
+
+try:
+    __version__ = _metadata.version("interlock")
+    """The installed distribution's version (from its metadata)."""
+except _metadata.PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "Agent",

@@ -131,6 +131,9 @@ class Agent(AgentAPI):
             tokens that come back are checked.
         require_resume_tokens: refuse (PERMISSION_DENIED) every resume entry without a
             valid token for the interrupt it answers.
+        notify: for a server-managed agent, write webhook events (``interrupt.created``,
+            ``interrupt.answered``, ...; :mod:`interlock.notifications`) to the store's outbox
+            in the same transaction as each turn's snapshot; :mod:`interlock.webhooks` delivers them.
     """
 
     allow_replaced_input: bool = False
@@ -149,6 +152,7 @@ class Agent(AgentAPI):
         state_signing: Keyring | None = None,
         resume_tokens: TokenSigner | None = None,
         require_resume_tokens: bool = False,
+        notify: bool = False,
     ) -> None:
         if not name:
             raise UsageError("an agent needs a non-empty name")
@@ -168,6 +172,9 @@ class Agent(AgentAPI):
             raise UsageError("require_resume_tokens needs resume_tokens=TokenSigner(...) to mint and check them")
         self.resume_tokens = resume_tokens
         self.require_resume_tokens = require_resume_tokens
+        if notify and store is None:
+            raise UsageError("notify=True needs a store: webhook events are written to the store's outbox")
+        self.notify = notify
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
@@ -303,6 +310,7 @@ class CustomAgent(Agent):
         state_signing: Keyring | None = None,
         resume_tokens: TokenSigner | None = None,
         require_resume_tokens: bool = False,
+        notify: bool = False,
     ) -> None:
         super().__init__(
             name,
@@ -315,6 +323,7 @@ class CustomAgent(Agent):
             state_signing=state_signing,
             resume_tokens=resume_tokens,
             require_resume_tokens=require_resume_tokens,
+            notify=notify,
         )
         self.fn = fn
 
@@ -367,6 +376,7 @@ class PromptAgent(Agent):
         state_signing: Keyring | None = None,
         resume_tokens: TokenSigner | None = None,
         require_resume_tokens: bool = False,
+        notify: bool = False,
     ) -> None:
         super().__init__(
             name,
@@ -379,6 +389,7 @@ class PromptAgent(Agent):
             state_signing=state_signing,
             resume_tokens=resume_tokens,
             require_resume_tokens=require_resume_tokens,
+            notify=notify,
         )
         self.model = model
         self.instructions = instructions

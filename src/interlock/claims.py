@@ -28,8 +28,10 @@ from typing import Any, Literal, TypeAlias, cast
 
 from .errors import ClaimConflictError, PermissionDeniedError, SnapshotNotFoundError
 from .metadata import CONSUMED_TOKENS, RECLAIMED_FROM
+from .outbox import OutboxEvent
 from .sessions import ErrorInfo, Snapshot, utcnow
 from .stores import JournalUpdater, SessionStore, Updater
+from .telemetry import hooks
 
 __all__ = ["ClaimHold", "ClaimState", "Claims", "claim_state", "consumed_tokens", "is_answerable"]
 
@@ -95,6 +97,7 @@ class Claims:
                     claims=self, parent_id=parent_id, turn_id=turn_id, reclaimed_from=steal, nonces=tuple(nonces)
                 )
                 hold.start()
+                hooks.claim_taken(parent_id, turn_id, steal, self.ttl)
                 return hold
             assert take.lapsed is not None
             holder = await self.store.load(take.lapsed, tenant=self.tenant)
@@ -130,6 +133,7 @@ class ClaimHold:
                 written = await claims.store.save(self.parent_id, self._refresh, tenant=claims.tenant)
             except ClaimConflictError as exc:
                 self.lost = exc.message
+                hooks.claim_lost(self.parent_id, self.turn_id, exc.message)
                 return
             except Exception:  # the store is unreachable: the lease runs out, and the commit will refuse
                 continue
@@ -161,9 +165,15 @@ class ClaimHold:
         return confirm
 
     async def commit(
-        self, writes: Sequence[tuple[str, Updater]], *, journal: Sequence[tuple[str, JournalUpdater]] = ()
+        self,
+        writes: Sequence[tuple[str, Updater]],
+        *,
+        journal: Sequence[tuple[str, JournalUpdater]] = (),
+        events: Sequence[OutboxEvent] = (),
     ) -> list[Snapshot | None]:
-        """Write ``writes`` (and ``journal`` entries) fenced by this claim, in one transaction; it is answered after.
+        """Write ``writes`` (``journal`` entries, outbox ``events``) fenced by this claim, in one transaction.
+
+        The claim is answered after it.
 
         Raises:
             ClaimConflictError: the lease lapsed or was taken over; nothing was written.
@@ -172,9 +182,13 @@ class ClaimHold:
         if self.lost is not None:
             raise ClaimConflictError(self.lost)
         claims = self.claims
-        written = await claims.store.save_all(
-            [(self.parent_id, self.commit_updater()), *writes], tenant=claims.tenant, journal=journal
-        )
+        try:
+            written = await claims.store.save_all(
+                [(self.parent_id, self.commit_updater()), *writes], tenant=claims.tenant, journal=journal, events=events
+            )
+        except ClaimConflictError as exc:
+            hooks.claim_lost(self.parent_id, self.turn_id, exc.message)
+            raise
         self.done = True
         return written[1:]
 

@@ -138,7 +138,8 @@ def audit_record(resume: Resume, context: Mapping[str, Any], *, plan: ResumePlan
     ``by`` is ``context["identity"]``, ``at`` the time; one row per answered call, under
     its verb: ``name``, ``ref``, ``decision`` (``approve``/``deny`` from an explicit
     decision or the tool's declared rule, else ``None``) and the restart's ``payload``
-    (``resumed`` as sent, without the approval marker) or the respond's ``output``.
+    (``resumed`` as sent, without the approval marker) or the respond's ``output``; a
+    respond a passed deadline applied (:mod:`interlock.deadlines`) adds ``expired``: its policy.
     """
     planned: dict[tuple[str, str | None], DecisionLabel | None] = (
         {(c.request.name, c.request.ref or None): c.decision for c in plan.calls} if plan else {}
@@ -150,10 +151,15 @@ def audit_record(resume: Resume, context: Mapping[str, Any], *, plan: ResumePlan
     def label(entry: ToolRequestPart | ToolResponsePart) -> DecisionLabel | None:
         return decision_of(entry) or planned.get((entry.name, entry.ref or None))
 
+    def respond_row(p: ToolResponsePart) -> dict[str, Any]:
+        row = {"name": p.name, "ref": p.ref, "decision": label(p), "output": p.output}
+        expired = md.expired_by(p)
+        return row if expired is None else {**row, "expired": expired}
+
     return {
         "by": identity if isinstance(identity, (str, int, float, dict)) else None,
         "at": utcnow().isoformat(),
-        "respond": [{"name": p.name, "ref": p.ref, "decision": label(p), "output": p.output} for p in resume.respond],
+        "respond": [respond_row(p) for p in resume.respond],
         "restart": [
             {"name": p.name, "ref": p.ref, "decision": label(p), "payload": md.without_approval(p.meta(md.RESUMED))}
             for p in resume.restart

@@ -24,6 +24,7 @@ from .journal import JournalEntry, JournalStatus, call_key, digest, superseded
 from .parts import ToolRequestPart
 from .sessions import utcnow
 from .stores import JournalUpdater, SessionStore
+from .telemetry import hooks
 
 if TYPE_CHECKING:
     from .tools import Tool, ToolContext
@@ -162,14 +163,19 @@ class Effects:
                 entry = await self.store.journal_get(key, tenant=self.tenant)
         if entry is not None and entry.status == "done":
             ctx.attempt = entry.attempt
+            hooks.journal("replayed", entry)
             return entry.output  # replayed: the body does not run again
         if entry is not None and entry.status == "running" and not retry and not tool.idempotent:
             known = await self._reconcile(tool, entry)
             if known is None:
+                hooks.journal("in_doubt", entry)
                 raise Interrupt(in_doubt_data(entry, ctx.resumed))
+            hooks.journal("reconciled", entry)
             if known is not _NOT_HAPPENED:
                 await self._record(entry, "done", output=known)
                 return known
+        elif entry is not None and entry.status == "running":
+            hooks.journal("retried", entry)
         entry = await self._start(tool, ctx, key, input, entry)
         return await self._run_body(ctx, entry, body)
 

@@ -273,6 +273,10 @@ class Interrupt(Exception):
     and ends the turn with finish reason ``interrupted``. Prefer ``ctx.interrupt(data)``.
     """
 
-    def __init__(self, data: Any = None) -> None:
+    def __init__(self, data: Any = None, *, expires_in: float | None = None, on_expire: Any = None) -> None:
         super().__init__(data)
         self.data = data
+        self.expires_in = expires_in
+        """Seconds until this interrupt's deadline (:mod:`interlock.expiry`); ``None``: the tool's default."""
+        self.on_expire = on_expire
+        """The :class:`~interlock.expiry.OnExpire` policy of that deadline; ``None``: the tool's default."""

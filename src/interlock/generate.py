@@ -25,11 +25,13 @@ from .errors import (
     ToolError,
     ToolInputError,
 )
+from .expiry import deadline_metadata
 from .interrupts import PlannedCall, Resume, ResumePlan, plan_resume
 from .messages import Message
 from .models import ChunkCallback, Model, ModelChunk, ModelRequest, Usage
 from .parts import Part, ToolRequestPart, ToolResponsePart, with_metadata
 from .sessions import Session
+from .telemetry import calls as telemetry
 from .tools import Tool, ToolContext, ToolMiddleware, to_json
 
 __all__ = ["GenerateResult", "check_resume", "generate"]
@@ -142,9 +144,10 @@ class _Loop:
             reclaimed_from=self.reclaimed_from,
         )
         try:
-            return True, await self._through_middleware(tool, ctx, value, index, retry)
+            with telemetry.tool_call(part, description=tool.description, resumed=planned is not None) as traced:
+                return True, traced.output(await self._through_middleware(tool, ctx, value, index, retry))
         except Interrupt as signal:
-            return False, md.interrupt_value(signal.data)
+            return False, _pause(tool, signal)
         except InterlockError:
             raise
         except Exception as exc:
@@ -179,6 +182,13 @@ class _Loop:
         return [r for r in results if not isinstance(r, BaseException)]
 
 
+def _pause(tool: Tool[Any, Any, Any], signal: Interrupt) -> dict[str, Any]:
+    """The metadata a paused request gets: ``interrupt`` (its data) and, with a deadline, ``deadline``."""
+    value = md.interrupt_value(signal.data)
+    deadline = deadline_metadata(tool, value, expires_in=signal.expires_in, on_expire=signal.on_expire)
+    return {md.INTERRUPT: value} if deadline is None else {md.INTERRUPT: value, md.DEADLINE: deadline}
+
+
 def _response(part: ToolRequestPart, output: Any, metadata: dict[str, Any] | None = None) -> ToolResponsePart:
     return ToolResponsePart(name=part.name, ref=part.ref, output=output, metadata=metadata)
 
@@ -189,7 +199,7 @@ def _paused(message: Message, outcomes: dict[int, tuple[bool, Any]]) -> Message:
     for i, part in enumerate(message.content):
         if i in outcomes and isinstance(part, ToolRequestPart):
             ok, value = outcomes[i]
-            part = with_metadata(part, **{md.PENDING_OUTPUT if ok else md.INTERRUPT: value})
+            part = with_metadata(part, **({md.PENDING_OUTPUT: value} if ok else value))
         content.append(part)
     return Message(role=message.role, content=content, metadata=message.metadata, extra=message.extra)
 
@@ -257,7 +267,7 @@ async def _resume(loop: _Loop, plan: ResumePlan) -> bool:
                 if isinstance(key, str):
                     await loop.effects.mark_done(key, c.response.output)
             content[c.index] = with_metadata(
-                part, drop=(md.INTERRUPT,), **{md.RESOLVED_INTERRUPT: part.meta(md.INTERRUPT)}
+                part, drop=(md.INTERRUPT, md.DEADLINE), **{md.RESOLVED_INTERRUPT: part.meta(md.INTERRUPT)}
             )
         elif c.restart is not None:
             restarts.append(c)
@@ -275,10 +285,10 @@ async def _resume(loop: _Loop, plan: ResumePlan) -> bool:
         if ok:
             responses[c.index] = _response(original, value)
             updates[md.RESOLVED_INTERRUPT] = original.meta(md.INTERRUPT)
-            content[c.index] = with_metadata(original, drop=(md.INTERRUPT,), **updates)
+            content[c.index] = with_metadata(original, drop=(md.INTERRUPT, md.DEADLINE), **updates)
         else:
             paused_again = True
-            content[c.index] = with_metadata(original, **{md.INTERRUPT: value}, **updates)
+            content[c.index] = with_metadata(original, drop=(md.DEADLINE,), **value, **updates)
     if paused_again:
         for i, response in responses.items():
             content[i] = with_metadata(content[i], **{md.PENDING_OUTPUT: response.output})
@@ -386,7 +396,7 @@ async def generate(
     rounds = 0
     while True:
         request = ModelRequest(messages=list(loop.history), tools=definitions, config=config, tool_choice=tool_choice)
-        response = await model.generate(request, on_chunk=loop.emit if on_chunk is not None else None)
+        response = await telemetry.call_model(model, request, on_chunk=loop.emit if on_chunk is not None else None)
         loop.message_index += 1
         calls += 1
         message = response.message

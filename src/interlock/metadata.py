@@ -18,6 +18,10 @@ key                       where, and what it means
 ``effectInDoubt``         in an interrupt's data: the journal cannot tell whether the call took effect
 ``resumeToken``           tool request (interrupt) and the resume entry answering it: its signed token
 ``consumedTokens``        snapshot: the nonces of the resume tokens its committed answer used
+``traceContext``          snapshot: the W3C trace context of the turn that wrote it (a resume links to it)
+``deadline``              tool request (interrupt): ``{expiresAt, onExpire}``, its deadline and policy
+``expired``               in a respond entry's ``interruptResponse``: the deadline policy that answered it
+``escalated``             snapshot: ``{tool#ref: {at, group}}``, escalations a passed deadline applied
 ========================  ===================================================================
 """
 
@@ -44,11 +48,17 @@ __all__ = [
     "RECLAIMED_FROM",
     "RESUME_TOKEN",
     "CONSUMED_TOKENS",
+    "DEADLINE",
+    "ESCALATED",
+    "EXPIRED",
     "REPLACED_INPUT",
     "RESOLVED_INTERRUPT",
     "RESUMED",
     "SOURCE",
+    "TRACE_CONTEXT",
     "approval",
+    "deadline_of",
+    "expired_by",
     "hold_data",
     "hold_message",
     "interrupt_value",
@@ -91,6 +101,15 @@ RESUME_TOKEN = "resumeToken"
 """Interrupted tool request: its server-minted resume token (:mod:`interlock.tokens`); an answer carries it back."""
 CONSUMED_TOKENS = "consumedTokens"
 """Snapshot metadata: the nonces of the resume tokens spent by the answer committed to it (single use)."""
+
+TRACE_CONTEXT = "traceContext"
+"""Snapshot metadata: the W3C trace context (``{"traceparent": ...}``) of the turn that wrote it."""
+DEADLINE = "deadline"
+"""Interrupted tool request: ``{"expiresAt": ISO 8601, "onExpire": policy}`` (:mod:`interlock.expiry`)."""
+EXPIRED = "expired"
+"""In a respond entry's ``interruptResponse`` dict: the policy (``reject``/``respond``) of a passed deadline."""
+ESCALATED = "escalated"
+"""Snapshot metadata: ``{"tool#ref": {"at", "group"}}``, the escalations of passed deadlines (each applied once)."""
 
 _HOLD_PREFIX = "Tool not in approved list: "
 
@@ -173,3 +192,18 @@ def resume_token(part: Part) -> str | None:
 def with_resume_token(part: ToolRequestPart, token: str) -> ToolRequestPart:
     """``part`` carrying ``token`` as its resume token (an answer link's, in place of the stored one)."""
     return replace(part, metadata={**(part.metadata or {}), RESUME_TOKEN: token})
+
+
+def deadline_of(part: Part) -> dict[str, Any] | None:
+    """The deadline a pending interrupt carries (``{"expiresAt", "onExpire"}``), or ``None``."""
+    if part.kind != "tool_request" or not part.is_interrupt:
+        return None
+    found = part.meta(DEADLINE)
+    return cast(dict[str, Any], found) if isinstance(found, dict) else None
+
+
+def expired_by(entry: Part) -> str | None:
+    """The deadline policy a respond entry says answered it (``interruptResponse.expired``), or ``None``."""
+    note = entry.meta(INTERRUPT_RESPONSE) if entry.kind == "tool_response" else None
+    said = cast(dict[str, Any], note).get(EXPIRED) if isinstance(note, dict) else None
+    return said if isinstance(said, str) else None

@@ -13,7 +13,7 @@ import contextlib
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from .agent_io import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnEnd, TurnResult
 from .claims import ClaimHold, Claims, claim_state
@@ -29,10 +29,13 @@ from .errors import (
 from .interrupts import Resume, ResumePlan
 from .messages import Message
 from .models import ModelChunk
+from .notifications import commit_events
+from .outbox import OutboxEvent
 from .parts import ToolRequestPart
 from .sessions import ErrorInfo, Session, SessionState, Snapshot, new_id, utcnow
 from .signing import Keyring
-from .stores import JournalUpdater, SessionStore, check_tenant
+from .stores import JournalUpdater, SessionStore, Updater, check_tenant
+from .telemetry import hooks
 from .tokens import TokenDecision, TokenSigner, check_tokens, mint_tokens
 from .tools import to_json
 
@@ -49,6 +52,7 @@ class RunnableAgent(Protocol):
     state_signing: Keyring | None
     resume_tokens: TokenSigner | None
     require_resume_tokens: bool
+    notify: bool
 
     async def invoke(self, runner: SessionRunner) -> AgentResult | None: ...
     def check_resume(self, resume: Resume, history: list[Message]) -> ResumePlan: ...
@@ -144,6 +148,8 @@ class Invocation:
         self._turns: asyncio.Queue[_Turn | object] = asyncio.Queue()
         self._running: _Turn | None = None
         self._detached_hold: ClaimHold | None = None
+        self.trace: hooks.TurnTrace | None = None
+        self._detached_turn: tuple[Snapshot | None, ResumePlan | None] = (None, None)
         self._store_ready = False
         self._loop = asyncio.get_running_loop()
         self._thread = threading.get_ident()
@@ -220,7 +226,9 @@ class Invocation:
 
     async def _finish(self, result: AgentResult | None) -> None:
         if self.detached_id is not None:
-            await self._finalize_detached()
+            status = "aborted" if self.abort_event.is_set() else "failed" if self.error else "completed"
+            with hooks.detached_finished(self.agent.name, self.detached_id, status, self.trace):
+                await self._finalize_detached()
             self._stop_tasks()
             return
         self._stop_tasks()
@@ -386,6 +394,9 @@ class Invocation:
         self._tasks.append(asyncio.ensure_future(self._watch_abort(pending_id)))
         _background.add(self.main)
         self.main.add_done_callback(_background.discard)
+        hooks.detached_enqueued(
+            self.agent.name, pending_id, self.session.session_id, self.trace if self._running else None
+        )
         self._resolve(AgentOutput(session_id=self.session.session_id, snapshot_id=pending_id, finish_reason="detached"))
 
     async def _heartbeat(self, snapshot_id: str) -> None:
@@ -413,10 +424,14 @@ class Invocation:
         hold, self._detached_hold = self._detached_hold, None
         state = self.session.state.copy()
         error, finish = self.error, ("failed" if self.error else (self.last_finish_reason or "stop"))
+        traced = self.trace.metadata() if self.trace else {}
         if finish == "interrupted":
             state.messages = mint_tokens(
                 self.agent, state.messages, session_id=self.session.session_id, snapshot_id=self.detached_id
             )
+        parent, plan = self._detached_turn
+        meta = {} if plan is None else {"resume": audit_record(plan.resume, self.context, plan=plan)}
+        events = [] if error else self._events(self.detached_id, parent, finish, state.messages, plan, meta)
 
         def finalize(cur: Snapshot | None) -> Snapshot | None:
             if cur is None or cur.status != "pending":  # aborted meanwhile: nothing may commit
@@ -427,15 +442,16 @@ class Invocation:
                 error=error,
                 state=state,
                 heartbeat_at=None,
+                metadata={**(cur.metadata or {}), **traced},
             )
 
         try:
             if self.abort_event.is_set():
                 return
             if hold is None:
-                await self.store.save(self.detached_id, finalize, tenant=self.tenant)
+                await self.store.save_all([(self.detached_id, finalize)], tenant=self.tenant, events=events)
             else:
-                await hold.commit([(self.detached_id, finalize)])
+                await hold.commit([(self.detached_id, finalize)], events=events)
         except _NotPending:
             pass
         except Exception as exc:  # e.g. the claim lapsed: the row must not stay pending
@@ -456,7 +472,18 @@ class Invocation:
             assert isinstance(item, _Turn)
             self._running = item
             try:
-                await self._run_turn(handler, item)
+                with hooks.turn(
+                    self.agent.name,
+                    session_id=self.session.session_id,
+                    turn_id=item.snapshot_id,
+                    parent=self.tip,
+                    tenant=self.tenant,
+                    detached=self.detached_id,
+                ) as self.trace:
+                    await self._run_turn(handler, item)
+                    self.trace.finish(
+                        finish_reason=self.last_finish_reason, error=self.error, messages=self.session.messages
+                    )
             finally:
                 self._running = None
 
@@ -475,6 +502,8 @@ class Invocation:
             plan, nonces = self._plan(turn.input)  # before anything runs or is claimed: a refusal changes nothing
             if plan is not None and parent is not None and parent.finish_reason == "interrupted" and turn_id:
                 hold = await self._claim(parent, turn_id, plan, nonces, effects)
+            if plan is not None:
+                hooks.resuming(plan, self.context, hold.turn_id if hold else None)
             if hold is None and store is not None and not self._store_ready:
                 await store.ready()  # before any model or tool runs (a claim's write has checked it already)
                 self._store_ready = True
@@ -495,6 +524,7 @@ class Invocation:
                 if effects is not None:
                     await effects.flush()
                 self._detached_hold, hold = hold, None  # the detached run's final write commits it
+                self._detached_turn = (parent, plan)
             elif store is not None and turn_id is not None:
                 self.tip = await self._commit(turn_id, parent, finish, plan, hold, effects)
         except Exception as exc:
@@ -593,7 +623,7 @@ class Invocation:
         The journal's deferred outcomes are written in the same transaction (no write of their own).
         """
         assert self.store is not None
-        meta: dict[str, Any] = {"agent": self.agent.name}
+        meta: dict[str, Any] = {"agent": self.agent.name, **(self.trace.metadata() if self.trace else {})}
         if plan is not None:
             meta["resume"] = audit_record(plan.resume, self.context, plan=plan)
         if finish == "interrupted":  # each pending interrupt gets a token bound to this snapshot
@@ -610,12 +640,38 @@ class Invocation:
             metadata=meta,
         )
         journal = effects.commit_updates() if effects is not None else []
+        events = self._events(turn_id, parent, finish, self.session.messages, plan, meta)
+        writes: list[tuple[str, Updater]] = [(turn_id, lambda _: snap)]
         if hold is None:
-            (written,) = await self.store.save_all([(turn_id, lambda _: snap)], tenant=self.tenant, journal=journal)
+            (written,) = await self.store.save_all(writes, tenant=self.tenant, journal=journal, events=events)
         else:
-            (written,) = await hold.commit([(turn_id, lambda _: snap)], journal=journal)
+            (written,) = await hold.commit(writes, journal=journal, events=events)
         assert written is not None
         return written
+
+    def _events(
+        self,
+        turn_id: str,
+        parent: Snapshot | None,
+        finish: str | None,
+        messages: list[Message],
+        plan: ResumePlan | None,
+        meta: dict[str, Any],
+    ) -> list[OutboxEvent]:
+        """The outbox rows the turn's commit writes with it (:func:`interlock.notifications.commit_events`)."""
+        record: Any = meta.get("resume")
+        return commit_events(
+            agent=self.agent.name,
+            notify=self.agent.notify,
+            tenant=self.tenant,
+            session_id=self.session.session_id,
+            turn_id=turn_id,
+            parent_id=parent.snapshot_id if parent else None,
+            finish=finish,
+            messages=messages,
+            plan=plan,
+            by=cast(dict[str, Any], record).get("by") if isinstance(record, dict) else None,
+        )
 
 
 async def _give_back(hold: ClaimHold | None, effects: Effects | None) -> None:

@@ -72,6 +72,11 @@ class Keyring:
             raise UsageError(f"the signing key {self.signing!r} is not among the keys")
         self.max_age = max_age
 
+    @property
+    def key_ids(self) -> frozenset[str]:
+        """The ids of every listed key (each verifies)."""
+        return frozenset(self._keys)
+
     def sign(self, payload: bytes, *, now: float | None = None) -> str:
         """``v1.<key id>.<issued at>.<mac>`` for ``payload``."""
         issued = int(now if now is not None else time.time())

@@ -26,6 +26,7 @@ import types
 import typing
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Generic, Literal, NoReturn, Protocol, TypeVar, cast, overload
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -35,6 +36,7 @@ from . import metadata as md
 from ._json import check_json
 from .decisions import Decision
 from .errors import Interrupt, InvalidArgumentError, ToolInputError, ToolOutputError, UsageError
+from .expiry import OnExpire, check_expires_in, checked_policy
 from .models import ToolDefinition
 from .parts import ToolRequestPart, ToolResponsePart
 from .sessions import Session
@@ -134,15 +136,19 @@ class ToolContext(Generic[R]):
         """True when this call is a restart of an interrupted request."""
         return self.resumed is not None
 
-    def interrupt(self, data: Any = None) -> NoReturn:
+    def interrupt(
+        self, data: Any = None, *, expires_in: float | timedelta | None = None, on_expire: OnExpire | None = None
+    ) -> NoReturn:
         """Pause the turn; ``data`` (a pydantic model or JSON) goes to whoever answers it.
 
+        ``expires_in`` (seconds or a timedelta) gives this interrupt a deadline and
+        ``on_expire`` its policy (:mod:`interlock.expiry`), overriding the tool's defaults.
         Raises :class:`~interlock.UsageError` for data that reads as "not paused" on the
         wire (``False``, ``0``, ``""``): no one could answer that turn.
         """
         value = to_json(data, "the interrupt data")
         md.interrupt_value(value)  # refuses falsy data here, where the tool raised it
-        raise Interrupt(value)
+        raise Interrupt(value, expires_in=check_expires_in(expires_in), on_expire=on_expire)
 
 
 class StepJournal(Protocol):
@@ -224,6 +230,8 @@ class Tool(Generic[I, O, R]):
         approval: Callable[[Any], bool] | None = None,
         idempotent: bool = False,
         reconcile: Reconcile | None = None,
+        expires_in: float | timedelta | None = None,
+        on_expire: OnExpire | None = None,
     ) -> None:
         self.fn = fn
         self.name = name
@@ -238,6 +246,10 @@ class Tool(Generic[I, O, R]):
         """Safe to run again with the same idempotency key: an in-doubt call is retried, not asked about."""
         self.reconcile = reconcile
         """``reconcile(key) -> output | None``: asked first about an in-doubt call (``None``: it did not happen)."""
+        self.expires_in = check_expires_in(expires_in)
+        """Seconds the tool's own interrupts wait before ``on_expire`` applies (``None``: no deadline)."""
+        if on_expire is not None and not isinstance(on_expire, OnExpire):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise UsageError(f"on_expire is an OnExpire policy (OnExpire.reject/respond/escalate), not {on_expire!r}")
         self._sig = signature
         self._is_async = fn is not None and inspect.iscoroutinefunction(fn)
         self._input: TypeAdapter[Any] = TypeAdapter(input_type)
@@ -246,6 +258,10 @@ class Tool(Generic[I, O, R]):
         )
         self._resume: TypeAdapter[Any] | None = None if resume_type is None else TypeAdapter(resume_type)
         self._resume_schema: dict[str, Any] | None | Literal[False] = False  # built on first use
+        self.on_expire = on_expire
+        """The policy of that deadline (:class:`~interlock.expiry.OnExpire`; default: reject)."""
+        if self.expires_in is not None or on_expire is not None:  # the answer a deadline gives must fit
+            checked_policy(self, on_expire or OnExpire.reject())
         self.definition = ToolDefinition(
             name=name,
             description=description,
@@ -433,12 +449,16 @@ class ToolDecorator:
         approval: Callable[[Any], bool] | None = None,
         idempotent: bool = False,
         reconcile: Reconcile | None = None,
+        expires_in: float | timedelta | None = None,
+        on_expire: OnExpire | None = None,
     ) -> None:
         self._name = name
         self._description = description
         self._approval = approval
         self._idempotent = idempotent
         self._reconcile = reconcile
+        self._expires_in = expires_in
+        self._on_expire = on_expire
 
     @overload
     def __call__(
@@ -450,6 +470,8 @@ class ToolDecorator:
         approval: Callable[[Any], bool] | None = None,
         idempotent: bool = False,
         reconcile: Reconcile | None = None,
+        expires_in: float | timedelta | None = None,
+        on_expire: OnExpire | None = None,
     ) -> ToolDecorator: ...
     @overload
     def __call__(self, fn: Callable[[I, ToolContext[Any], R | None], Awaitable[O]], /) -> Tool[I, O, R]: ...
@@ -485,10 +507,18 @@ class ToolDecorator:
         approval: Callable[[Any], bool] | None = None,
         idempotent: bool = False,
         reconcile: Reconcile | None = None,
+        expires_in: float | timedelta | None = None,
+        on_expire: OnExpire | None = None,
     ) -> Tool[Any, Any, Any] | ToolDecorator:
         if fn is None:
             return ToolDecorator(
-                name=name, description=description, approval=approval, idempotent=idempotent, reconcile=reconcile
+                name=name,
+                description=description,
+                approval=approval,
+                idempotent=idempotent,
+                reconcile=reconcile,
+                expires_in=expires_in,
+                on_expire=on_expire,
             )
         # Hints may name classes local to the caller's function (with postponed annotations).
         caller = sys._getframe(1).f_locals  # pyright: ignore[reportPrivateUsage]
@@ -504,6 +534,8 @@ class ToolDecorator:
             approval=self._approval,
             idempotent=self._idempotent,
             reconcile=self._reconcile,
+            expires_in=self._expires_in,
+            on_expire=self._on_expire,
         )
 
 
@@ -522,23 +554,52 @@ journaled under ``ctx.idempotency_key`` and never silently repeated. A call whos
 attempt may or may not have taken effect pauses for a person, unless the tool is
 ``idempotent=True`` (it is retried with the same key) or ``reconcile(key)`` says what
 happened (its output, or ``None`` when the effect did not happen).
+
+Deadlines (see :mod:`interlock.expiry`): ``expires_in`` gives the tool's interrupts a
+deadline, and ``on_expire`` what happens when it passes (default: reject).
 """
 
 
 @overload
 def interrupt_tool(
-    name: str, *, input: type[I], output: type[O], description: str = "", data: Callable[[I], object] | object = None
+    name: str,
+    *,
+    input: type[I],
+    output: type[O],
+    description: str = "",
+    data: Callable[[I], object] | object = None,
+    expires_in: float | timedelta | None = None,
+    on_expire: OnExpire | None = None,
 ) -> Tool[I, O, None]: ...
 @overload
 def interrupt_tool(
-    name: str, *, input: type[I], description: str = "", data: Callable[[I], object] | object = None
+    name: str,
+    *,
+    input: type[I],
+    description: str = "",
+    data: Callable[[I], object] | object = None,
+    expires_in: float | timedelta | None = None,
+    on_expire: OnExpire | None = None,
 ) -> Tool[I, Any, None]: ...
 @overload
 def interrupt_tool(
-    name: str, *, output: type[O], description: str = "", data: Any = None
+    name: str,
+    *,
+    output: type[O],
+    description: str = "",
+    data: Any = None,
+    expires_in: float | timedelta | None = None,
+    on_expire: OnExpire | None = None,
 ) -> Tool[dict[str, Any], O, None]: ...
 @overload
-def interrupt_tool(name: str, *, description: str = "", data: Any = None) -> Tool[dict[str, Any], Any, None]: ...
+def interrupt_tool(
+    name: str,
+    *,
+    description: str = "",
+    data: Any = None,
+    expires_in: float | timedelta | None = None,
+    on_expire: OnExpire | None = None,
+) -> Tool[dict[str, Any], Any, None]: ...
 def interrupt_tool(
     name: str,
     *,
@@ -546,6 +607,8 @@ def interrupt_tool(
     output: Any = Any,
     description: str = "",
     data: Any = None,
+    expires_in: float | timedelta | None = None,
+    on_expire: OnExpire | None = None,
 ) -> Tool[Any, Any, None]:
     """Declare a tool that never runs: every call pauses the turn, answered by respond.
 
@@ -555,5 +618,16 @@ def interrupt_tool(
         output: the output type; a respond is validated against it.
         description: what the tool is for, for the model.
         data: the interrupt data: a JSON value, a pydantic model, or ``fn(input) -> data``.
+        expires_in: a deadline for every call's interrupt (seconds or a timedelta).
+        on_expire: what happens when it passes (:class:`~interlock.expiry.OnExpire`; default: reject).
     """
-    return Tool(None, name=name, description=description, input_type=input, output_type=output, interrupt_data=data)
+    return Tool(
+        None,
+        name=name,
+        description=description,
+        input_type=input,
+        output_type=output,
+        interrupt_data=data,
+        expires_in=expires_in,
+        on_expire=on_expire,
+    )

@@ -15,18 +15,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import pathlib
 import sys
+import threading
+import time
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from ..agent_io import AgentOutput, StreamChunk
 from ..agents import Agent, PromptAgent
+from ..errors import InterlockError
 from ..interrupts import Resume, interrupt_as
-from ..models import Model, ModelChunk
+from ..messages import Message
+from ..models import Model, ModelChunk, ModelRequest, ModelResponse
+from ..parts import TextPart, ToolRequestPart
 from ..stores.sqlite import SQLiteStore
 from ..tools import ToolContext, tool
 from .main import Command, CommandError, register
@@ -122,7 +128,25 @@ def default_store_path() -> pathlib.Path:
     return base / "interlock" / "demo.db"
 
 
+SCRIPTED = "scripted"
+"""``--model scripted``: a fixed script instead of a model (no LLM, no download), for smoke runs."""
+
+
+def _scripted_answer(request: ModelRequest) -> ModelResponse:
+    """The script: ask to send $150 to Alice for dinner; after the tool's result, say that it answered."""
+    if request.messages and request.messages[-1].tool_responses:
+        return ModelResponse(message=Message.model("The transfer tool has answered; its result is below."))
+    ask = {"to": "Alice", "amount": 150, "reason": "dinner"}
+    call = ToolRequestPart(name="transferMoney", ref="scripted-1", input=ask)
+    text = TextPart(text="I'll send $150 to Alice for dinner.")
+    return ModelResponse(message=Message(role="model", content=[text, call]))
+
+
 def _model(name: str | None) -> Model:
+    if name == SCRIPTED:
+        from ..testing import ScriptedModel
+
+        return ScriptedModel([_scripted_answer] * 16, name=SCRIPTED)
     if name:
         from ..models import resolve_model
 
@@ -137,22 +161,80 @@ def agents(store: SQLiteStore) -> list[Agent]:
     return [banker(_model(os.environ.get("INTERLOCK_DEMO_MODEL")), store, Ledger.beside(store.path))]
 
 
-def _printer() -> Any:
-    def show(chunk: StreamChunk) -> None:
+class _Reply:
+    """Prints a model's reply after ``label``.
+
+    A progress line on stderr until its first words arrive, then the streamed text (or, from a
+    model that does not stream, the output's text at the end).
+    """
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self._started = False
+        self._ticker: asyncio.Task[None] | None = None
+
+    def __enter__(self) -> _Reply:
+        if sys.stderr.isatty():
+            self._ticker = asyncio.ensure_future(self._tick())
+        else:
+            print("(waiting for the model's answer...)", file=sys.stderr, flush=True)
+        return self
+
+    async def _tick(self) -> None:
+        started = time.monotonic()
+        while True:
+            sys.stderr.write(f"\r(waiting for the model's answer... {time.monotonic() - started:.0f} s)")
+            sys.stderr.flush()
+            await asyncio.sleep(0.5)
+
+    def _stop_ticker(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+    def __call__(self, chunk: StreamChunk) -> None:
         if isinstance(chunk, ModelChunk) and chunk.role == "model" and chunk.text:
+            if not self._started:
+                self._started = True
+                self._stop_ticker()
+                print(self.label, end="", flush=True)
             print(chunk.text, end="", flush=True)
 
-    return show
+    def __exit__(self, *exc: object) -> None:
+        self._stop_ticker()
+
+    def finish(self, output: AgentOutput) -> None:
+        """End the reply: a newline after streamed text, or the label and the output's text."""
+        print("" if self._started else f"{self.label}{output.text}", flush=True)
 
 
-def _ask(prompt: str) -> bool:
+async def _read_line() -> str:
+    """A line from standard input, read on a daemon thread.
+
+    Ctrl-C (which cancels the event loop's main task) then ends the demo at once instead of
+    waiting for the line, and the reading thread dies with the process.
+    """
+    loop = asyncio.get_running_loop()
+    line: asyncio.Future[str] = loop.create_future()
+
+    def read() -> None:
+        text = sys.stdin.readline()
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits for the line any more
+            loop.call_soon_threadsafe(lambda: line.done() or line.set_result(text))
+
+    threading.Thread(target=read, name="interlock-demo-prompt", daemon=True).start()
+    return await line
+
+
+async def _ask(prompt: str) -> bool:
     while True:
-        try:
-            # The prompt goes to stdout (input() with a terminal would write it to stderr).
-            print(prompt, end="", flush=True)
-            answer = input().strip().lower()
-        except EOFError:
-            raise CommandError("no answer on standard input; use --yes or --no", code=1) from None
+        print(prompt, end="", flush=True)
+        line = await _read_line()
+        if not line:
+            raise CommandError("no answer on standard input; use --yes or --no", code=1)
+        answer = line.strip().lower()
         if answer in ("y", "yes", "a", "approve"):
             return True
         if answer in ("n", "no", "r", "reject"):
@@ -174,9 +256,11 @@ async def _run(args: argparse.Namespace) -> int:
     ledger = Ledger.beside(path)
     async with SQLiteStore(path) as store:
         agent = banker(_model(args.model), store, ledger)
-        print(f"you: {args.prompt}\nbanker: ", end="", flush=True)
-        out = await agent.run(args.prompt, on_chunk=_printer())  # raises AgentError for a failed turn
-        print()
+        print(f"you: {args.prompt}", flush=True)
+        with _Reply("banker: ") as reply:
+            out = await agent.run(args.prompt, on_chunk=reply)
+        out.raise_for_error()
+        reply.finish(out)
         if out.finish_reason != "interrupted":
             balance = ledger.read()["balance"]
             print(f"(the model answered without asking for a transfer; nothing was sent; balance {balance})")
@@ -190,26 +274,20 @@ async def _run(args: argparse.Namespace) -> int:
             print(f"  interlock inbox approve {out.snapshot_id} --store {path} --agents interlock.cli.demo:agents")
             print(f"  interlock inbox reject  {out.snapshot_id} --store {path} --agents interlock.cli.demo:agents")
             return 0
-        approved = args.yes if args.yes or args.no else _ask("Approve this transfer? [y/n] ")
-        print(
-            "approved" if approved else "rejected",
-            "- resuming the turn\nbanker (the model's own words): ",
-            end="",
-            flush=True,
-        )
+        approved = args.yes if args.yes or args.no else await _ask("Approve this transfer? [y/n] ")
+        print("approved" if approved else "rejected", "- resuming the turn", flush=True)
         transfer = next(t for t in agent.tools if t.name == "transferMoney")
         claimed = transfer.interrupted(call)
         assert claimed is not None
         who = os.environ.get("USER") or "demo-user"
         note = f"{'approved' if approved else 'rejected'} by {who} in the terminal"
         restart = claimed.restart(Confirmation(approved=approved, note=note))
-        done = await agent.run(
-            resume=Resume(restart=[restart]),
-            snapshot_id=out.snapshot_id,
-            context={"identity": who},
-            on_chunk=_printer(),
-        )
-        print()
+        with _Reply("banker (the model's own words): ") as reply:
+            done = await agent.run(
+                resume=Resume(restart=[restart]), snapshot_id=out.snapshot_id, context={"identity": who}, on_chunk=reply
+            )
+        done.raise_for_error()
+        reply.finish(done)
         snap = await agent.get_snapshot(done.snapshot_id)
         print(f"\nOUTCOME (from the tool, not the model): {_outcome(AgentOutput(state=snap.state))}")
         print(f"balance now: ${ledger.read()['balance']:,.2f}   (ledger: {ledger.path})")
@@ -222,16 +300,20 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     answer.add_argument("--yes", action="store_true", help="approve without asking")
     answer.add_argument("--no", action="store_true", help="reject without asking")
     answer.add_argument("--later", action="store_true", help="stop at the pause and print how to resume it")
-    parser.add_argument("--model", help="a provider/model name (default: the embedded local model)")
+    parser.add_argument(
+        "--model",
+        help="a provider/model name, or 'scripted' (a fixed script, no LLM); default: the embedded local model",
+    )
     parser.add_argument("--store", help=f"the SQLite file for sessions (default: {default_store_path()})")
 
 
 def _main(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_run(args))
-    except ImportError as exc:
-        print(f"interlock demo: {exc}", file=sys.stderr)
-        return 1
+    except ImportError as exc:  # a missing extra: the message names it
+        raise CommandError(str(exc), code=1) from None
+    except InterlockError as exc:  # a missing key, an unreachable server, a refused request: one line
+        raise CommandError(f"{exc.message} ({exc.status})", code=1) from None
 
 
 register(

@@ -9,7 +9,7 @@
     interlock inbox respond SNAPSHOT_ID --output JSON ...
     interlock sessions list | show SESSION_ID | prune [--keep-last N] [--older-than 30d] --store sessions.db
 
-``--store`` (default ``$INTERLOCK_STORE``) is a SQLite path or ``sqlite:///path``.
+``--store`` (default ``$INTERLOCK_STORE``) is a SQLite path, ``sqlite:///path`` or ``postgresql://...``.
 ``--agents module:attr`` names an agent, a list or dict of agents, or a function
 ``(store) -> agents`` (so an app can build its agents over the command's store). ``--server
 URL`` answers through an agent served over HTTP (its URL, or the server's with ``--agent``);
@@ -31,6 +31,7 @@ import getpass
 import inspect
 import json
 import os
+import sys
 from collections.abc import AsyncGenerator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict
@@ -85,7 +86,9 @@ def _positive(text: str) -> int:
 
 def _where(p: argparse.ArgumentParser, *, server: bool = True) -> None:
     p.add_argument(
-        "--store", metavar="URL", help="the session store: a SQLite path or sqlite:///path ($INTERLOCK_STORE)"
+        "--store",
+        metavar="URL",
+        help="the session store: a SQLite path, sqlite:///path or postgresql://... ($INTERLOCK_STORE)",
     )
     if server:
         p.add_argument("--server", metavar="URL", help="answer through an agent served over HTTP at URL")
@@ -249,6 +252,13 @@ async def load_agents(spec: str, store: SessionStore) -> Mapping[str, ResumableA
 
 
 async def _inbox_list(args: argparse.Namespace) -> int:
+    if args.server and args.store:  # both given: say which one lists
+        print(
+            f"interlock inbox list: listing from the store {args.store}; "
+            f"--server {args.server} is not used for listing",
+            file=sys.stderr,
+        )
+        args = argparse.Namespace(**(vars(args) | {"server": None}))
     async with _inbox(args, listing=True) as inbox:
         items = await inbox.pending(
             agent=args.agent,

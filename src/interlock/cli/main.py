@@ -10,22 +10,42 @@ and list that module in :data:`COMMAND_MODULES` (imported when the command line 
 
 ``interlock serve module:attr`` serves an agent, a list or dict of agents, an
 :class:`~interlock.http.server.AgentServer` or any ASGI app on uvicorn, logging one line per
-turn. Exit codes: 0 success, 1 runtime failure, 2 bad usage (e.g. a target that cannot
-be imported).
+turn; anything else is refused, naming what it found. ``--workers N`` starts N worker
+processes (each imports the target); ``--timeout-keep-alive`` is passed to uvicorn. Exit
+codes: 0 success, 1 runtime failure, 2 bad usage (e.g. a target that cannot be imported),
+130 interrupted. ``--webhooks module:attr`` (a
+:class:`~interlock.webhooks.Webhooks`) and ``--deadlines`` run the outbox's delivery and
+deadline loops in the same process.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
+import inspect
 import logging
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-__all__ = ["COMMANDS", "COMMAND_MODULES", "Command", "CommandError", "load_target", "main", "register", "run_app"]
+from ..telemetry import configure_from_env, configure_logging
+
+__all__ = [
+    "COMMANDS",
+    "COMMAND_MODULES",
+    "SERVE_EXTENSIONS",
+    "Command",
+    "CommandError",
+    "ServeExtension",
+    "ServeLoop",
+    "load_target",
+    "main",
+    "register",
+    "run_app",
+]
 
 
 class CommandError(Exception):
@@ -44,11 +64,34 @@ class Command:
     help: str
     configure: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
+    log_level: str = "warning"
+    """The ``--log-level`` when none is given."""
 
 
 COMMANDS: dict[str, Command] = {}
 """The registered sub-commands, by name."""
-COMMAND_MODULES: list[str] = ["interlock.cli.demo", "interlock.cli.inbox", "interlock.cli.inbox_serve"]
+
+ServeLoop = Callable[[asyncio.Event], Awaitable[None]]
+"""A background loop ``interlock serve`` runs beside the app, until the event is set."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ServeExtension:
+    """Options of ``interlock serve`` a command module adds, and the loops they start (given the served agents)."""
+
+    configure: Callable[[argparse.ArgumentParser], None]
+    loops: Callable[[argparse.Namespace, list[Any]], list[ServeLoop]]
+
+
+SERVE_EXTENSIONS: list[ServeExtension] = []
+"""Registered by command modules (``interlock.cli.notify``: ``--webhooks``, ``--deadlines``)."""
+COMMAND_MODULES: list[str] = [
+    "interlock.cli.demo",
+    "interlock.cli.inbox",
+    "interlock.cli.db",
+    "interlock.cli.inbox_serve",
+    "interlock.cli.notify",
+]
 """Modules that register sub-commands; :func:`main` imports them first."""
 
 
@@ -60,10 +103,19 @@ def register(command: Command) -> Command:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every registered sub-command."""
+    from .. import __version__
+
     parser = argparse.ArgumentParser(prog="interlock", description="LLM agents that pause for people.")
+    parser.add_argument("--version", action="version", version=f"interlock {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    common = argparse.ArgumentParser(add_help=False)
+    logs = common.add_argument_group("logging")
+    logs.add_argument("--log-level", choices=["debug", "info", "warning", "error"], help="least severe records shown")
+    logs.add_argument(
+        "--log-format", choices=["text", "json"], default="text", help="text lines or one JSON object each"
+    )
     for command in COMMANDS.values():
-        sub = subparsers.add_parser(command.name, help=command.help, description=command.help)
+        sub = subparsers.add_parser(command.name, help=command.help, description=command.help, parents=[common])
         command.configure(sub)
     return parser
 
@@ -78,12 +130,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command is None:
         parser.print_help(sys.stderr)
         return 2
+    args.log_level = args.log_level or command.log_level
+    configure_logging(args.log_level, args.log_format)
     try:
         return command.run(args)
     except CommandError as exc:
         print(f"interlock {command.name}: error: {exc}", file=sys.stderr)
         return exc.code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C: end the line the terminal shows "^C" on, and exit
+        print(file=sys.stderr)
         return 130
 
 
@@ -120,12 +175,42 @@ def as_app(target: Any, *, base_path: str = "") -> Any:
         if base_path:
             target.base_path = "/" + base_path.strip("/")
         return target
-    if callable(target) and not isinstance(target, type):
+    if is_asgi_app(target):
         return target
     agents = _agents_of(target)
     if agents:
         return AgentServer(agents, base_path=base_path)
-    raise CommandError(f"cannot serve a {type(target).__name__}: expected an agent, agents, or an ASGI app")
+    raise CommandError(
+        f"cannot serve {_describe(target)}: it is not an ASGI app. Serve an agent, a list or dict of agents, "
+        "an AgentServer, or an ASGI app (an async callable taking scope, receive and send)"
+    )
+
+
+def is_asgi_app(target: object) -> bool:
+    """Whether ``target`` is an ASGI 3 app: an async callable that takes ``(scope, receive, send)``."""
+    if isinstance(target, type) or not callable(target):
+        return False
+    call: Any = target if inspect.isfunction(target) or inspect.ismethod(target) else type(target).__call__
+    if not inspect.iscoroutinefunction(call):
+        return False
+    try:
+        inspect.signature(target).bind(object(), object(), object())
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _describe(target: object) -> str:
+    if inspect.isfunction(target) or inspect.ismethod(target):
+        try:
+            signature = str(inspect.signature(target))
+        except (TypeError, ValueError):
+            signature = "(...)"
+        kind = "async function" if inspect.iscoroutinefunction(target) else "function"
+        return f"the {kind} {target.__qualname__}{signature}"
+    if isinstance(target, type):
+        return f"the class {target.__qualname__}"
+    return f"a {type(target).__qualname__} ({target!r:.60})"
 
 
 def _agents_of(target: object) -> dict[str, Any] | list[Any] | None:
@@ -145,24 +230,101 @@ def _configure_serve(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port to bind (default 8000)")
     parser.add_argument("--base-path", default="", help="URL prefix of every agent route, e.g. /api")
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument(
+        "--workers", type=_positive, default=1, metavar="N", help="worker processes (each imports the target)"
+    )
+    parser.add_argument(
+        "--timeout-keep-alive", type=float, default=5.0, metavar="S", help="close idle keep-alive connections after S s"
+    )
+    for extension in SERVE_EXTENSIONS:
+        extension.configure(parser)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
+_TARGET_ENV, _BASE_PATH_ENV = "INTERLOCK_SERVE_TARGET", "INTERLOCK_SERVE_BASE_PATH"
+"""How ``serve --workers N`` tells each worker process what to serve."""
+
+
+def worker_app() -> Any:
+    """The app a ``serve --workers N`` worker process serves: the target named in ``$INTERLOCK_SERVE_TARGET``."""
+    return as_app(load_target(os.environ[_TARGET_ENV]), base_path=os.environ.get(_BASE_PATH_ENV, ""))
 
 
 def _serve(args: argparse.Namespace) -> int:
-    return run_app(as_app(load_target(args.target), base_path=args.base_path), args)
+    from ..http.server import AgentServer
+
+    app = as_app(load_target(args.target), base_path=args.base_path)  # refuse a bad target before forking workers
+    agents = list(app.agents.values()) if isinstance(app, AgentServer) else []
+    loops = [loop for extension in SERVE_EXTENSIONS for loop in extension.loops(args, agents)]
+    return run_app(app, args, loops)
 
 
-def run_app(app: Any, args: argparse.Namespace) -> int:
-    """Serve an ASGI app on uvicorn at ``args.host``/``args.port``, logging at ``args.log_level``."""
+def run_app(app: Any, args: argparse.Namespace, loops: Sequence[ServeLoop] = ()) -> int:
+    """Serve an ASGI app on uvicorn at ``args.host``/``args.port``, with ``loops`` beside it."""
     try:
         import uvicorn
     except ImportError:
         raise CommandError("serving needs uvicorn: pip install 'interlock[server]'", code=1) from None
-    level = getattr(logging, str(args.log_level).upper())
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    logging.getLogger("interlock").setLevel(level)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, lifespan="auto")
+    export_traces()
+    options: dict[str, Any] = {
+        "host": args.host,
+        "port": args.port,
+        "log_level": args.log_level,
+        "log_config": None,  # uvicorn's records go through the handler configure_logging installed (text or JSON)
+        "lifespan": "auto",
+        "timeout_keep_alive": getattr(args, "timeout_keep_alive", 5.0),
+    }
+    workers = cast(int, getattr(args, "workers", 1))
+    if workers > 1:  # workers import the app themselves, so uvicorn needs an import string
+        if loops:
+            raise CommandError("--webhooks and --deadlines run in one process: leave out --workers, or run them apart")
+        os.environ[_TARGET_ENV], os.environ[_BASE_PATH_ENV] = args.target, args.base_path
+        uvicorn.run(f"{__name__}:worker_app", factory=True, workers=workers, **options)
+        return 0
+    asyncio.run(_serve_with(uvicorn.Server(uvicorn.Config(app, **options)), loops))
     return 0
 
 
-register(Command(name="serve", help="serve agents over Genkit's HTTP protocol", configure=_configure_serve, run=_serve))
+async def _serve_with(server: Any, loops: Sequence[ServeLoop]) -> None:
+    """Run the uvicorn server with the background loops (webhooks, deadlines) beside it; stop them after it."""
+    stop = asyncio.Event()
+    tasks = [asyncio.ensure_future(loop(stop)) for loop in loops]
+    try:
+        await server.serve()
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def export_traces() -> None:
+    """Export OpenTelemetry traces as the ``OTEL_*`` variables say, when ``interlock[otel]`` is installed.
+
+    For long-running commands (``serve``); see :func:`interlock.telemetry.configure_from_env`.
+    """
+    log = logging.getLogger("interlock.telemetry")
+    try:
+        outcome = configure_from_env()
+    except ImportError as exc:
+        if any(name.startswith("OTEL_EXPORTER_OTLP") for name in os.environ):
+            log.warning("traces are not exported: %s", exc)
+        return
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    log.info("OpenTelemetry: %s", outcome, extra={"otel_setup": outcome})
+
+
+register(
+    Command(
+        name="serve",
+        help="serve agents over Genkit's HTTP protocol",
+        configure=_configure_serve,
+        run=_serve,
+        log_level="info",
+    )
+)

@@ -71,6 +71,21 @@ def parse(fn: Callable[[Any], Any], value: Any, what: str) -> Any:
         raise bad(f"invalid {what}: {exc}") from None
 
 
+def route_path(scope: Scope) -> str:
+    """The request path below the app's mount point: ``path`` without its ``root_path`` prefix.
+
+    Under ASGI, ``path`` is the full path and ``root_path`` the prefix the app is mounted at
+    (Starlette's ``Mount``, FastAPI's ``mount``, uvicorn's ``--root-path``), so an app mounted at
+    ``/agents`` sees ``/agents/banker`` and routes ``/banker``. A ``path`` that does not start with
+    ``root_path`` (older servers stripped it themselves) is taken as it is.
+    """
+    path = str(scope.get("path") or "/")
+    root = str(scope.get("root_path") or "").rstrip("/")
+    if root and (path == root or path.startswith(root + "/")):
+        path = path[len(root) :] or "/"
+    return path
+
+
 def read_headers(scope: Scope) -> dict[str, str]:
     """The request headers, names lower-cased, repeated ones joined with ``", "``."""
     found: dict[str, str] = {}

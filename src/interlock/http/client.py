@@ -39,6 +39,7 @@ from ..errors import (
 )
 from ..interrupts import Resume
 from ..sessions import ErrorInfo, SessionState, Snapshot
+from ..telemetry.otel import outgoing_trace
 from ..wire import chunk_from_json, init_to_json, input_to_json, output_from_json, snapshot_from_json
 from .sse import EventParser, encode
 from .status import error_from_http, error_from_wire
@@ -190,7 +191,8 @@ class RemoteAgent(AgentAPI):
         if inspect.isawaitable(provided):
             provided = await provided
         overridden = {name.lower() for name in fixed}
-        return {k: v for k, v in cast(dict[str, str], provided).items() if k.lower() not in overridden} | fixed
+        kept = {k: v for k, v in cast(dict[str, str], provided).items() if k.lower() not in overridden}
+        return kept | outgoing_trace() | fixed
 
     async def _post(self, url: str, data: dict[str, Any]) -> Any:
         headers = await self._headers(**{"Content-Type": "application/json", "Accept": "application/json"})

@@ -7,6 +7,11 @@ Routes, all ``POST``, for each agent ``<name>`` under ``base_path``::
     <base>/<name>/abort             {"data": {"snapshotId"}}
     <base>/<name>/waitForSnapshot   {"data": {"snapshotId"}}: answers once the snapshot settles
 
+and ``GET <base>/healthz``, whether every agent's store takes writes now
+(:mod:`interlock.http.health`). Mounted in another ASGI app (FastAPI's ``mount``, Starlette's
+``Mount``), the server routes the path below its mount point (the ASGI ``root_path``), so
+``app.mount("/agents", server)`` serves ``/agents/<name>`` without a ``base_path``.
+
 A turn streams when ``Accept`` contains ``text/event-stream`` or the query has
 ``stream=true``. Every frame is exactly ``data: <one-line ASCII JSON>\n\n``: zero or more
 ``{"message": chunk}`` frames, then exactly one ``{"result": output}`` or
@@ -47,6 +52,7 @@ from ..errors import (
     UnimplementedError,
 )
 from ..sessions import Snapshot, check_state
+from ..telemetry.otel import incoming_trace
 from ..wire import chunk_to_json, init_from_json, input_from_json, output_to_json, snapshot_to_json
 from .asgi import (
     Action,
@@ -65,9 +71,11 @@ from .asgi import (
     read_body,
     read_headers,
     respond,
+    route_path,
     send_body,
     string_field,
 )
+from .health import HEALTH_ROUTE, health_report
 from .sse import encode, frame
 from .status import error_body, http_status
 
@@ -115,6 +123,7 @@ class AgentServer:
             early when the client disconnects).
         body_timeout: seconds a request body may take to arrive (e.g. a ``Content-Length``
             larger than the body sent); later: 408 DEADLINE_EXCEEDED and the connection closed.
+        health_timeout: seconds the health route waits for each store (later: 503, DEADLINE_EXCEEDED).
     """
 
     def __init__(
@@ -128,6 +137,7 @@ class AgentServer:
         max_body: int = 10_000_000,
         wait_timeout: float = 30.0,
         body_timeout: float = 30.0,
+        health_timeout: float = 5.0,
     ) -> None:
         if isinstance(agents, Agent):
             agents = [agents]
@@ -141,6 +151,7 @@ class AgentServer:
         self.max_body = max_body
         self.wait_timeout = wait_timeout
         self.body_timeout = body_timeout
+        self.health_timeout = health_timeout
         self._followers: set[asyncio.Task[Any]] = set()
 
     def __repr__(self) -> str:
@@ -178,10 +189,14 @@ class AgentServer:
 
         headers = read_headers(scope)
         cors = self._cors(headers.get("origin"))
-        path = str(scope.get("path") or "/")
+        path = route_path(scope)
         try:
-            agent, action = self._route(path)
             method = str(scope.get("method") or "GET").upper()
+            if method == "GET" and path == f"{self.base_path}/{HEALTH_ROUTE}":
+                body, code = await health_report(self.agents, timeout=self.health_timeout)
+                await respond(send, code, body, cors)
+                return
+            agent, action = self._route(path)
             if method == "OPTIONS":
                 await self._preflight(headers, cors, send)
                 return
@@ -199,7 +214,8 @@ class AgentServer:
             if action == "turn":
                 accept, flag = headers.get("accept", ""), query.get("stream", "").lower()
                 stream = "text/event-stream" in accept or flag in ("true", "1")
-                await self._turn(agent, payload, context, stream=stream, cors=cors, receive=receive, send=send)
+                with incoming_trace(headers):  # a traced caller's span becomes the parent of the turn's
+                    await self._turn(agent, payload, context, stream=stream, cors=cors, receive=receive, send=send)
             else:
                 result, code = await self._companion(agent, action, payload, context, receive)
                 await respond(send, code, result, cors)
@@ -422,11 +438,15 @@ class AgentServer:
             finish += f"({output.error.status})" if output.error else ""
         else:
             finish = f"error({error.status if isinstance(error, InterlockError) else type(error).__name__})"
+        session, snapshot = (output.session_id, output.snapshot_id) if output else (None, None)
+        duration = round((time.monotonic() - turn.started) * 1000)
         logger.info(
             "turn agent=%s session=%s snapshot=%s finish=%s duration_ms=%d",
             turn.agent.name,
-            (output.session_id if output else None) or "-",
-            (output.snapshot_id if output else None) or "-",
+            session or "-",
+            snapshot or "-",
             finish,
-            round((time.monotonic() - turn.started) * 1000),
+            duration,
+            extra={"agent": turn.agent.name, "session_id": session, "snapshot_id": snapshot}
+            | {"finish_reason": finish, "duration_ms": duration},
         )

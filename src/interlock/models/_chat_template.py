@@ -5,8 +5,8 @@
   as ``<tool_response>`` blocks in a user turn).
 * :func:`parse_output` finds tool calls in what the model wrote. It is lenient about the wrapper, because the
   0.5B model almost never writes the ``<tool_call>`` tags its template asks for: it writes a fenced ```json block
-  or bare JSON. Every call is checked against its tool's JSON Schema (:func:`schema_errors`); a call that names
-  no known tool or fails the schema stays text and is reported in :attr:`Parsed.rejected`.
+  or bare JSON. Every call is checked against its tool's JSON Schema (:func:`schema_errors`, by ``jsonschema``); a
+  call that names no known tool or fails the schema stays text and is reported in :attr:`Parsed.rejected`.
 * :func:`tool_grammar` writes the GBNF grammar for constrained decoding: "a schema-valid call or plain text".
 * :class:`TextStream` decides which generated text can be streamed at once and which must wait, because it may be
   the start of a call.
@@ -15,11 +15,12 @@
 from __future__ import annotations
 
 import json
-import operator
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
+
+from jsonschema import Draft202012Validator, ValidationError
 
 from ..messages import Message
 from ..parts import DataPart, TextPart
@@ -301,10 +302,10 @@ def _check_call(call: dict[str, Any], tools: Mapping[str, ToolDefinition]) -> st
     if not isinstance(args, dict):
         return f"{name!r}: arguments must be a JSON object, got {json.dumps(args)}"
     schema = tool.input_schema or {}
-    errors = schema_errors(args, schema)
     if "properties" in schema and "additionalProperties" not in schema:
         # Closed by default for model-written arguments: small models echo the schema or invent fields.
-        errors += [f"$: unexpected property {k!r}" for k in cast(dict[str, Any], args) if k not in schema["properties"]]
+        schema = {**schema, "additionalProperties": False}
+    errors = schema_errors(args, schema)
     if errors:
         return f"{name!r}: arguments do not match the tool's schema: {'; '.join(errors)}"
     return None
@@ -314,106 +315,19 @@ def _to_call(call: dict[str, Any], tools: Mapping[str, ToolDefinition]) -> ToolC
     return ToolCall(call["name"], cast(dict[str, Any], _tool_arguments(call, tools[call["name"]])))
 
 
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,),
-    "number": (int, float),
-    "integer": (int,),
-    "boolean": (bool,),
-    "object": (dict,),
-    "array": (list,),
-    "null": (type(None),),
-}
+def schema_errors(value: Any, schema: Mapping[str, Any]) -> list[str]:
+    """What is wrong with ``value`` under a JSON Schema (draft 2020-12, by ``jsonschema``): empty when it is valid.
 
-
-def _is_type(value: Any, name: str) -> bool:
-    if name == "integer" and isinstance(value, float):
-        return value.is_integer()
-    if isinstance(value, bool) and name in ("number", "integer"):
-        return False
-    return isinstance(value, _JSON_TYPES.get(name, (object,)))
-
-
-def schema_errors(value: Any, schema: Mapping[str, Any], *, root: Mapping[str, Any] | None = None) -> list[str]:
-    """What is wrong with ``value`` under a JSON Schema: an empty list when it is valid.
-
-    Covers what tool schemas use: ``type``, ``enum``, ``const``, ``properties``, ``required``,
-    ``additionalProperties``, ``items``, ``prefixItems``, ``minItems``/``maxItems``, string lengths and ``pattern``,
-    numeric bounds, ``anyOf``/``oneOf``/``allOf`` and local ``$ref`` (``#/$defs/…``). Other keywords are ignored.
+    Each error reads ``<path>: <what>``, the path in JSONPath style (``$.tags[0]``), sorted by path.
     """
-    return _errors(value, schema, root if root is not None else schema, "$")
+    validator: Any = Draft202012Validator(dict(schema))  # its iter_errors overloads are partly untyped
+    found = cast(Iterable[ValidationError], validator.iter_errors(value))
+    errors = sorted(found, key=lambda e: [str(p) for p in e.absolute_path])
+    return [f"{_path(e.absolute_path)}: {e.message}" for e in errors]
 
 
-def _errors(value: Any, schema: Mapping[str, Any], root: Mapping[str, Any], path: str) -> list[str]:  # noqa: C901
-    if ref := schema.get("$ref"):
-        target: Any = root
-        for key in str(ref).removeprefix("#/").split("/") if ref != "#" else []:
-            target = cast(dict[str, Any], target).get(key, {}) if isinstance(target, dict) else {}
-        schema = {**cast(dict[str, Any], target), **{k: v for k, v in schema.items() if k != "$ref"}}
-    kind = schema.get("type")
-    if kind is not None:
-        kinds = cast(list[str], kind) if isinstance(kind, list) else [cast(str, kind)]
-        if not any(_is_type(value, k) for k in kinds):
-            return [f"{path}: expected {' or '.join(kinds)}, got {json.dumps(value)}"]
-    if "const" in schema and value != schema["const"]:
-        return [f"{path}: expected {json.dumps(schema['const'])}, got {json.dumps(value)}"]
-    if "enum" in schema and value not in schema["enum"]:
-        return [f"{path}: expected one of {json.dumps(schema['enum'])}, got {json.dumps(value)}"]
-    errors: list[str] = []
-    for key in ("anyOf", "oneOf"):
-        if key in schema and all(_errors(value, s, root, path) for s in schema[key]):
-            errors.append(f"{path}: matches none of the {key} alternatives")
-    for sub in schema.get("allOf", ()):
-        errors.extend(_errors(value, sub, root, path))
-    if isinstance(value, dict):
-        errors.extend(_object_errors(cast(dict[str, Any], value), schema, root, path))
-    elif isinstance(value, list):
-        items = cast(list[Any], value)
-        prefix = cast(list[Any], schema.get("prefixItems", []))
-        rest = schema.get("items")
-        for i, item in enumerate(items):
-            sub = prefix[i] if i < len(prefix) else rest
-            if isinstance(sub, dict):
-                errors.extend(_errors(item, cast(dict[str, Any], sub), root, f"{path}[{i}]"))
-        if len(items) < schema.get("minItems", 0) or len(items) > schema.get("maxItems", len(items)):
-            errors.append(f"{path}: has {len(items)} items, outside the allowed range")
-    elif isinstance(value, str):
-        if len(value) < schema.get("minLength", 0) or len(value) > schema.get("maxLength", len(value)):
-            errors.append(f"{path}: length {len(value)} is outside the allowed range")
-        if "pattern" in schema and not re.search(schema["pattern"], value):
-            errors.append(f"{path}: does not match the pattern {schema['pattern']!r}")
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        errors.extend(_number_errors(value, schema, path))
-    return errors
-
-
-def _object_errors(value: dict[str, Any], schema: Mapping[str, Any], root: Mapping[str, Any], path: str) -> list[str]:
-    errors = [f"{path}: missing required property {k!r}" for k in schema.get("required", ()) if k not in value]
-    properties = cast(dict[str, Any], schema.get("properties", {}))
-    extra = schema.get("additionalProperties", True)
-    for key, item in value.items():
-        if key in properties:
-            errors.extend(_errors(item, properties[key], root, f"{path}.{key}"))
-        elif extra is False:
-            errors.append(f"{path}: unexpected property {key!r}")
-        elif isinstance(extra, dict):
-            errors.extend(_errors(item, cast(dict[str, Any], extra), root, f"{path}.{key}"))
-    return errors
-
-
-_BOUNDS: tuple[tuple[str, Callable[[float, float], bool]], ...] = (
-    ("minimum", operator.ge),
-    ("maximum", operator.le),
-    ("exclusiveMinimum", operator.gt),
-    ("exclusiveMaximum", operator.lt),
-)
-
-
-def _number_errors(value: float, schema: Mapping[str, Any], path: str) -> list[str]:
-    return [
-        f"{path}: {value} violates {key} {schema[key]}"
-        for key, ok in _BOUNDS
-        if isinstance(schema.get(key), int | float) and not ok(value, schema[key])
-    ]
+def _path(parts: Iterable[str | int]) -> str:
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
 
 
 GrammarMode = Literal["auto", "required", "text"]

@@ -29,6 +29,7 @@ from ..errors import (
     UnauthenticatedError,
     UnavailableError,
 )
+from ..telemetry import calls as telemetry
 
 _T = TypeVar("_T")
 
@@ -154,7 +155,9 @@ async def call_with_retries(
             transient = isinstance(error, ResourceExhaustedError | UnavailableError)
             if not transient or retries >= policy.max_retries or not may_retry():
                 raise error from exc
-        await asyncio.sleep(policy.delay(retries, _retry_after(error)))
+        delay = policy.delay(retries, _retry_after(error))
+        telemetry.model_retry(error, retries + 1, delay)
+        await asyncio.sleep(delay)
         retries += 1
 
 

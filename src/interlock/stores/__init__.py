@@ -22,6 +22,7 @@ from typing import Protocol, runtime_checkable
 
 from ..errors import FailedPreconditionError, InvalidArgumentError
 from ..journal import JournalEntry
+from ..outbox import OutboxEvent
 from ..sessions import Snapshot, utcnow
 
 __all__ = [
@@ -81,14 +82,41 @@ class SessionStore(Protocol):
         *,
         tenant: str | None = None,
         journal: Sequence[tuple[str, JournalUpdater]] = (),
+        events: Sequence[OutboxEvent] = (),
     ) -> list[Snapshot | None]:
-        """:meth:`save` several rows (distinct ids) in one transaction, with effect journal entries.
+        """:meth:`save` several rows (distinct ids) in one transaction, with effect journal entries and outbox events.
 
         ``journal`` pairs an idempotency key with an updater of its entry, applied after
         ``updates`` in the same transaction (distinct keys): a claim records the intents of
         the calls it restarts, a commit the outcomes of the turn's calls, with no write of
-        their own. All are written, or none when an updater raises (the error propagates).
+        their own. ``events`` are added to the outbox (:mod:`interlock.outbox`) in the same
+        transaction. All are written, or none when an updater raises (the error propagates).
+        Events are written whenever the transaction commits, also when every updater
+        returned ``None``: an updater that must not report raises instead.
         """
+        ...
+
+    async def outbox_claim(
+        self, *, channel: str, holder: str, lease: float, limit: int = 100, now: datetime | None = None
+    ) -> list[OutboxEvent]:
+        """Lease to ``holder`` for ``lease`` seconds up to ``limit`` rows of ``channel``, oldest first.
+
+        Taken are the rows :func:`interlock.outbox.is_claimable` admits (pending, due by
+        ``now``, no live lease), across tenants, in one atomic write: two claimers never
+        get the same row while its lease lasts. Returns them as leased.
+        """
+        ...
+
+    async def outbox_settle(self, event: OutboxEvent, *, holder: str) -> bool:
+        """Write back ``event``'s delivery state (status, attempts, due_at, ...) and drop its lease.
+
+        Only while ``holder`` holds the row's lease (also a lapsed one nobody took over);
+        returns ``False``, writing nothing, when another consumer took it.
+        """
+        ...
+
+    async def outbox_events(self, *, channel: str | None = None, status: str | None = None) -> list[OutboxEvent]:
+        """Outbox rows (optionally of one channel and status), oldest first, across tenants."""
         ...
 
     async def ready(self) -> None:

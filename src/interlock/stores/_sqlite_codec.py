@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple, cast
 
@@ -232,7 +232,7 @@ def dumps(value: Any) -> str:
 
 def corrupt(snapshot_id: str, what: str, exc: BaseException | None = None) -> DataLossError:
     detail = f": {exc}" if exc is not None else ""
-    return DataLossError(f"snapshot {snapshot_id!r} is corrupt in the SQLite store ({what}{detail})")
+    return DataLossError(f"snapshot {snapshot_id!r} is corrupt in the store ({what}{detail})")
 
 
 def loads(snapshot_id: str, column: str, text: str) -> Any:
@@ -310,11 +310,25 @@ def decode(row: Row, messages: Messages | None) -> tuple[Snapshot, list[Artifact
     return snapshot, artifacts
 
 
-def bookkeeping(new: Snapshot, row: Row | None, old_artifacts: list[Artifact]) -> tuple[Any, ...]:
+def plain(value: str | None) -> str | None:
+    """Ids and statuses stored as they are (the PostgreSQL store's columns are typed ``text``)."""
+    return value
+
+
+def bookkeeping(
+    new: Snapshot,
+    row: Row | None,
+    old_artifacts: list[Artifact],
+    *,
+    ident: Callable[[str | None], Any] = id_or_none,
+    word: Callable[[str | None], Any] = word_or_none,
+) -> tuple[Any, ...]:
     """The stored values of everything but a snapshot's messages, from ``parent_id`` to ``metadata``.
 
     In the order of :data:`~._sqlite_schema.UPDATE_BOOKKEEPING` (after ``base_id``);
     ``row`` and ``old_artifacts`` (what the row held) let unchanged artifacts keep their JSON.
+    ``ident`` and ``word`` encode ids and statuses (SQLite's compact forms by default; the
+    PostgreSQL store passes :func:`plain`).
     """
     sid = new.snapshot_id
     state = new.state
@@ -334,18 +348,18 @@ def bookkeeping(new: Snapshot, row: Row | None, old_artifacts: list[Artifact]) -
                 artifacts = dumps([artifact_to_json(a) for a in state.artifacts])
     created = to_us(new.created_at)
     return (
-        id_or_none(new.parent_id),
+        ident(new.parent_id),
         None if state is None or state.session_id == new.session_id else dumps(state.session_id),
         custom,
         artifacts,
         created,
         after(new.updated_at, created),
         after(new.heartbeat_at, created),
-        word_in(new.status),
-        word_or_none(new.finish_reason),
+        word(new.status),
+        word(new.finish_reason),
         None if new.error is None else dumps(error_to_json(new.error)),
         new.version,
-        id_or_none(new.claimed_by),
+        ident(new.claimed_by),
         after(new.claim_expires_at, created),
         None if new.metadata is None else dumps(new.metadata),
     )

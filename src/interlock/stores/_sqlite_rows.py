@@ -16,9 +16,10 @@ from datetime import datetime
 from typing import Any, NamedTuple, cast
 
 from ..errors import DataLossError
-from ..messages import Message, messages_to_json
+from ..messages import messages_to_json
 from ..sessions import Artifact, Snapshot
 from . import SnapshotInfo, Updater, apply_update, pick_leaf
+from ._history import common_prefix
 from ._prune import prunable
 from ._sqlite_chain import MessageChains
 from ._sqlite_codec import (
@@ -65,18 +66,6 @@ class Parent(NamedTuple):
     stateless: bool
     session: int
     session_id: str | None
-
-
-def _common_prefix(new: Sequence[Message], base: Messages) -> int:
-    """How many leading messages ``new`` shares with ``base`` (usually all of ``base``)."""
-    n = len(base)
-    if len(new) >= n and tuple(new[:n]) == base:
-        return n
-    n = min(n, len(new))
-    k = 0
-    while k < n and (new[k] is base[k] or new[k] == base[k]):
-        k += 1
-    return k
 
 
 class SnapshotRows(MessageChains):
@@ -292,7 +281,7 @@ class SnapshotRows(MessageChains):
                 prefix = self.chain(con, tenant, parent_id, mrev)
             except DataLossError:
                 return None  # a corrupt parent: this row becomes a full checkpoint instead
-        keep = _common_prefix(messages, prefix)
+        keep = common_prefix(messages, prefix)
         if keep == 0:
             return None
         return (None if parent.session == session else parent_id), keep, mrev

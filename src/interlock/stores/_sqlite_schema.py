@@ -57,7 +57,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import TypeVar
 
-from ..errors import FailedPreconditionError, InvalidArgumentError
+from ..errors import InvalidArgumentError
 
 _T = TypeVar("_T")
 
@@ -149,18 +149,9 @@ BATCH = 500
 """Ids per ``IN (?, ...)`` list (well below SQLite's limit on bound parameters)."""
 
 
-def create_schema(con: sqlite3.Connection, path: str) -> None:
-    """Create the tables and indexes (idempotent), inside the caller's write transaction."""
-    tables, indexes = SCHEMA[:2], SCHEMA[2:]
-    for statement in tables:
-        con.execute(statement)
-    columns = {row[1] for row in con.execute(f"PRAGMA table_info({TABLE})")}
-    if "session" not in columns:
-        raise FailedPreconditionError(
-            f"the SQLite store at {path!r} was written by an earlier interlock whose layout of {TABLE!r} "
-            "(a text session_id column) this version does not read"
-        )
-    for statement in indexes:
+def create_indexes(con: sqlite3.Connection) -> None:
+    """Create the snapshot table's indexes if missing (idempotent), inside the caller's write transaction."""
+    for statement in SCHEMA[2:]:
         con.execute(statement)
 
 

@@ -7,7 +7,8 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from datetime import datetime
 
 from ..journal import JournalEntry, superseded
-from ..sessions import Snapshot
+from ..outbox import OutboxEvent, is_claimable, leased
+from ..sessions import Snapshot, utcnow
 from . import JournalUpdater, SnapshotInfo, Updater, apply_update, check_tenant, pick_leaf
 from ._prune import prunable
 
@@ -22,6 +23,7 @@ class InMemoryStore:
         self._rows: dict[tuple[str | None, str], Snapshot] = {}
         self._by_session: dict[tuple[str | None, str], list[str]] = {}
         self._journal: dict[tuple[str | None, str], JournalEntry] = {}
+        self._outbox: dict[str, OutboxEvent] = {}  # insertion order is the outbox's order
         self.poll_interval = 0.01
 
     async def load(self, snapshot_id: str, *, tenant: str | None = None) -> Snapshot | None:
@@ -44,6 +46,7 @@ class InMemoryStore:
         *,
         tenant: str | None = None,
         journal: Sequence[tuple[str, JournalUpdater]] = (),
+        events: Sequence[OutboxEvent] = (),
     ) -> list[Snapshot | None]:
         tenant = check_tenant(tenant)
         staged: list[tuple[Snapshot | None, Snapshot | None]] = []
@@ -59,7 +62,31 @@ class InMemoryStore:
                 self._rows[(tenant, new.snapshot_id)] = _isolated(new)
                 if current is None:
                     self._by_session.setdefault((tenant, new.session_id), []).append(new.snapshot_id)
+        for event in events:
+            self._outbox[event.id] = event
         return [new for _, new in staged]
+
+    async def outbox_claim(
+        self, *, channel: str, holder: str, lease: float, limit: int = 100, now: datetime | None = None
+    ) -> list[OutboxEvent]:
+        now = now or utcnow()
+        due = sorted(
+            (e for e in self._outbox.values() if is_claimable(e, channel, now)), key=lambda e: (e.due, e.created_at)
+        )
+        taken = [leased(e, holder, lease, now) for e in due[:limit]]
+        for event in taken:
+            self._outbox[event.id] = event
+        return taken
+
+    async def outbox_settle(self, event: OutboxEvent, *, holder: str) -> bool:
+        current = self._outbox.get(event.id)
+        if current is None or current.lease_holder != holder:
+            return False
+        self._outbox[event.id] = event.evolve(lease_holder=None, lease_expires_at=None)
+        return True
+
+    async def outbox_events(self, *, channel: str | None = None, status: str | None = None) -> list[OutboxEvent]:
+        return [e for e in self._outbox.values() if channel in (None, e.channel) and status in (None, e.status)]
 
     async def ready(self) -> None:
         return None

@@ -40,12 +40,16 @@ from typing import Any, TypeVar
 
 from ..errors import InvalidArgumentError, UsageError
 from ..journal import JournalEntry
+from ..outbox import OutboxEvent
 from ..sessions import TERMINAL, Snapshot
+from ..telemetry import hooks
 from . import JournalUpdater, SnapshotInfo, Updater, check_tenant
 from . import _sqlite_journal as journal
+from . import _sqlite_outbox as outbox
 from ._sqlite_errors import check_layout, sqlite_error
+from ._sqlite_migrate import CURRENT, prepare
 from ._sqlite_rows import SnapshotRows
-from ._sqlite_schema import create_schema, path_of
+from ._sqlite_schema import create_indexes, path_of
 
 __all__ = ["SQLiteStore"]
 
@@ -70,7 +74,12 @@ class SQLiteStore:
         poll_interval: how often :meth:`watch` polls for changes made by other store
             objects or processes (changes through this object wake it at once).
         cache_size: how many snapshots' message lists the LRU cache keeps.
+        upgrade: migrate a file of an older schema version on open (what ``interlock db
+            upgrade`` does); without it such a file is refused with ``FAILED_PRECONDITION``.
     """
+
+    SCHEMA_VERSION = CURRENT
+    """The schema version this code writes (see :mod:`interlock.stores._sqlite_migrate`)."""
 
     def __init__(
         self,
@@ -79,6 +88,7 @@ class SQLiteStore:
         reject_branching: bool = False,
         poll_interval: float = 0.05,
         cache_size: int = 256,
+        upgrade: bool = False,
     ) -> None:
         self.path = os.fspath(path)
         if not self.path.strip():
@@ -88,6 +98,9 @@ class SQLiteStore:
             )
         self.reject_branching = reject_branching
         self.poll_interval = poll_interval
+        self.upgrade = upgrade
+        self.upgraded_from: int | None = None
+        """The schema version found on open when migrations ran (``None``: none were needed)."""
         self._rows = SnapshotRows(cache_size)
         self._con: sqlite3.Connection | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="interlock-sqlite")
@@ -97,10 +110,10 @@ class SQLiteStore:
     @classmethod
     @asynccontextmanager
     async def from_url(
-        cls, url: str | os.PathLike[str], *, reject_branching: bool = False
+        cls, url: str | os.PathLike[str], *, reject_branching: bool = False, upgrade: bool = False
     ) -> AsyncGenerator[SQLiteStore, None]:
         """Open a store from ``sqlite:///<path>`` (``sqlite:////abs/path`` for an absolute one) or a path."""
-        store = cls(path_of(url), reject_branching=reject_branching)
+        store = cls(path_of(url), reject_branching=reject_branching, upgrade=upgrade)
         try:
             await store.setup()
             yield store
@@ -148,11 +161,25 @@ class SQLiteStore:
         *,
         tenant: str | None = None,
         journal: Sequence[tuple[str, JournalUpdater]] = (),
+        events: Sequence[OutboxEvent] = (),
     ) -> list[Snapshot | None]:
-        written, status_changed = await self._call(self._save_all, _key(tenant), list(updates), list(journal))
+        written, status_changed = await self._call(
+            self._save_all, _key(tenant), list(updates), list(journal), list(events)
+        )
         if status_changed:
             self._wake()
         return written
+
+    async def outbox_claim(
+        self, *, channel: str, holder: str, lease: float, limit: int = 100, now: datetime | None = None
+    ) -> list[OutboxEvent]:
+        return await self._call(self._write_txn, outbox.claim, channel, holder, lease, limit, now)
+
+    async def outbox_settle(self, event: OutboxEvent, *, holder: str) -> bool:
+        return await self._call(self._write_txn, outbox.settle, event, holder)
+
+    async def outbox_events(self, *, channel: str | None = None, status: str | None = None) -> list[OutboxEvent]:
+        return await self._call(self._outbox_events, channel, status)
 
     async def journal_get(self, key: str, *, tenant: str | None = None) -> JournalEntry | None:
         return await self._call(self._journal_get, _key(tenant), key)
@@ -228,7 +255,9 @@ class SQLiteStore:
         try:
             return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
         except sqlite3.DatabaseError as exc:  # locked (retry) or permanent: read-only, no directory, damaged, ...
-            raise sqlite_error(exc, self.path) from exc
+            error = sqlite_error(exc, self.path)
+            hooks.store_error(error, store="sqlite", operation=getattr(fn, "__name__", "call").lstrip("_"))
+            raise error from exc
 
     def _wake(self) -> None:
         try:
@@ -252,8 +281,8 @@ class SQLiteStore:
             con.execute("PRAGMA synchronous = FULL")
             con.execute("BEGIN IMMEDIATE")
             try:
-                create_schema(con, self.path)
-                journal.create_journal(con)
+                self.upgraded_from = prepare(con, self.path, upgrade=self.upgrade)
+                create_indexes(con)
                 check_layout(con, self.path)
                 con.execute("COMMIT")
             except BaseException:
@@ -312,12 +341,17 @@ class SQLiteStore:
             return self._rows.list(con, tenant, session_id, finish_reason)
 
     def _save_all(
-        self, tenant: str, updates: list[tuple[str, Updater]], entries: list[tuple[str, JournalUpdater]]
+        self,
+        tenant: str,
+        updates: list[tuple[str, Updater]],
+        entries: list[tuple[str, JournalUpdater]],
+        events: list[OutboxEvent],
     ) -> tuple[list[Snapshot | None], bool]:
         def save_each(con: sqlite3.Connection) -> tuple[list[Snapshot | None], bool]:
             results = [self._rows.save(con, tenant, sid, update) for sid, update in updates]
             for key, update in entries:
                 journal.update(con, tenant, key, update)
+            outbox.insert(con, events)
             return [written for written, _ in results], any(changed for _, changed in results)
 
         return self._write_txn(save_each)
@@ -336,6 +370,10 @@ class SQLiteStore:
             self._write_txn(journal.put, tenant, entry, expect)
         finally:
             con.execute("PRAGMA synchronous = FULL")
+
+    def _outbox_events(self, channel: str | None, status: str | None) -> list[OutboxEvent]:
+        with self._read_txn() as con:
+            return outbox.events(con, channel, status)
 
     def _journal_get(self, tenant: str, key: str) -> JournalEntry | None:
         with self._read_txn() as con:

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..errors import InvalidArgumentError, UnimplementedError
 
@@ -20,8 +19,12 @@ if TYPE_CHECKING:
 
 __all__ = ["StoreOpener", "open_store", "register_store_scheme"]
 
-StoreOpener = Callable[[str], "AbstractAsyncContextManager[SessionStore]"]
-"""Opens the store a URL names, as an async context manager that closes it."""
+
+class StoreOpener(Protocol):
+    """Opens the store a URL names, as an async context manager that closes it (``upgrade``: migrate on open)."""
+
+    def __call__(self, url: str, *, upgrade: bool = False) -> AbstractAsyncContextManager[SessionStore]: ...
+
 
 _OPENERS: dict[str, StoreOpener] = {}
 _PLUGINS = {"postgres": "interlock.stores.postgres", "postgresql": "interlock.stores.postgres"}
@@ -32,12 +35,17 @@ def register_store_scheme(scheme: str, opener: StoreOpener) -> None:
     _OPENERS[scheme.lower()] = opener
 
 
-def open_store(url: str, *, must_exist: bool = False) -> AbstractAsyncContextManager[SessionStore]:
+def open_store(
+    url: str, *, must_exist: bool = False, upgrade: bool = False
+) -> AbstractAsyncContextManager[SessionStore]:
     """Open the store a URL names, as an async context manager that closes it.
 
     A plain path or ``sqlite:///path`` opens a :class:`~interlock.stores.sqlite.SQLiteStore`
-    (``must_exist`` refuses a file that is not there instead of creating it); other
-    schemes must have been registered with :func:`register_store_scheme`.
+    (``must_exist`` refuses a file that is not there instead of creating it);
+    ``postgresql://...`` a :class:`~interlock.stores.postgres.PostgresStore` (``interlock[postgres]``);
+    other schemes must have been registered with :func:`register_store_scheme`. ``upgrade``
+    applies the store's forward schema migrations on open (``interlock db upgrade``); without
+    it a store of an older schema is refused with ``FAILED_PRECONDITION``.
 
     Raises:
         InvalidArgumentError: an unknown scheme, or a missing SQLite file with ``must_exist``.
@@ -54,7 +62,7 @@ def open_store(url: str, *, must_exist: bool = False) -> AbstractAsyncContextMan
         path = rest[1:].split("?", 1)[0] if sep else url
         if must_exist and path != ":memory:" and not os.path.exists(path):
             raise InvalidArgumentError(f"there is no SQLite store at {path!r}")
-        return SQLiteStore.from_url(url)
+        return SQLiteStore.from_url(url, upgrade=upgrade)
     key = scheme.lower()
     if key not in _OPENERS and key in _PLUGINS:
         try:
@@ -67,4 +75,4 @@ def open_store(url: str, *, must_exist: bool = False) -> AbstractAsyncContextMan
     if opener is None:
         known = ", ".join(["sqlite", *sorted(_OPENERS)])
         raise InvalidArgumentError(f"unknown store URL scheme {scheme!r} in {url!r} (known: {known}, or a plain path)")
-    return opener(url)
+    return opener(url, upgrade=upgrade)

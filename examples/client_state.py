@@ -1,0 +1,24 @@
+"""Client-managed state: without a store the caller carries the state, signed so it cannot be forged."""
+
+import asyncio
+
+from interlock import PromptAgent
+from interlock.sessions import SessionState
+from interlock.signing import Keyring
+from interlock.testing import ScriptedModel
+
+
+async def main() -> None:
+    model = ScriptedModel(["Hi Ann.", "You are Ann."])
+    agent = PromptAgent("greeter", model, state_signing=Keyring({"k1": "a long random secret, 32 bytes or more"}))
+    first = await agent.run("I am Ann")
+    assert first.state is not None and first.snapshot_id is None  # the state travels with the output
+    second = await agent.run("Who am I?", state=first.state)
+    print(second.text, "| history:", len(second.state.messages if second.state else []), "messages")
+
+    forged = SessionState(messages=first.state.messages[:1], custom=first.state.custom)
+    refused = await agent.run("Who am I?", state=forged)  # fails before the model is called
+    print("forged state:", refused.error.status if refused.error else "accepted", "| model calls:", len(model.requests))
+
+
+asyncio.run(main())

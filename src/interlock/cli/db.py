@@ -1,0 +1,57 @@
+"""``interlock db upgrade --store URL``: apply a store's forward schema migrations.
+
+A store whose schema is older than the code refuses to open (``FAILED_PRECONDITION``) and
+names this command. It opens the store with ``upgrade=True``: the migrations run in one
+transaction, under the store's own lock, so several processes may run it at once. It
+prints the versions, and exits 1 when the store cannot be opened (unreachable, newer than
+this interlock, not interlock's tables).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from typing import cast
+
+from ..errors import InterlockError, InvalidArgumentError, UnimplementedError
+from ..stores.urls import open_store
+from .main import Command, CommandError, register
+
+
+def _configure(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = actions.add_parser("upgrade", help="migrate the store's tables to this interlock's schema version")
+    p.add_argument(
+        "--store",
+        metavar="URL",
+        help="the store: a SQLite path, sqlite:///path or postgresql://... ($INTERLOCK_STORE)",
+    )
+
+
+async def _upgrade(url: str) -> str:
+    try:
+        opened = open_store(url, must_exist=True, upgrade=True)
+    except (InvalidArgumentError, UnimplementedError) as exc:
+        raise CommandError(f"--store {url}: {exc.message}") from None
+    async with opened as store:
+        await store.ready()
+        current = cast(int, getattr(store, "SCHEMA_VERSION", 0))
+        found = cast(int | None, getattr(store, "upgraded_from", None))
+    if found is None:
+        return f"{url}: schema version {current}, nothing to do"
+    return f"{url}: upgraded from schema version {found} to {current}"
+
+
+def _run(args: argparse.Namespace) -> int:
+    url = cast(str | None, args.store) or os.environ.get("INTERLOCK_STORE")
+    if not url:
+        raise CommandError("say which store to upgrade: --store URL (or $INTERLOCK_STORE)")
+    try:
+        print(asyncio.run(_upgrade(url)))
+    except InterlockError as exc:
+        raise CommandError(f"{exc.message} ({exc.status})", code=1) from None
+    return 0
+
+
+register(Command(name="db", help="manage the store's schema (upgrade)", configure=_configure, run=_run))

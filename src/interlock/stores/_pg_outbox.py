@@ -1,0 +1,110 @@
+"""The PostgreSQL store's outbox table (see :mod:`interlock.outbox`): the SQLite store's, in PostgreSQL.
+
+Inserts run in the caller's transaction (the save they report). A claim locks the due rows
+it takes with ``FOR UPDATE SKIP LOCKED``, so two processes claiming at once take different
+rows and never wait on each other; a settle locks its row and checks the lease holder.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, LiteralString, cast
+
+from ..errors import DataLossError
+from ..outbox import OutboxEvent, leased
+
+if TYPE_CHECKING:  # psycopg is the optional extra: this module's SQL is imported without it
+    from psycopg import AsyncConnection
+
+    Conn = AsyncConnection[Any]
+
+OUTBOX = "interlock_outbox"
+V2: tuple[LiteralString, ...] = (
+    f"""CREATE TABLE IF NOT EXISTS {OUTBOX} (
+        seq          bigserial PRIMARY KEY,
+        id           text    NOT NULL UNIQUE,
+        tenant       text    NOT NULL,
+        channel      text    NOT NULL,
+        status       text    NOT NULL,
+        due_us       bigint  NOT NULL,
+        lease_holder text,
+        lease_us     bigint,
+        event        text    NOT NULL
+    )""",
+    f"CREATE INDEX IF NOT EXISTS {OUTBOX}_due ON {OUTBOX} (channel, due_us) WHERE status = 'pending'",
+)
+"""Schema version 2: the outbox."""
+_SELECT = f"SELECT seq, event FROM {OUTBOX}"
+_UPDATE = f"UPDATE {OUTBOX} SET status = %s, due_us = %s, lease_holder = %s, lease_us = %s, event = %s WHERE id = %s"
+
+
+def _us(at: datetime | None) -> int | None:
+    return None if at is None else round(at.timestamp() * 1_000_000)
+
+
+def _row(event: OutboxEvent) -> tuple[object, ...]:
+    text = json.dumps(event.to_json(), ensure_ascii=False, allow_nan=False)
+    return (event.status, _us(event.due), event.lease_holder, _us(event.lease_expires_at), text)
+
+
+def _event(raw: object, seq: object) -> OutboxEvent:
+    try:
+        return OutboxEvent.from_json(json.loads(cast(str, raw)))
+    except (TypeError, ValueError, KeyError) as exc:
+        raise DataLossError(f"outbox row {seq} of the PostgreSQL store is damaged: {exc}") from None
+
+
+async def insert(con: Conn, events: Sequence[OutboxEvent]) -> None:
+    """Add ``events`` (in the caller's transaction)."""
+    if not events:
+        return
+    async with con.cursor() as cur:
+        await cur.executemany(
+            f"""INSERT INTO {OUTBOX} (id, tenant, channel, status, due_us, lease_holder, lease_us, event)
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s)""",
+            [(e.id, e.tenant or "", e.channel, *_row(e)) for e in events],
+        )
+
+
+async def claim(
+    con: Conn, channel: str, holder: str, lease: float, limit: int, now: datetime | None
+) -> list[OutboxEvent]:
+    """Lease up to ``limit`` due rows of ``channel`` (in the caller's transaction)."""
+    now = now or datetime.now(UTC)
+    now_us = _us(now)
+    found = await con.execute(
+        f"""{_SELECT} WHERE channel = %s AND status = 'pending' AND due_us <= %s
+        AND (lease_us IS NULL OR lease_us <= %s) ORDER BY due_us, seq LIMIT %s FOR UPDATE SKIP LOCKED""",
+        (channel, now_us, now_us, limit),
+    )
+    taken = [leased(_event(raw, seq), holder, lease, now) for seq, raw in await found.fetchall()]
+    await _update(con, taken)
+    return taken
+
+
+async def _update(con: Conn, events: Sequence[OutboxEvent]) -> None:
+    if not events:
+        return
+    async with con.cursor() as cur:
+        await cur.executemany(_UPDATE, [(*_row(e), e.id) for e in events])
+
+
+async def settle(con: Conn, event: OutboxEvent, holder: str) -> bool:
+    """Write back ``event`` without its lease if ``holder`` holds it (in the caller's transaction)."""
+    found = await con.execute(f"SELECT lease_holder FROM {OUTBOX} WHERE id = %s FOR UPDATE", (event.id,))
+    row = await found.fetchone()
+    if row is None or row[0] != holder:
+        return False
+    await _update(con, [event.evolve(lease_holder=None, lease_expires_at=None)])
+    return True
+
+
+async def events(con: Conn, channel: str | None, status: str | None) -> list[OutboxEvent]:
+    found = await con.execute(
+        f"""{_SELECT} WHERE (%(channel)s::text IS NULL OR channel = %(channel)s)
+        AND (%(status)s::text IS NULL OR status = %(status)s) ORDER BY seq""",
+        {"channel": channel, "status": status},
+    )
+    return [_event(raw, seq) for seq, raw in await found.fetchall()]

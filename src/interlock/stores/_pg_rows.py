@@ -1,0 +1,392 @@
+"""The PostgreSQL store's row logic: reads, writes (as deltas on a base), deletes, the journal.
+
+The same storage rules as the SQLite store's (:mod:`interlock.stores._sqlite_rows`): a new
+row's messages are a delta on its parent's when they share a prefix, and before a row's
+messages change or it is deleted, the rows based on it are rewritten as full checkpoints.
+The codec (rows ↔ snapshots) and the history rules (:mod:`interlock.stores._history`)
+are shared; this module only reads and writes them the PostgreSQL way. Every method runs
+in a transaction the caller opened (:mod:`interlock.stores.postgres`).
+
+Locks that keep histories sound across processes: a row being saved or deleted is read
+``FOR UPDATE``, and a new row's parent ``FOR SHARE``, so a parent's messages cannot change,
+nor the parent go, between reading its history and committing a delta on it. A new row is
+inserted only if it is still absent (else :class:`RowRaced`: the caller runs the save again).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, NamedTuple, cast
+
+from psycopg import AsyncConnection
+
+from ..errors import DataLossError
+from ..journal import JournalEntry, superseded
+from ..sessions import Artifact, Snapshot
+from ..wire import messages_to_json
+from . import JournalUpdater, SnapshotInfo, Updater, apply_update, pick_leaf
+from ._history import ChainCache, common_prefix
+from ._pg_schema import (
+    CHECKPOINT,
+    INSERT,
+    JOURNAL,
+    LOCK_ROW,
+    MAX_CHAIN,
+    SELECT_CHAIN,
+    SELECT_DEPENDENTS,
+    SELECT_PARENT,
+    SELECT_ROW,
+    TABLE,
+    UPDATE_BOOKKEEPING,
+    UPSERT,
+)
+from ._prune import prunable
+from ._sqlite_codec import EPOCH, Link, Messages, Row, bookkeeping, corrupt, decode, dumps, from_us, loads, plain
+
+Conn = AsyncConnection[tuple[Any, ...]]
+
+
+class RowRaced(Exception):
+    """A row this transaction was creating was created by another one first: the save must run again."""
+
+
+class Parent(NamedTuple):
+    mrev: int
+    stateless: bool
+    session_id: str
+
+
+def _row(found: tuple[Any, ...]) -> Row:
+    """A :data:`~._pg_schema.SELECT_ROW` result as the shared codec's row (offsets made absolute)."""
+    (sid, session_id, parent, base, keep, tail, mrev, base_mrev, state_session, custom, artifacts) = found[:11]
+    (created, updated, heartbeat, status, finish, error, version, claimed_by, claimed, metadata) = found[11:]
+    return Row(
+        sid,
+        session_id,
+        0,
+        parent,
+        base,
+        keep,
+        tail,
+        mrev,
+        base_mrev,
+        state_session,
+        custom,
+        artifacts,
+        created,
+        None if updated is None else created + updated,
+        None if heartbeat is None else created + heartbeat,
+        status,
+        finish,
+        error,
+        version,
+        claimed_by,
+        None if claimed is None else created + claimed,
+        metadata,
+    )
+
+
+class PgRows(ChainCache):
+    """The snapshot and journal tables, seen through one connection's transaction."""
+
+    # reading ----------------------------------------------------------------------------------
+
+    @staticmethod
+    async def fetch(con: Conn, tenant: str, snapshot_id: str, *, lock: bool = False) -> Row | None:
+        cur = await con.execute(LOCK_ROW if lock else SELECT_ROW, (tenant, snapshot_id))
+        found = await cur.fetchone()
+        return None if found is None else _row(found)
+
+    async def messages_of(self, con: Conn, tenant: str, row: Row) -> Messages | None:
+        if row.tail is None:
+            return None
+        found = self.without_chain(tenant, row)
+        return found if found is not None else await self.chain(con, tenant, row.snapshot_id, row.mrev)
+
+    async def chain(self, con: Conn, tenant: str, snapshot_id: str, mrev: int | None) -> Messages:
+        cur = await con.execute(SELECT_CHAIN, {"tenant": tenant, "id": snapshot_id, "max": MAX_CHAIN})
+        links = [Link(*r) for r in await cur.fetchall()]
+        return self.assemble(tenant, snapshot_id, mrev, links)
+
+    async def read(self, con: Conn, tenant: str, snapshot_id: str) -> Snapshot | None:
+        row = await self.fetch(con, tenant, snapshot_id)
+        if row is None:
+            return None
+        return decode(row, await self.messages_of(con, tenant, row))[0]
+
+    async def latest(self, con: Conn, tenant: str, session_id: str, reject_branching: bool) -> Snapshot | None:
+        cur = await con.execute(
+            f"SELECT snapshot_id, parent_id, created_us FROM {TABLE} WHERE tenant = %s AND session_id = %s",
+            (tenant, session_id),
+        )
+        found = cast(list[tuple[str, str | None, int]], await cur.fetchall())
+        parents = {parent for _, parent, _ in found if parent}
+        rows = [(sid, parent, from_us(us) if sid not in parents else EPOCH) for sid, parent, us in found]
+        leaf = pick_leaf(session_id, rows, reject_branching=reject_branching)
+        return None if leaf is None else await self.read(con, tenant, leaf)
+
+    @staticmethod
+    async def status(con: Conn, tenant: str, snapshot_id: str) -> str | None:
+        cur = await con.execute(
+            f"SELECT status FROM {TABLE} WHERE tenant = %s AND snapshot_id = %s", (tenant, snapshot_id)
+        )
+        found = await cur.fetchone()
+        return None if found is None else cast(str, found[0])
+
+    @staticmethod
+    async def list(con: Conn, tenant: str, session_id: str | None, finish_reason: str | None) -> list[SnapshotInfo]:
+        sql = (
+            "SELECT snapshot_id, session_id, parent_id, created_us, updated_us, status, finish_reason, metadata "
+            f"FROM {TABLE} WHERE tenant = %s"
+        )
+        args: list[Any] = [tenant]
+        if session_id is not None:
+            sql += " AND session_id = %s"
+            args.append(session_id)
+        if finish_reason is not None:
+            sql += " AND finish_reason = %s"
+            args.append(finish_reason)
+        out: list[SnapshotInfo] = []
+        for sid, session, parent, created, updated, status, finish, meta in await (
+            await con.execute(sql, args)
+        ).fetchall():
+            metadata: Any = None if meta is None else loads(sid, "metadata", meta)
+            agent = cast(dict[str, Any], metadata).get("agent") if isinstance(metadata, dict) else None
+            out.append(
+                SnapshotInfo(
+                    snapshot_id=sid,
+                    session_id=session,
+                    parent_id=parent,
+                    created_at=from_us(created),
+                    updated_at=None if updated is None else from_us(created + updated),
+                    status=status,
+                    finish_reason=finish,
+                    agent=agent if isinstance(agent, str) else None,
+                )
+            )
+        out.sort(key=lambda i: (i.created_at, i.snapshot_id), reverse=True)
+        return out
+
+    # writing ----------------------------------------------------------------------------------
+
+    async def save(self, con: Conn, tenant: str, snapshot_id: str, update: Updater) -> tuple[Snapshot | None, bool]:
+        """Read → update → write: the row written, and whether its status changed."""
+        row = await self.fetch(con, tenant, snapshot_id, lock=True)
+        old: Messages | None = None
+        current: Snapshot | None = None
+        old_artifacts: list[Artifact] = []
+        if row is not None:
+            old = await self.messages_of(con, tenant, row)
+            current, old_artifacts = decode(row, old)
+        new = apply_update(current, update, snapshot_id)
+        if new is None:
+            return None, False
+        await self.write(con, tenant, row, old, old_artifacts, new)
+        return new, row is None or row.status != new.status
+
+    async def write(
+        self,
+        con: Conn,
+        tenant: str,
+        row: Row | None,
+        old: Messages | None,
+        old_artifacts: list[Artifact],
+        new: Snapshot,
+    ) -> None:
+        sid = new.snapshot_id
+        state = new.state
+        stored = bookkeeping(new, row, old_artifacts, ident=plain, word=plain)
+        if old is None or state is None:
+            unchanged = old is None and state is None
+        else:
+            unchanged = len(state.messages) == len(old) and tuple(state.messages) == old
+        if row is not None and unchanged:
+            kept_base = row.base_id
+            if kept_base is None and row.keep > 0 and new.parent_id != row.parent_id:
+                kept_base = row.parent_id  # the implicit base (the old parent) must be named now
+            await con.execute(UPDATE_BOOKKEEPING, (kept_base, *stored, tenant, sid))
+            return
+        if row is not None and old is not None:
+            await self.checkpoint_dependents(con, tenant, {sid: old}, {row.session_id}, exclude=[])
+        base_id: str | None = None
+        keep = 0
+        base_mrev: int | None = None
+        tail: str | None = None
+        mrev = 0
+        if state is not None:
+            messages = tuple(state.messages)
+            base = await self.base_for(con, tenant, new, messages)
+            if base is not None:
+                base_id, keep, base_mrev = base
+            tail = dumps(messages_to_json(list(messages[keep:])))
+            mrev = secrets.randbits(47)
+            self.remember(tenant, sid, mrev, messages)
+        (parent_id, state_session, *rest) = stored
+        values = (tenant, sid, new.session_id, parent_id, base_id, keep, tail, mrev, base_mrev, state_session, *rest)
+        if row is None:
+            cur = await con.execute(INSERT, values)
+            if cur.rowcount != 1:  # created meanwhile by another transaction, after this one read "no row"
+                raise RowRaced(sid)
+        else:
+            await con.execute(UPSERT, values)
+
+    async def base_for(
+        self, con: Conn, tenant: str, new: Snapshot, messages: Messages
+    ) -> tuple[str | None, int, int] | None:
+        """``(base_id, keep, base_mrev)``: the parent, when it shares a prefix (``base_id`` ``None`` if implicit)."""
+        parent_id = new.parent_id
+        if parent_id is None or parent_id == new.snapshot_id or not messages:
+            return None
+        found = await (await con.execute(SELECT_PARENT, (tenant, parent_id))).fetchone()
+        if found is None:
+            return None
+        parent = Parent(*found)
+        if parent.stateless:
+            return None
+        prefix = self.cached(tenant, parent_id, parent.mrev)
+        if prefix is None:
+            try:
+                prefix = await self.chain(con, tenant, parent_id, parent.mrev)
+            except DataLossError:
+                return None  # a corrupt parent: this row becomes a full checkpoint instead
+        keep = common_prefix(messages, prefix)
+        if keep == 0:
+            return None
+        return (None if parent.session_id == new.session_id else parent_id), keep, parent.mrev
+
+    async def checkpoint_dependents(
+        self,
+        con: Conn,
+        tenant: str,
+        bases: dict[str, Messages | None],
+        sessions: set[str],
+        *,
+        exclude: Sequence[str],
+    ) -> None:
+        """Rewrite every row based on one of ``bases`` (id → its messages, read if ``None``) as a full checkpoint."""
+        args = {"tenant": tenant, "ids": list(bases), "sessions": list(sessions), "exclude": list(exclude)}
+        found = cast(
+            list[tuple[str, str, int, str | None]], await (await con.execute(SELECT_DEPENDENTS, args)).fetchall()
+        )
+        encoded: dict[str, list[dict[str, Any]]] = {}
+        for sid, base_id, keep, tail in found:
+            if base_id not in encoded:
+                messages = bases[base_id]
+                if messages is None:
+                    messages = await self.chain(con, tenant, base_id, None)
+                encoded[base_id] = messages_to_json(list(messages))
+            prefix = encoded[base_id]
+            if tail is None or keep > len(prefix):
+                raise corrupt(sid, f"it keeps {keep} messages of base {base_id!r}, which has {len(prefix)}")
+            rest = loads(sid, "tail", tail)
+            if not isinstance(rest, list):
+                raise corrupt(sid, "column 'tail' is not a JSON list")
+            await con.execute(CHECKPOINT, (dumps(prefix[:keep] + cast(list[Any], rest)), tenant, sid))
+
+    async def delete(self, con: Conn, tenant: str, ids: list[str]) -> int:
+        """Delete rows (checkpointing the rows based on them first) and their journal entries."""
+        if not ids:
+            return 0
+        cur = await con.execute(
+            f"SELECT snapshot_id, session_id FROM {TABLE} WHERE tenant = %s AND snapshot_id = ANY(%s) "
+            "ORDER BY snapshot_id FOR UPDATE",
+            (tenant, ids),
+        )
+        locked = cast(list[tuple[str, str]], await cur.fetchall())
+        if locked:
+            bases: dict[str, Messages | None] = {sid: None for sid, _ in locked}
+            await self.checkpoint_dependents(con, tenant, bases, {s for _, s in locked}, exclude=ids)
+            await con.execute(f"DELETE FROM {TABLE} WHERE tenant = %s AND snapshot_id = ANY(%s)", (tenant, ids))
+        await con.execute(f"DELETE FROM {JOURNAL} WHERE tenant = %s AND snapshot_id = ANY(%s)", (tenant, ids))
+        self.forget(tenant, ids)
+        return len(locked)
+
+    async def prune(
+        self, con: Conn, tenant: str, session_id: str | None, keep_last: int | None, older_than: datetime | None
+    ) -> int:
+        sql = f"SELECT snapshot_id, parent_id, created_us, status FROM {TABLE} WHERE tenant = %s"
+        args: list[Any] = [tenant]
+        if session_id is not None:
+            sql += " AND session_id = %s"
+            args.append(session_id)
+        found = cast(list[tuple[str, str | None, int, str]], await (await con.execute(sql, args)).fetchall())
+        rows = [(s, p, from_us(us), status) for s, p, us, status in found]
+        return await self.delete(con, tenant, prunable(rows, keep_last=keep_last, older_than=older_than))
+
+    # the effect journal -------------------------------------------------------------------------
+
+    @staticmethod
+    async def journal_get(con: Conn, tenant: str, key: str) -> JournalEntry | None:
+        cur = await con.execute(f"SELECT entry FROM {JOURNAL} WHERE tenant = %s AND key = %s", (tenant, key))
+        found = await cur.fetchone()
+        return None if found is None else _entry(found[0], key)
+
+    @classmethod
+    async def journal_put(cls, con: Conn, tenant: str, entry: JournalEntry, expect: int, durable: bool) -> None:
+        """Write ``entry`` if the stored attempt is ``expect`` (0: none), in one statement; else ABORTED.
+
+        ``durable=False`` commits it without waiting for the WAL flush: ``set_config(...,
+        true)`` in the statement itself sets ``synchronous_commit`` for its own (implicit)
+        transaction, so the write stays one round trip.
+        """
+        text = json.dumps(entry.to_json())
+        flush = "on" if durable else "off"
+        if expect == 0:
+            cur = await con.execute(
+                f"""INSERT INTO {JOURNAL} (tenant, key, session_id, snapshot_id, attempt, entry)
+                SELECT %s, %s, %s, %s, %s, %s WHERE set_config('synchronous_commit', %s, true) IS NOT NULL
+                ON CONFLICT (tenant, key) DO NOTHING""",
+                (tenant, entry.key, entry.session_id, entry.snapshot_id, entry.attempt, text, flush),
+            )
+        else:
+            cur = await con.execute(
+                f"""UPDATE {JOURNAL} SET attempt = %s, entry = %s WHERE tenant = %s AND key = %s AND attempt = %s
+                AND set_config('synchronous_commit', %s, true) IS NOT NULL""",
+                (entry.attempt, text, tenant, entry.key, expect, flush),
+            )
+        if cur.rowcount != 1:
+            raise superseded(entry, await cls.journal_get(con, tenant, entry.key), expect)
+
+    @staticmethod
+    async def journal_update(con: Conn, tenant: str, key: str, update: JournalUpdater) -> None:
+        """Apply ``update`` to the entry of ``key`` (read ``FOR UPDATE``; ``None``: none) and write its result."""
+        cur = await con.execute(f"SELECT entry FROM {JOURNAL} WHERE tenant = %s AND key = %s FOR UPDATE", (tenant, key))
+        found = await cur.fetchone()
+        new = update(None if found is None else _entry(found[0], key))
+        if new is None:
+            return
+        values = (tenant, new.key, new.session_id, new.snapshot_id, new.attempt, json.dumps(new.to_json()))
+        if found is None:
+            cur = await con.execute(
+                f"""INSERT INTO {JOURNAL} (tenant, key, session_id, snapshot_id, attempt, entry)
+                VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (tenant, key) DO NOTHING""",
+                values,
+            )
+            if cur.rowcount != 1:  # written meanwhile by another transaction: the save runs again
+                raise RowRaced(key)
+            return
+        await con.execute(
+            f"""UPDATE {JOURNAL} SET key = %s, session_id = %s, snapshot_id = %s, attempt = %s, entry = %s
+            WHERE tenant = %s AND key = %s""",
+            (*values[1:], tenant, key),
+        )
+
+    @staticmethod
+    async def journal_entries(con: Conn, tenant: str, session_id: str | None) -> list[JournalEntry]:
+        if session_id is None:
+            cur = await con.execute(f"SELECT key, entry FROM {JOURNAL} WHERE tenant = %s", (tenant,))
+        else:
+            sql = f"SELECT key, entry FROM {JOURNAL} WHERE tenant = %s AND session_id = %s"
+            cur = await con.execute(sql, (tenant, session_id))
+        found = [_entry(raw, key) for key, raw in await cur.fetchall()]
+        return sorted(found, key=lambda e: (e.started_at, e.key))
+
+
+def _entry(raw: object, key: str) -> JournalEntry:
+    try:
+        return JournalEntry.from_json(json.loads(cast(str, raw)))
+    except (TypeError, ValueError, KeyError) as exc:
+        raise DataLossError(f"the journal entry {key!r} of the PostgreSQL store is damaged: {exc}") from None

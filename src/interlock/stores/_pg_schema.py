@@ -1,0 +1,120 @@
+"""The PostgreSQL store's tables, their SQL, and their migrations.
+
+The layout mirrors the SQLite store's (see :mod:`interlock.stores._sqlite_schema`: a row
+holds ``keep`` messages of its base plus a JSON ``tail``, so storage stays linear in the
+conversation) with PostgreSQL's types: ids, statuses and session ids are ``text``, JSON
+columns are ``text`` (written and parsed by the shared codec; nothing queries inside
+them), timestamps are integer microseconds (``created_us`` since the epoch, the others
+after it). Session ids are stored in the row, not interned: interning needs a session
+row that a concurrent delete could remove from under a new snapshot.
+
+A row's base is ``base_id``, or, when that is ``NULL`` and ``keep > 0``, its parent (then
+in the same session, found through the session index).
+"""
+
+from __future__ import annotations
+
+from typing import LiteralString
+
+from ._pg_outbox import V2 as OUTBOX_V2
+from ._versions import COMPONENT, SCHEMA_TABLE
+
+TABLE = "interlock_snapshots"
+JOURNAL = "interlock_journal"
+CHANNEL = "interlock_snapshots"
+"""The LISTEN/NOTIFY channel: a status change notifies ``[tenant, snapshot_id]`` as JSON."""
+MAX_CHAIN = 1_000_000
+LOCK_SCHEMA = 0x696E_7465_726C_6F63  # the advisory lock key that serialises schema changes ("interloc")
+
+V1 = (
+    f"""CREATE TABLE IF NOT EXISTS {TABLE} (
+        tenant        text    NOT NULL,
+        snapshot_id   text    NOT NULL,
+        session_id    text    NOT NULL,
+        parent_id     text,
+        base_id       text,
+        keep          integer NOT NULL DEFAULT 0,
+        tail          text,
+        mrev          bigint  NOT NULL DEFAULT 0,
+        base_mrev     bigint,
+        state_session text,
+        custom        text,
+        artifacts     text,
+        created_us    bigint  NOT NULL,
+        updated_us    bigint,
+        heartbeat_us  bigint,
+        status        text    NOT NULL,
+        finish_reason text,
+        error         text,
+        version       integer NOT NULL,
+        claimed_by    text,
+        claimed_us    bigint,
+        metadata      text,
+        PRIMARY KEY (tenant, snapshot_id)
+    )""",
+    f"CREATE INDEX IF NOT EXISTS {TABLE}_session ON {TABLE} (tenant, session_id)",
+    f"CREATE INDEX IF NOT EXISTS {TABLE}_base ON {TABLE} (tenant, base_id) WHERE base_id IS NOT NULL",
+    f"""CREATE TABLE IF NOT EXISTS {JOURNAL} (
+        tenant      text    NOT NULL,
+        key         text    NOT NULL,
+        session_id  text    NOT NULL,
+        snapshot_id text    NOT NULL,
+        attempt     integer NOT NULL,
+        entry       text    NOT NULL,
+        PRIMARY KEY (tenant, key)
+    )""",
+    f"CREATE INDEX IF NOT EXISTS {JOURNAL}_session ON {JOURNAL} (tenant, session_id)",
+    f"CREATE INDEX IF NOT EXISTS {JOURNAL}_snapshot ON {JOURNAL} (tenant, snapshot_id)",
+)
+
+MIGRATIONS: dict[int, tuple[LiteralString, ...]] = {1: V1, 2: OUTBOX_V2}
+"""Version → the statements that bring the previous version to it. Append only."""
+CURRENT = max(MIGRATIONS)
+
+CREATE_VERSIONS = f"CREATE TABLE IF NOT EXISTS {SCHEMA_TABLE} (component text PRIMARY KEY, version integer NOT NULL)"
+SELECT_VERSION = f"SELECT version FROM {SCHEMA_TABLE} WHERE component = '{COMPONENT}'"
+STAMP = f"""INSERT INTO {SCHEMA_TABLE} (component, version) VALUES ('{COMPONENT}', %s)
+    ON CONFLICT (component) DO UPDATE SET version = excluded.version"""
+
+COLUMNS = (
+    "snapshot_id, session_id, parent_id, base_id, keep, tail, mrev, base_mrev, state_session, custom, artifacts, "
+    "created_us, updated_us, heartbeat_us, status, finish_reason, error, version, claimed_by, claimed_us, metadata"
+)
+SELECT_ROW = f"SELECT {COLUMNS} FROM {TABLE} WHERE tenant = %s AND snapshot_id = %s"
+LOCK_ROW = SELECT_ROW + " FOR UPDATE"
+_VALUES = "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+INSERT = f"INSERT INTO {TABLE} (tenant, {COLUMNS}) {_VALUES} ON CONFLICT (tenant, snapshot_id) DO NOTHING"
+UPSERT = f"""INSERT INTO {TABLE} (tenant, {COLUMNS}) {_VALUES}
+    ON CONFLICT (tenant, snapshot_id) DO UPDATE SET
+        parent_id = excluded.parent_id, base_id = excluded.base_id, keep = excluded.keep, tail = excluded.tail,
+        mrev = excluded.mrev, base_mrev = excluded.base_mrev, state_session = excluded.state_session,
+        custom = excluded.custom, artifacts = excluded.artifacts, created_us = excluded.created_us,
+        updated_us = excluded.updated_us, heartbeat_us = excluded.heartbeat_us, status = excluded.status,
+        finish_reason = excluded.finish_reason, error = excluded.error, version = excluded.version,
+        claimed_by = excluded.claimed_by, claimed_us = excluded.claimed_us, metadata = excluded.metadata"""
+UPDATE_BOOKKEEPING = f"""UPDATE {TABLE} SET
+        base_id = %s, parent_id = %s, state_session = %s, custom = %s, artifacts = %s, created_us = %s,
+        updated_us = %s, heartbeat_us = %s, status = %s, finish_reason = %s, error = %s, version = %s,
+        claimed_by = %s, claimed_us = %s, metadata = %s
+    WHERE tenant = %s AND snapshot_id = %s"""
+SELECT_PARENT = f"""SELECT mrev, tail IS NULL, session_id FROM {TABLE}
+    WHERE tenant = %s AND snapshot_id = %s FOR SHARE"""
+"""A new row's parent, locked so that its messages cannot change (or the row go) before the new row commits."""
+_BASE = "CASE WHEN {0}keep > 0 THEN coalesce({0}base_id, {0}parent_id) END"
+SELECT_CHAIN = f"""WITH RECURSIVE chain (depth, snapshot_id, base, keep, tail, mrev, base_mrev) AS (
+        SELECT 0, snapshot_id, {_BASE.format("")}, keep, tail, mrev, base_mrev FROM {TABLE}
+        WHERE tenant = %(tenant)s AND snapshot_id = %(id)s
+        UNION ALL
+        SELECT chain.depth + 1, s.snapshot_id, {_BASE.format("s.")}, s.keep, s.tail, s.mrev, s.base_mrev
+        FROM chain JOIN {TABLE} AS s ON s.tenant = %(tenant)s AND s.snapshot_id = chain.base
+        WHERE chain.depth < %(max)s
+    )
+    SELECT snapshot_id, base, keep, tail, mrev, base_mrev FROM chain ORDER BY depth"""
+SELECT_DEPENDENTS = f"""SELECT snapshot_id, coalesce(base_id, parent_id), keep, tail FROM {TABLE}
+    WHERE tenant = %(tenant)s AND NOT (snapshot_id = ANY(%(exclude)s)) AND (
+        base_id = ANY(%(ids)s)
+        OR (session_id = ANY(%(sessions)s) AND base_id IS NULL AND keep > 0 AND parent_id = ANY(%(ids)s)))
+    FOR UPDATE"""
+"""The rows based on some of ``ids``: named bases, and implicit ones (children in the base's session)."""
+CHECKPOINT = f"""UPDATE {TABLE} SET base_id = NULL, keep = 0, base_mrev = NULL, tail = %s
+    WHERE tenant = %s AND snapshot_id = %s"""

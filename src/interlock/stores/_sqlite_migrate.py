@@ -1,0 +1,92 @@
+"""The SQLite store's schema versions and forward migrations (the rule is :mod:`interlock.stores._versions`').
+
+Versions:
+
+1. the layout before versions were recorded (interlock up to commit 831404f): the
+   snapshot, session and journal tables, no ``interlock_schema`` table. A file whose
+   snapshot table exists without that table is version 1.
+2. ``interlock_schema`` records the version; the journal table is created if a file from
+   before the journal lacks it.
+3. the webhook and deadline outbox (:mod:`interlock.outbox`).
+
+A migration runs inside the write transaction (``BEGIN IMMEDIATE``) that read the version,
+so two processes cannot both migrate a file, and a failed migration leaves it unchanged.
+To change the layout, append a version to :data:`MIGRATIONS` and bump nothing else.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+from ..errors import FailedPreconditionError
+from ._sqlite_journal import create_journal
+from ._sqlite_outbox import create_outbox
+from ._sqlite_schema import SCHEMA, TABLE
+from ._versions import COMPONENT, SCHEMA_TABLE, plan_upgrade
+
+
+def _record_versions(con: sqlite3.Connection) -> None:
+    con.execute(
+        f"CREATE TABLE IF NOT EXISTS {SCHEMA_TABLE} (component TEXT PRIMARY KEY, version INTEGER NOT NULL) "
+        "WITHOUT ROWID"  # one page: no separate index
+    )
+    create_journal(con)
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _record_versions, 3: create_outbox}
+"""Version → what brings the previous version to it. Append only."""
+CURRENT = max(MIGRATIONS)
+
+
+def _found_version(con: sqlite3.Connection, path: str) -> int:
+    """The file's version: 0 for a file without interlock's tables."""
+    tables = {name for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if SCHEMA_TABLE in tables:
+        row = con.execute(f"SELECT version FROM {SCHEMA_TABLE} WHERE component = ?", (COMPONENT,)).fetchone()
+        if row is None or not isinstance(row[0], int):
+            raise FailedPreconditionError(
+                f"the SQLite store at {path!r} has a {SCHEMA_TABLE!r} table without interlock's version row; "
+                "use a separate file for the store"
+            )
+        return row[0]
+    if TABLE not in tables:
+        return 0
+    columns = {row[1] for row in con.execute(f"PRAGMA table_info({TABLE})")}
+    if "session" not in columns:
+        raise FailedPreconditionError(
+            f"the SQLite store at {path!r} was written by an earlier interlock whose layout of {TABLE!r} "
+            "(a text session_id column) this version does not read"
+        )
+    return 1
+
+
+def prepare(con: sqlite3.Connection, path: str, *, upgrade: bool) -> int | None:
+    """Create, check or migrate the file's tables in the caller's write transaction.
+
+    Returns the version migrated from, or ``None`` when nothing was migrated.
+    """
+    found = _found_version(con, path)
+    if found == 0:
+        for statement in SCHEMA:
+            con.execute(statement)
+        for version in sorted(MIGRATIONS):
+            MIGRATIONS[version](con)
+        _stamp(con)
+        return None
+    url = "sqlite:///" + path
+    todo = plan_upgrade(found, CURRENT, where=f"the SQLite store at {path!r}", url=url, upgrade=upgrade)
+    for version in todo:
+        MIGRATIONS[version](con)
+    if todo:
+        _stamp(con)
+        return found
+    return None
+
+
+def _stamp(con: sqlite3.Connection) -> None:
+    con.execute(
+        f"INSERT INTO {SCHEMA_TABLE} (component, version) VALUES (?, ?) "
+        "ON CONFLICT (component) DO UPDATE SET version = excluded.version",
+        (COMPONENT, CURRENT),
+    )

@@ -1,0 +1,107 @@
+"""The SQLite store's outbox table (see :mod:`interlock.outbox`), run on its worker thread.
+
+One row per event: the event as JSON, plus the columns it is claimed by (``channel``,
+``status``, ``due_us``: µs since the epoch, ``lease_holder``, ``lease_us``). Inserts run in
+the caller's write transaction (the snapshot save they report); a claim reads and
+leases its rows in one ``BEGIN IMMEDIATE`` transaction, so two processes never lease one
+row at once.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import cast
+
+from ..errors import DataLossError
+from ..outbox import OutboxEvent, leased
+
+OUTBOX = "interlock_outbox"
+OUTBOX_SCHEMA = (
+    f"""CREATE TABLE IF NOT EXISTS {OUTBOX} (
+        seq          INTEGER PRIMARY KEY,
+        id           TEXT    NOT NULL UNIQUE,
+        tenant       TEXT    NOT NULL,
+        channel      TEXT    NOT NULL,
+        status       TEXT    NOT NULL,
+        due_us       INTEGER NOT NULL,
+        lease_holder TEXT,
+        lease_us     INTEGER,
+        event        TEXT    NOT NULL
+    )""",
+    f"CREATE INDEX IF NOT EXISTS {OUTBOX}_due ON {OUTBOX} (channel, due_us) WHERE status = 'pending'",
+)
+_SELECT = f"SELECT seq, event FROM {OUTBOX}"
+
+
+def create_outbox(con: sqlite3.Connection) -> None:
+    """Create the outbox table and its index (idempotent), in the caller's write transaction."""
+    for statement in OUTBOX_SCHEMA:
+        con.execute(statement)
+
+
+def _us(at: datetime | None) -> int | None:
+    return None if at is None else round(at.timestamp() * 1_000_000)
+
+
+def _row(event: OutboxEvent) -> tuple[object, ...]:
+    text = json.dumps(event.to_json(), ensure_ascii=False, allow_nan=False)
+    return (event.status, _us(event.due), event.lease_holder, _us(event.lease_expires_at), text)
+
+
+def _event(raw: object, seq: object) -> OutboxEvent:
+    try:
+        return OutboxEvent.from_json(json.loads(cast(str, raw)))
+    except (TypeError, ValueError, KeyError) as exc:
+        raise DataLossError(f"outbox row {seq} of the SQLite store is damaged: {exc}") from None
+
+
+def insert(con: sqlite3.Connection, events: Sequence[OutboxEvent]) -> None:
+    """Add ``events`` (in the caller's transaction)."""
+    con.executemany(
+        f"""INSERT INTO {OUTBOX} (id, tenant, channel, status, due_us, lease_holder, lease_us, event)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+        [(e.id, e.tenant or "", e.channel, *_row(e)) for e in events],
+    )
+
+
+def claim(
+    con: sqlite3.Connection, channel: str, holder: str, lease: float, limit: int, now: datetime | None
+) -> list[OutboxEvent]:
+    """Lease up to ``limit`` due rows of ``channel`` (in the caller's write transaction)."""
+    now = now or datetime.now(UTC)
+    now_us = _us(now)
+    rows = con.execute(
+        f"""{_SELECT} WHERE channel = ? AND status = 'pending' AND due_us <= ?
+        AND (lease_us IS NULL OR lease_us <= ?) ORDER BY due_us, seq LIMIT ?""",
+        (channel, now_us, now_us, limit),
+    ).fetchall()
+    taken = [leased(_event(raw, seq), holder, lease, now) for seq, raw in rows]
+    _update(con, taken)
+    return taken
+
+
+def _update(con: sqlite3.Connection, events: Sequence[OutboxEvent]) -> None:
+    con.executemany(
+        f"UPDATE {OUTBOX} SET status = ?, due_us = ?, lease_holder = ?, lease_us = ?, event = ? WHERE id = ?",
+        [(*_row(e), e.id) for e in events],
+    )
+
+
+def settle(con: sqlite3.Connection, event: OutboxEvent, holder: str) -> bool:
+    """Write back ``event`` without its lease if ``holder`` holds it (in the caller's write transaction)."""
+    row = con.execute(f"SELECT lease_holder FROM {OUTBOX} WHERE id = ?", (event.id,)).fetchone()
+    if row is None or row[0] != holder:
+        return False
+    _update(con, [event.evolve(lease_holder=None, lease_expires_at=None)])
+    return True
+
+
+def events(con: sqlite3.Connection, channel: str | None, status: str | None) -> list[OutboxEvent]:
+    rows = con.execute(
+        f"{_SELECT} WHERE (?1 IS NULL OR channel = ?1) AND (?2 IS NULL OR status = ?2) ORDER BY seq",
+        (channel, status),
+    ).fetchall()
+    return [_event(raw, seq) for seq, raw in rows]

@@ -1,0 +1,437 @@
+"""The PostgreSQL store: many processes on many hosts sharing one database (``interlock[postgres]``).
+
+:class:`PostgresStore` keeps the SQLite store's layout and rules (delta rows, so storage
+stays linear in the conversation; the effect journal; tenants) in PostgreSQL, through
+psycopg 3's async API and a connection pool:
+
+* **Atomic, fenced saves across processes.** :meth:`PostgresStore.save_all` runs in one
+  transaction that reads each row ``FOR UPDATE`` (a row lock held to the commit), runs the
+  updater (the claim rules of :mod:`interlock.claims` live in updaters) and writes. A row
+  that did not exist is inserted only if it still does not (``ON CONFLICT DO NOTHING``);
+  if another transaction created it meanwhile, the whole save runs again and its updater
+  sees that row. A deadlock or serialization failure is retried the same way (updaters are
+  pure). Nothing is serialised inside the process: concurrent saves run on different
+  connections, and PostgreSQL's WAL group commit batches their commits.
+* **Reads** are single autocommitted statements when a row's history is a checkpoint or in
+  the cache; a read that must follow a base chain (or a session's rows) runs in one
+  repeatable-read transaction.
+* **Watch by LISTEN/NOTIFY.** A save that changes a row's status notifies channel
+  ``interlock_snapshots`` in its transaction (delivered at commit); one listening
+  connection per store wakes the watchers of that row, which then read its status. No
+  polling: after a lost connection the listener reconnects and wakes every watcher once.
+* **Schema versions.** An empty database gets the current tables on open; an older one is
+  refused with ``FAILED_PRECONDITION`` naming ``interlock db upgrade --store URL``, which
+  opens the store with ``upgrade=True`` (see :mod:`interlock.stores._versions`).
+
+Errors are typed: an unreachable server is ``UNAVAILABLE``, a refused login
+``UNAUTHENTICATED``, a missing database or foreign tables ``FAILED_PRECONDITION``, a read-only
+server ``PERMISSION_DENIED``, a value PostgreSQL cannot store (a NUL character in an id)
+``INVALID_ARGUMENT``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from types import TracebackType
+from typing import TypeVar
+
+try:
+    import psycopg
+    from psycopg import AsyncConnection, conninfo, errors
+    from psycopg_pool import AsyncConnectionPool, PoolTimeout
+except ImportError as exc:  # pragma: no cover - exercised by the test that hides psycopg
+    raise ModuleNotFoundError(
+        f"interlock.stores.postgres needs psycopg 3 and psycopg_pool ({exc}): pip install 'interlock[postgres]'",
+        name=exc.name,
+    ) from exc
+
+from ..errors import (
+    DataLossError,
+    FailedPreconditionError,
+    InterlockError,
+    InvalidArgumentError,
+    PermissionDeniedError,
+    UnavailableError,
+    UsageError,
+)
+from ..journal import JournalEntry
+from ..outbox import OutboxEvent
+from ..sessions import TERMINAL, Snapshot
+from . import JournalUpdater, SnapshotInfo, Updater, check_tenant
+from . import _pg_outbox as outbox
+from ._pg_errors import pg_error, redacted
+from ._pg_listen import Listener
+from ._pg_rows import Conn, PgRows, RowRaced
+from ._pg_schema import (
+    CHANNEL,
+    CREATE_VERSIONS,
+    CURRENT,
+    LOCK_SCHEMA,
+    MIGRATIONS,
+    SELECT_VERSION,
+    STAMP,
+    TABLE,
+)
+from ._versions import SCHEMA_TABLE, plan_upgrade
+
+__all__ = ["PostgresStore"]
+
+_R = TypeVar("_R")
+_RETRIES = 20
+_RETRYABLE = (errors.SerializationFailure, errors.DeadlockDetected, RowRaced)
+
+
+class PostgresStore:
+    """A :class:`~interlock.stores.SessionStore` in a PostgreSQL database (15 or later).
+
+    Use it from one event loop (its pool and listener belong to the loop that opened it), as an
+    async context manager (or call :meth:`setup` and :meth:`close`)::
+
+        async with PostgresStore("postgresql://user@host/db") as store:
+            ...
+
+    Args:
+        dsn: a libpq connection string or ``postgresql://`` URL.
+        reject_branching: make :meth:`latest` raise ``FailedPreconditionError`` for a
+            session with several leaves instead of returning the newest.
+        upgrade: apply forward migrations on open (what ``interlock db upgrade`` does);
+            without it an older schema is refused.
+        min_size: the connection pool's lower bound.
+        max_size: the connection pool's upper bound.
+        connect_timeout: seconds to wait for the server (and for a free pooled connection).
+        cache_size: how many snapshots' message lists the LRU cache keeps.
+    """
+
+    SCHEMA_VERSION = CURRENT
+    """The schema version this code writes (see :mod:`interlock.stores._pg_schema`)."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        reject_branching: bool = False,
+        upgrade: bool = False,
+        min_size: int = 1,
+        max_size: int = 10,
+        connect_timeout: float = 30.0,
+        cache_size: int = 256,
+    ) -> None:
+        if not isinstance(dsn, str) or not dsn.strip():  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise InvalidArgumentError("the PostgreSQL store needs a connection string, e.g. postgresql://user@host/db")
+        self.dsn = dsn
+        self.reject_branching = reject_branching
+        self.upgrade = upgrade
+        self.connect_timeout = connect_timeout
+        self.upgraded_from: int | None = None
+        """The schema version found on open when migrations ran (``None``: none were needed)."""
+        self._rows = PgRows(cache_size)
+        self._pool = AsyncConnectionPool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            kwargs={"autocommit": True},
+            open=False,
+            timeout=connect_timeout,
+        )
+        self._listener = Listener(dsn, connect_timeout, self._guard)
+        self._opened = False
+        self._closed = False
+        self._opening: asyncio.Lock | None = None
+
+    @classmethod
+    @asynccontextmanager
+    async def from_url(
+        cls, url: str, *, reject_branching: bool = False, upgrade: bool = False
+    ) -> AsyncGenerator[PostgresStore, None]:
+        """Open a store from a ``postgresql://`` (or ``postgres://``) URL; closed on exit."""
+        store = cls(url, reject_branching=reject_branching, upgrade=upgrade)
+        try:
+            await store.setup()
+            yield store
+        finally:
+            await store.close()
+
+    async def __aenter__(self) -> PostgresStore:
+        await self.setup()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    @property
+    def where(self) -> str:
+        """The store, for messages (the DSN without its password)."""
+        try:
+            info = conninfo.conninfo_to_dict(self.dsn)
+        except psycopg.ProgrammingError:
+            return "the PostgreSQL store"
+        return f"the PostgreSQL store {info.get('dbname', '')!s}@{info.get('host', '')!s}:{info.get('port', '')!s}"
+
+    async def setup(self) -> None:
+        """Connect, check (or create, or with ``upgrade`` migrate) the schema and open the pool (idempotent)."""
+        if self._closed:
+            raise UsageError(f"{self.where} is closed")
+        if self._opened:
+            return
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if self._opened:
+                return
+            await self._guard(self._prepare_schema)
+            await self._pool.open(wait=False)
+            self._opened = True
+
+    async def close(self) -> None:
+        """Stop the listener and close the pool (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._listener.stop()
+        await self._pool.close()
+
+    # SessionStore ---------------------------------------------------------------------------
+
+    async def load(self, snapshot_id: str, *, tenant: str | None = None) -> Snapshot | None:
+        t = _key(tenant)
+        try:  # one statement, outside a transaction, when the history is a checkpoint or cached
+            return await self._read(lambda con: self._rows.read(con, t, snapshot_id))
+        except DataLossError:  # or a base chain that changed between two statements: read it again, consistently
+            return await self._read(lambda con: self._rows.read(con, t, snapshot_id), consistent=True)
+
+    async def latest(self, session_id: str, *, tenant: str | None = None) -> Snapshot | None:
+        t = _key(tenant)
+        return await self._read(
+            lambda con: self._rows.latest(con, t, session_id, self.reject_branching), consistent=True
+        )
+
+    async def save(self, snapshot_id: str, update: Updater, *, tenant: str | None = None) -> Snapshot | None:
+        return (await self.save_all([(snapshot_id, update)], tenant=tenant))[0]
+
+    async def save_all(
+        self,
+        updates: Sequence[tuple[str, Updater]],
+        *,
+        tenant: str | None = None,
+        journal: Sequence[tuple[str, JournalUpdater]] = (),
+        events: Sequence[OutboxEvent] = (),
+    ) -> list[Snapshot | None]:
+        t = _key(tenant)
+        todo = list(updates)
+        entries = list(journal)
+        added = list(events)
+
+        async def save_each(con: Conn) -> list[Snapshot | None]:
+            written: list[Snapshot | None] = []
+            changed: list[str] = []
+            for sid, update in todo:
+                new, status_changed = await self._rows.save(con, t, sid, update)
+                written.append(new)
+                if status_changed:
+                    changed.append(json.dumps([t, sid]))
+            for key, update in entries:
+                await self._rows.journal_update(con, t, key, update)
+            await outbox.insert(con, added)
+            if changed:  # delivered to listeners when (and only if) the transaction commits
+                await con.execute("SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p", (CHANNEL, changed))
+            return written
+
+        return await self._write(save_each)
+
+    async def outbox_claim(
+        self, *, channel: str, holder: str, lease: float, limit: int = 100, now: datetime | None = None
+    ) -> list[OutboxEvent]:
+        return await self._write(lambda con: outbox.claim(con, channel, holder, lease, limit, now))
+
+    async def outbox_settle(self, event: OutboxEvent, *, holder: str) -> bool:
+        return await self._write(lambda con: outbox.settle(con, event, holder))
+
+    async def outbox_events(self, *, channel: str | None = None, status: str | None = None) -> list[OutboxEvent]:
+        return await self._read(lambda con: outbox.events(con, channel, status))
+
+    async def ready(self) -> None:
+        """Connect (creating or checking the schema) and check that the server takes writes."""
+        await self.setup()
+
+        async def check(con: Conn) -> None:
+            found = await (await con.execute("SELECT pg_is_in_recovery()")).fetchone()
+            if found is not None and found[0]:
+                raise PermissionDeniedError(f"{self.where} is a read-only standby; point the store at the primary")
+
+        await self._read(check)
+
+    async def journal_get(self, key: str, *, tenant: str | None = None) -> JournalEntry | None:
+        t = _key(tenant)
+        return await self._read(lambda con: self._rows.journal_get(con, t, key))
+
+    async def journal_put(
+        self, entry: JournalEntry, *, expect: int, tenant: str | None = None, durable: bool = True
+    ) -> None:
+        t = _key(tenant)
+        await self._write(lambda con: self._rows.journal_put(con, t, entry, expect, durable), transaction=False)
+
+    async def journal_entries(self, *, session_id: str | None = None, tenant: str | None = None) -> list[JournalEntry]:
+        t = _key(tenant)
+        return await self._read(lambda con: self._rows.journal_entries(con, t, session_id))
+
+    async def watch(self, snapshot_id: str, *, tenant: str | None = None) -> AsyncIterator[str]:
+        t = _key(tenant)
+        await self.setup()
+        wake = asyncio.Event()
+        async with self._listener.waiting(t, snapshot_id, wake):
+            last: str | None = None
+            while True:
+                wake.clear()
+                status = await self._read(lambda con: self._rows.status(con, t, snapshot_id))
+                if status is None:
+                    return
+                if status != last:
+                    last = status
+                    yield status
+                if status in TERMINAL:
+                    return
+                await wake.wait()
+
+    async def list(
+        self, *, tenant: str | None = None, session_id: str | None = None, finish_reason: str | None = None
+    ) -> list[SnapshotInfo]:
+        t = _key(tenant)
+        return await self._read(lambda con: self._rows.list(con, t, session_id, finish_reason))
+
+    async def delete(self, snapshot_ids: Iterable[str], *, tenant: str | None = None) -> int:
+        t = _key(tenant)
+        ids = list(dict.fromkeys(snapshot_ids))
+        return await self._write(lambda con: self._rows.delete(con, t, ids))
+
+    async def prune(
+        self,
+        *,
+        session_id: str | None = None,
+        keep_last: int | None = None,
+        older_than: datetime | None = None,
+        tenant: str | None = None,
+    ) -> int:
+        """Delete old snapshots (the rule is :func:`interlock.stores._prune.prunable`'s); returns how many."""
+        t = _key(tenant)
+        return await self._write(lambda con: self._rows.prune(con, t, session_id, keep_last, older_than))
+
+    # plumbing -------------------------------------------------------------------------------
+
+    async def _read(self, fn: Callable[[Conn], Awaitable[_R]], *, consistent: bool = False) -> _R:
+        """Run ``fn`` on a pooled connection, autocommitted, or (``consistent``) in one snapshot.
+
+        The snapshot is a repeatable-read, read-only transaction: every query sees the same database.
+        """
+        await self.setup()
+
+        async def run() -> _R:
+            async with self._pool.connection() as con:
+                if not consistent:
+                    return await fn(con)
+                async with con.transaction():
+                    await con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                    return await fn(con)
+
+        return await self._guard(run)
+
+    async def _write(self, fn: Callable[[Conn], Awaitable[_R]], *, transaction: bool = True) -> _R:
+        """Run ``fn`` in a read-committed transaction (or autocommitted: one statement), retried on a lost race.
+
+        A lost race is a deadlock, a serialization failure, or a row created by another transaction.
+        """
+        await self.setup()
+
+        async def run() -> _R:
+            for attempt in range(_RETRIES):
+                try:
+                    async with self._pool.connection() as con:
+                        if not transaction:
+                            return await fn(con)
+                        async with con.transaction():
+                            return await fn(con)
+                except _RETRYABLE:
+                    if attempt == _RETRIES - 1:
+                        raise
+                    await asyncio.sleep(0.001 * (attempt + 1))
+            raise AssertionError("unreachable")
+
+        return await self._guard(run)
+
+    async def _guard(self, fn: Callable[[], Awaitable[_R]]) -> _R:
+        """Run ``fn``, with PostgreSQL's failures as typed interlock errors."""
+        if self._closed:
+            raise UsageError(f"{self.where} is closed")
+        try:
+            return await fn()
+        except InterlockError:
+            raise
+        except PoolTimeout as exc:
+            raise UnavailableError(f"{self.where} has no free connection ({exc}); retrying may help") from exc
+        except psycopg.Error as exc:
+            raise pg_error(exc, self.where) from exc
+        except UnicodeEncodeError as exc:
+            raise InvalidArgumentError(f"{self.where} cannot store a value that is not UTF-8 text ({exc})") from exc
+
+    async def _prepare_schema(self) -> None:
+        """Check the schema version; create or migrate the tables under an advisory lock if needed."""
+        con = await AsyncConnection.connect(
+            self.dsn, autocommit=True, connect_timeout=max(1, int(self.connect_timeout))
+        )
+        async with con:
+            if await _stored_version(con) == CURRENT:  # the usual case: no lock, no DDL (a read-only role may open)
+                return
+            async with con.transaction():
+                await con.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_SCHEMA,))
+                await con.execute(CREATE_VERSIONS)
+                found = await _stored_version(con)
+                if found is None:
+                    has = await (await con.execute("SELECT to_regclass(%s) IS NOT NULL", (TABLE,))).fetchone()
+                    if has is not None and has[0]:
+                        raise FailedPreconditionError(
+                            f"{self.where} has a table {TABLE!r} without a schema version: not interlock's; "
+                            "use another database or schema"
+                        )
+                    todo = range(1, CURRENT + 1)  # an empty database: create the current layout
+                else:
+                    url = redacted(self.dsn)
+                    todo = plan_upgrade(found, CURRENT, where=self.where, url=url, upgrade=self.upgrade)
+                for target in todo:
+                    for statement in MIGRATIONS[target]:
+                        await con.execute(statement)
+                if todo:
+                    await con.execute(STAMP, (CURRENT,))
+                    self.upgraded_from = found
+
+
+async def _stored_version(con: Conn) -> int | None:
+    """The stored schema version, or ``None`` if there is no version table or row."""
+    has = await (await con.execute("SELECT to_regclass(%s) IS NOT NULL", (SCHEMA_TABLE,))).fetchone()
+    if has is None or not has[0]:
+        return None
+    found = await (await con.execute(SELECT_VERSION)).fetchone()
+    return None if found is None else int(found[0])
+
+
+def _key(tenant: str | None) -> str:
+    """The tenant as stored (``''`` for no tenant; :func:`check_tenant` keeps ``''`` out)."""
+    return check_tenant(tenant) or ""
+
+
+def _register() -> None:
+    from .urls import register_store_scheme
+
+    def opener(url: str, *, upgrade: bool = False) -> contextlib.AbstractAsyncContextManager[PostgresStore]:
+        return PostgresStore.from_url(url, upgrade=upgrade)
+
+    for scheme in ("postgresql", "postgres"):
+        register_store_scheme(scheme, opener)
+
+
+_register()

@@ -1,0 +1,99 @@
+"""Store conformance checks of the outbox (:mod:`interlock.outbox`); part of :data:`~.stores.STORE_CHECKS`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from ..outbox import DEADLINE, WEBHOOK, OutboxEvent, new_event
+from ..sessions import Snapshot, utcnow
+
+if TYPE_CHECKING:  # stores.py imports this module
+    from .stores import StoreFactory
+
+
+def _expect(condition: bool, message: str) -> None:
+    if not condition:
+        raise AssertionError(message)
+
+
+def _event(
+    type: str = "interrupt.created", *, channel: str = WEBHOOK, tenant: str | None = None, **data: Any
+) -> OutboxEvent:
+    return new_event(channel, type, {"n": 1, **data}, tenant=tenant)
+
+
+def _row(snapshot_id: str) -> Snapshot:
+    return Snapshot(snapshot_id=snapshot_id, session_id="s1", finish_reason="interrupted")
+
+
+async def check_outbox_written_with_save(make_store: StoreFactory) -> None:
+    """Events are written by save_all with the rows they report, and not at all when an updater raises."""
+
+    def boom(_: Snapshot | None) -> Snapshot | None:
+        raise ValueError("boom")
+
+    async with make_store() as store:
+        kept = _event(tenant="acme", note="héllo ✓")
+        await store.save_all([("a", lambda _: _row("a"))], tenant="acme", events=[kept])
+        try:
+            await store.save_all([("b", lambda _: _row("b")), ("a", boom)], events=[_event("dropped")])
+        except ValueError:
+            pass
+        else:
+            raise AssertionError("save_all with a raising updater should raise")
+        found = await store.outbox_events()
+        _expect([e.id for e in found] == [kept.id], f"only the committed event is stored, got {found!r}")
+        _expect(found[0] == kept, f"the event reads back as written: {found[0]!r} != {kept!r}")
+        await store.save_all([], events=[_event(channel=DEADLINE, type="deadline.due")])
+        _expect(len(await store.outbox_events(channel=DEADLINE)) == 1, "events of one channel")
+        _expect(len(await store.outbox_events(status="done")) == 0, "events of one status")
+
+
+async def check_outbox_claim_leases(make_store: StoreFactory) -> None:
+    """A claim leases due rows of its channel, oldest first; a leased row is not claimed again until it lapses."""
+    async with make_store() as store:
+        first, second = _event("one"), _event("two")
+        now = utcnow()
+        later = _event("later").evolve(due_at=now + timedelta(hours=1))
+        timer = _event("deadline.due", channel=DEADLINE)
+        await store.save_all([], events=[first, second, later, timer])
+        got = await store.outbox_claim(channel=WEBHOOK, holder="p1", lease=30, limit=1, now=now)
+        _expect([e.id for e in got] == [first.id], f"the oldest due row first, got {[e.type for e in got]}")
+        _expect(got[0].lease_holder == "p1" and got[0].lease_expires_at is not None, "the row comes back leased")
+        more = await store.outbox_claim(channel=WEBHOOK, holder="p2", lease=30, now=now)
+        _expect([e.id for e in more] == [second.id], f"a leased or future row is not claimed, got {more!r}")
+        after = await store.outbox_claim(channel=WEBHOOK, holder="p3", lease=30, now=now + timedelta(seconds=31))
+        _expect({e.id for e in after} == {first.id, second.id}, "rows whose lease lapsed are claimed again")
+        _expect(not await store.outbox_settle(first.evolve(status="done"), holder="p1"), "a lost lease cannot settle")
+        done = after[0].evolve(status="done", attempts=1, done_for=("hook",), settled_at=now)
+        _expect(await store.outbox_settle(done, holder="p3"), "the holder settles its row")
+        stored = {e.id: e for e in await store.outbox_events()}
+        _expect(stored[done.id].status == "done" and stored[done.id].lease_holder is None, "settled and unleased")
+        _expect(stored[done.id].done_for == ("hook",), "the delivery state reads back")
+        final = await store.outbox_claim(channel=WEBHOOK, holder="p4", lease=30, now=now + timedelta(hours=2))
+        rest = {first.id, second.id, later.id} - {done.id}
+        _expect({e.id for e in final} == rest, f"done rows are never claimed, got {[e.type for e in final]}")
+
+
+async def check_outbox_claims_race(make_store: StoreFactory) -> None:
+    """Concurrent claimers never share a row."""
+    async with make_store() as store:
+        events = [_event(f"e{i}") for i in range(20)]
+        await store.save_all([], events=events)
+
+        async def take(holder: str) -> list[str]:
+            return [e.id for e in await store.outbox_claim(channel=WEBHOOK, holder=holder, lease=30, limit=3)]
+
+        batches = await asyncio.gather(*(take(f"p{i}") for i in range(10)))
+        taken = [i for batch in batches for i in batch]
+        _expect(len(taken) == len(set(taken)) == 20, f"each row claimed exactly once, got {len(taken)} claims")
+
+
+OUTBOX_CHECKS: list[Callable[[StoreFactory], Awaitable[None]]] = [
+    check_outbox_written_with_save,
+    check_outbox_claim_leases,
+    check_outbox_claims_race,
+]

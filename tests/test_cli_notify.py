@@ -1,0 +1,89 @@
+"""``interlock webhooks`` and ``interlock deadlines`` on a real SQLite file, and serve's --webhooks/--deadlines."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import pathlib
+import time
+
+import pytest
+from hook_receiver import receiver
+from notify_app import KEYRING, POLICIES, SECRET, bank
+from notify_serve import ready, serve, wait_for
+
+from interlock.cli import main
+from interlock.http.client import RemoteAgent
+from interlock.stores.sqlite import SQLiteStore
+from interlock.webhooks import verify
+
+
+def _paused(db: pathlib.Path, **options: object) -> str:
+    async def run() -> str:
+        async with SQLiteStore(db) as store:
+            out = await bank(store, **options).run("pay bob 5")  # type: ignore[arg-type]
+            return out.snapshot_id or ""
+
+    return asyncio.run(run())
+
+
+def test_webhooks_run_once_delivers_and_list_shows_it(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "bank.db"
+    snapshot = _paused(db)
+    monkeypatch.setenv("HOOK_SECRET", SECRET)
+    with receiver() as hook:
+        code = main(
+            ["webhooks", "run", "--store", str(db), "--endpoint", hook.url, "--secret-env", "HOOK_SECRET", "--once"]
+        )
+        assert code == 0
+        (request,) = hook.requests
+    assert verify(request.body, request.headers, KEYRING)["data"]["snapshotId"] == snapshot
+    assert "interrupt.created done attempts=1" in capsys.readouterr().out
+    assert main(["webhooks", "list", "--store", str(db), "--json"]) == 0
+    (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert row["status"] == "done" and row["done_for"] == [hook.url]
+
+
+def test_webhooks_run_refuses_missing_configuration(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "bank.db"
+    _paused(db)
+    monkeypatch.delenv("INTERLOCK_WEBHOOK_SECRET", raising=False)
+    assert main(["webhooks", "run", "--store", str(db), "--once"]) == 2
+    assert "--endpoint" in capsys.readouterr().err
+    assert main(["webhooks", "run", "--store", str(db), "--endpoint", "http://127.0.0.1:9/", "--once"]) == 2
+    assert "INTERLOCK_WEBHOOK_SECRET" in capsys.readouterr().err
+    monkeypatch.setenv("INTERLOCK_WEBHOOK_SECRET", SECRET)
+    assert main(["webhooks", "run", "--store", str(db), "--endpoint", "ftp://x", "--once"]) == 2
+    assert "http://" in capsys.readouterr().err
+    assert main(["webhooks", "list", "--store", str(tmp_path / "missing.db")]) == 2
+
+
+def test_deadlines_run_once_applies_a_passed_deadline(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "bank.db"
+    snapshot = _paused(db, expires_in=0.3, on_expire=POLICIES["escalate"])
+    time.sleep(0.5)
+    assert main(["deadlines", "run", "--store", str(db), "--once"]) == 0
+    assert f"{snapshot} transfer escalate applied" in capsys.readouterr().out
+    assert main(["deadlines", "run", "--store", str(db), "--once"]) == 0
+    assert capsys.readouterr().out == ""  # applied once
+
+
+@pytest.mark.slow
+async def test_serve_runs_the_deadline_and_webhook_loops(tmp_path: pathlib.Path) -> None:
+    db = tmp_path / "bank.db"
+    with receiver() as hook:
+        flags = ("--webhooks", "notify_app:webhooks", "--deadlines")
+        with serve(tmp_path, db, hook.url, *flags, NOTIFY_POLICY="reject", NOTIFY_EXPIRES="1") as (proc, port):
+            await ready(proc, port)
+            async with RemoteAgent(f"http://127.0.0.1:{port}/bank") as remote:
+                out = await remote.run("pay bob 5")
+            await wait_for(hook, 2, 60)  # created, then (after the deadline) expired
+            events = [verify(r.body, r.headers, KEYRING) for r in hook.requests]
+    assert [e["type"] for e in events] == ["interrupt.created", "interrupt.expired"]
+    assert events[1]["data"]["snapshotId"] == out.snapshot_id and events[1]["data"]["policy"] == "reject"

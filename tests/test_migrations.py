@@ -1,0 +1,148 @@
+"""Schema versions: old stores are refused with the command that migrates them, and migrate intact.
+
+``fixtures/sqlite-831404f.db`` was written by interlock at commit 831404f (the layout before
+schema versions; ``fixtures/make_sqlite_831404f.py`` wrote it): a paused transfer, a completed
+one (with its journal entries) and a paused transfer of tenant ``acme``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import pathlib
+import shutil
+import sqlite3
+from typing import Any
+
+import psycopg
+import pytest
+from banking import APPROVE, Approval, Transfer
+from pg import fresh_dsn
+
+from interlock import PromptAgent, ToolContext, tool
+from interlock.cli.main import main
+from interlock.errors import FailedPreconditionError
+from interlock.stores.postgres import PostgresStore
+from interlock.stores.sqlite import SQLiteStore
+from interlock.testing import ScriptedModel
+
+FIXTURES = pathlib.Path(__file__).with_name("fixtures")
+OLD = FIXTURES / "sqlite-831404f.db"
+IDS: dict[str, str] = json.loads((FIXTURES / "sqlite-831404f.json").read_text())
+
+
+def bank(store: Any, runs: list[str]) -> PromptAgent:
+    """The agent that wrote the fixture (same name, tool and schema), counting tool runs."""
+
+    @tool(idempotent=True)
+    async def transfer(req: Transfer, ctx: ToolContext[Any], approval: Approval | None) -> str:
+        """Move money once approved."""
+        if approval is None:
+            ctx.interrupt({"to": req.to, "amount": req.amount})
+        runs.append(req.to)
+        return "sent"
+
+    return PromptAgent("bank", ScriptedModel(["paid", "paid"]), tools=[transfer], store=store)
+
+
+async def upgrade(capsys: pytest.CaptureFixture[str], url: str) -> tuple[int, str, str]:
+    """``interlock db upgrade --store URL`` (on a thread: the command runs its own event loop)."""
+    code = await asyncio.to_thread(main, ["db", "upgrade", "--store", url])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def old_file(tmp_path: pathlib.Path) -> pathlib.Path:
+    path = tmp_path / "old.db"
+    shutil.copyfile(OLD, path)
+    return path
+
+
+async def test_an_old_sqlite_file_is_refused_naming_the_command_and_left_unchanged(old_file: pathlib.Path) -> None:
+    before = old_file.read_bytes()
+    with pytest.raises(FailedPreconditionError, match=r"schema version 1, older than this interlock's 3") as caught:
+        async with SQLiteStore(old_file) as store:
+            await store.load(IDS["paused"])
+    assert f"interlock db upgrade --store sqlite:///{old_file}" in caught.value.message
+    assert old_file.read_bytes() == before
+
+
+async def test_an_old_sqlite_file_upgrades_and_its_interrupts_resume(
+    old_file: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{old_file}"
+    assert await upgrade(capsys, url) == (0, f"{url}: upgraded from schema version 1 to 3\n", "")
+    assert await upgrade(capsys, url) == (0, f"{url}: schema version 3, nothing to do\n", "")
+    with sqlite3.connect(old_file) as con:
+        assert con.execute("SELECT component, version FROM interlock_schema").fetchall() == [("interlock", 3)]
+    runs: list[str] = []
+    async with SQLiteStore(old_file) as store:
+        agent = bank(store, runs)
+        # the completed session and its journal came through
+        done = await store.load(IDS["completed"])
+        assert done is not None and done.status == "completed" and done.state is not None
+        assert [m.role for m in done.state.messages] == ["user", "model", "tool", "model"]
+        assert len(await store.journal_entries(session_id=IDS["completed_session"])) == 1
+        # both paused transfers (one per tenant) are pending and resume, each running its tool once
+        for snap, context in ((IDS["paused"], {}), (IDS["acme"], {"tenant": "acme"})):
+            pending = await agent.pending_interrupts(snap, context=context)
+            assert [(p.name, p.ref) for p in pending] == [("transfer", "t1")]
+            out = await agent.run(resume=APPROVE, snapshot_id=snap, context=context)
+            assert out.finish_reason == "stop", out.error
+            assert await agent.pending_interrupts(snap, context=context) == []
+    assert runs == ["bob", "bob"]
+
+
+async def test_a_newer_sqlite_file_is_refused(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "new.db"
+    async with SQLiteStore(path) as store:
+        await store.ready()
+    with sqlite3.connect(path) as con:
+        con.execute("UPDATE interlock_schema SET version = 99")
+    with pytest.raises(FailedPreconditionError, match=r"schema version 99, written by a newer interlock"):
+        async with SQLiteStore(path, upgrade=True) as store:
+            await store.ready()
+
+
+async def test_db_upgrade_needs_a_store_that_exists(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = await upgrade(capsys, str(tmp_path / "missing.db"))
+    assert (code, out) == (2, "") and "there is no SQLite store at" in err
+    assert not (tmp_path / "missing.db").exists()
+
+
+def _set_version(url: str, version: int) -> None:
+    with psycopg.connect(url, autocommit=True) as con:
+        con.execute("UPDATE interlock_schema SET version = %s", (version,))
+
+
+async def test_postgres_creates_its_schema_and_refuses_an_older_one_until_upgraded(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = fresh_dsn()
+    async with PostgresStore(url) as store:
+        await store.ready()
+        assert store.upgraded_from is None
+    _set_version(url, 1)  # as if written before version 2 (the outbox)
+    with pytest.raises(FailedPreconditionError, match=r"schema version 1, older than this interlock's 2") as caught:
+        async with PostgresStore(url) as store:
+            await store.ready()
+    assert f"interlock db upgrade --store {url}" in caught.value.message
+    assert await upgrade(capsys, url) == (0, f"{url}: upgraded from schema version 1 to 2\n", "")
+    async with PostgresStore(url) as store:
+        await store.ready()
+    _set_version(url, 7)
+    with pytest.raises(FailedPreconditionError, match=r"schema version 7, written by a newer interlock"):
+        async with PostgresStore(url, upgrade=True) as store:
+            await store.ready()
+    code, out, err = await upgrade(capsys, url)
+    assert (code, out) == (1, "") and "written by a newer interlock" in err and "FAILED_PRECONDITION" in err
+
+
+async def test_postgres_refuses_a_foreign_table_of_the_same_name() -> None:
+    url = fresh_dsn()
+    with psycopg.connect(url, autocommit=True) as con:
+        con.execute("CREATE TABLE interlock_snapshots (id int)")
+    with pytest.raises(FailedPreconditionError, match=r"without a schema version: not interlock's"):
+        async with PostgresStore(url) as store:
+            await store.ready()
