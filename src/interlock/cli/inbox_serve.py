@@ -23,7 +23,7 @@ from typing import Any, cast
 from ..http.server import AgentServer
 from ..inbox import Inbox
 from .inbox import EXTRA_ACTIONS, load_agents, store_from_args
-from .main import COMMANDS, Command, CommandError, as_app, load_target, register, run_app
+from .main import COMMANDS, SERVE_EXTENSIONS, Command, CommandError, as_app, load_target, register, run_app
 
 
 def _web() -> Any:
@@ -91,6 +91,8 @@ def _serve(args: argparse.Namespace) -> int:
     app = as_app(load_target(args.target), base_path=args.base_path)
     if not isinstance(app, AgentServer):
         raise CommandError("--inbox needs agents (an agent, a list or dict of them, or an AgentServer) to serve")
+    if getattr(args, "workers", 1) > 1:
+        raise CommandError("--inbox runs in one process: leave out --workers, or run `interlock inbox serve` apart")
     stores = {id(a.store): a.store for a in app.agents.values() if a.store is not None}
     if len(stores) != 1:
         raise CommandError(f"--inbox needs the agents to share one store (they have {len(stores)})")
@@ -99,7 +101,9 @@ def _serve(args: argparse.Namespace) -> int:
     store = next(iter(stores.values()))
     inbox = Inbox(store, agents=cast(dict[str, Any], app.agents))
     user = args.inbox_user or getpass.getuser()
-    return run_app(web.mount_inbox(app, web.InboxApp(inbox, context=app.context, token=token, user=user)), args)
+    loops = [loop for extension in SERVE_EXTENSIONS for loop in extension.loops(args, list(app.agents.values()))]
+    served = web.mount_inbox(app, web.InboxApp(inbox, context=app.context, token=token, user=user))
+    return run_app(served, args, loops)
 
 
 register(
