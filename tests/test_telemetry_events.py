@@ -51,7 +51,7 @@ async def test_a_replayed_call_is_an_event_on_its_tool_span(
 ) -> None:
     ledger = Ledger(tmp_path / "effects.log")
     sid = await paused(store, ledger)
-    failed = await bank(store, ledger, FailingModel(1)).run(resume=APPROVE, snapshot_id=sid)
+    failed = await bank(store, ledger, FailingModel(1)).run(resume=APPROVE, snapshot_id=sid, raise_on_error=False)
     assert failed.error is not None
     spans.clear()
     done = await bank(store, ledger, FailingModel(0)).run(resume=APPROVE, snapshot_id=sid)
@@ -109,7 +109,7 @@ async def test_a_lost_claim_is_an_event_and_the_turn_fails_aborted(spans: InMemo
     assert out.snapshot_id is not None
     spans.clear()
     agent = PromptAgent("bank", ScriptedModel(["paid"]), tools=[transfer], store=store, claim_ttl=0.3)
-    lost = await agent.run(resume=APPROVE, snapshot_id=out.snapshot_id)
+    lost = await agent.run(resume=APPROVE, snapshot_id=out.snapshot_id, raise_on_error=False)
     assert lost.error is not None and lost.error.status == "ABORTED"
     (turn,) = [s for s in spans.get_finished_spans() if s.name == "invoke_agent bank"]
     names = [e.name for e in turn.events]
