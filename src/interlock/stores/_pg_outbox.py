@@ -7,13 +7,13 @@ rows and never wait on each other; a settle locks its row and checks the lease h
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, LiteralString, cast
+from typing import TYPE_CHECKING, Any, LiteralString
 
-from ..errors import DataLossError
 from ..outbox import OutboxEvent, leased
+from ._outbox_rows import event as event_of
+from ._outbox_rows import row, us
 
 if TYPE_CHECKING:  # psycopg is the optional extra: this module's SQL is imported without it
     from psycopg import AsyncConnection
@@ -40,22 +40,6 @@ _SELECT = f"SELECT seq, event FROM {OUTBOX}"
 _UPDATE = f"UPDATE {OUTBOX} SET status = %s, due_us = %s, lease_holder = %s, lease_us = %s, event = %s WHERE id = %s"
 
 
-def _us(at: datetime | None) -> int | None:
-    return None if at is None else round(at.timestamp() * 1_000_000)
-
-
-def _row(event: OutboxEvent) -> tuple[object, ...]:
-    text = json.dumps(event.to_json(), ensure_ascii=False, allow_nan=False)
-    return (event.status, _us(event.due), event.lease_holder, _us(event.lease_expires_at), text)
-
-
-def _event(raw: object, seq: object) -> OutboxEvent:
-    try:
-        return OutboxEvent.from_json(json.loads(cast(str, raw)))
-    except (TypeError, ValueError, KeyError) as exc:
-        raise DataLossError(f"outbox row {seq} of the PostgreSQL store is damaged: {exc}") from None
-
-
 async def insert(con: Conn, events: Sequence[OutboxEvent]) -> None:
     """Add ``events`` (in the caller's transaction)."""
     if not events:
@@ -64,7 +48,7 @@ async def insert(con: Conn, events: Sequence[OutboxEvent]) -> None:
         await cur.executemany(
             f"""INSERT INTO {OUTBOX} (id, tenant, channel, status, due_us, lease_holder, lease_us, event)
             VALUES (%s, %s, %s, %s, %s, %s, %s, %s)""",
-            [(e.id, e.tenant or "", e.channel, *_row(e)) for e in events],
+            [(e.id, e.tenant or "", e.channel, *row(e)) for e in events],
         )
 
 
@@ -73,13 +57,13 @@ async def claim(
 ) -> list[OutboxEvent]:
     """Lease up to ``limit`` due rows of ``channel`` (in the caller's transaction)."""
     now = now or datetime.now(UTC)
-    now_us = _us(now)
+    now_us = us(now)
     found = await con.execute(
         f"""{_SELECT} WHERE channel = %s AND status = 'pending' AND due_us <= %s
         AND (lease_us IS NULL OR lease_us <= %s) ORDER BY due_us, seq LIMIT %s FOR UPDATE SKIP LOCKED""",
         (channel, now_us, now_us, limit),
     )
-    taken = [leased(_event(raw, seq), holder, lease, now) for seq, raw in await found.fetchall()]
+    taken = [leased(event_of(raw, seq, "PostgreSQL"), holder, lease, now) for seq, raw in await found.fetchall()]
     await _update(con, taken)
     return taken
 
@@ -88,7 +72,7 @@ async def _update(con: Conn, events: Sequence[OutboxEvent]) -> None:
     if not events:
         return
     async with con.cursor() as cur:
-        await cur.executemany(_UPDATE, [(*_row(e), e.id) for e in events])
+        await cur.executemany(_UPDATE, [(*row(e), e.id) for e in events])
 
 
 async def settle(con: Conn, event: OutboxEvent, holder: str) -> bool:
@@ -107,4 +91,4 @@ async def events(con: Conn, channel: str | None, status: str | None) -> list[Out
         AND (%(status)s::text IS NULL OR status = %(status)s) ORDER BY seq""",
         {"channel": channel, "status": status},
     )
-    return [_event(raw, seq) for seq, raw in await found.fetchall()]
+    return [event_of(raw, seq, "PostgreSQL") for seq, raw in await found.fetchall()]

@@ -9,14 +9,13 @@ row at once.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import cast
 
-from ..errors import DataLossError
 from ..outbox import OutboxEvent, leased
+from ._outbox_rows import event as event_of
+from ._outbox_rows import row, us
 
 OUTBOX = "interlock_outbox"
 OUTBOX_SCHEMA = (
@@ -42,28 +41,12 @@ def create_outbox(con: sqlite3.Connection) -> None:
         con.execute(statement)
 
 
-def _us(at: datetime | None) -> int | None:
-    return None if at is None else round(at.timestamp() * 1_000_000)
-
-
-def _row(event: OutboxEvent) -> tuple[object, ...]:
-    text = json.dumps(event.to_json(), ensure_ascii=False, allow_nan=False)
-    return (event.status, _us(event.due), event.lease_holder, _us(event.lease_expires_at), text)
-
-
-def _event(raw: object, seq: object) -> OutboxEvent:
-    try:
-        return OutboxEvent.from_json(json.loads(cast(str, raw)))
-    except (TypeError, ValueError, KeyError) as exc:
-        raise DataLossError(f"outbox row {seq} of the SQLite store is damaged: {exc}") from None
-
-
 def insert(con: sqlite3.Connection, events: Sequence[OutboxEvent]) -> None:
     """Add ``events`` (in the caller's transaction)."""
     con.executemany(
         f"""INSERT INTO {OUTBOX} (id, tenant, channel, status, due_us, lease_holder, lease_us, event)
         VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
-        [(e.id, e.tenant or "", e.channel, *_row(e)) for e in events],
+        [(e.id, e.tenant or "", e.channel, *row(e)) for e in events],
     )
 
 
@@ -72,13 +55,13 @@ def claim(
 ) -> list[OutboxEvent]:
     """Lease up to ``limit`` due rows of ``channel`` (in the caller's write transaction)."""
     now = now or datetime.now(UTC)
-    now_us = _us(now)
+    now_us = us(now)
     rows = con.execute(
         f"""{_SELECT} WHERE channel = ? AND status = 'pending' AND due_us <= ?
         AND (lease_us IS NULL OR lease_us <= ?) ORDER BY due_us, seq LIMIT ?""",
         (channel, now_us, now_us, limit),
     ).fetchall()
-    taken = [leased(_event(raw, seq), holder, lease, now) for seq, raw in rows]
+    taken = [leased(event_of(raw, seq, "SQLite"), holder, lease, now) for seq, raw in rows]
     _update(con, taken)
     return taken
 
@@ -86,7 +69,7 @@ def claim(
 def _update(con: sqlite3.Connection, events: Sequence[OutboxEvent]) -> None:
     con.executemany(
         f"UPDATE {OUTBOX} SET status = ?, due_us = ?, lease_holder = ?, lease_us = ?, event = ? WHERE id = ?",
-        [(*_row(e), e.id) for e in events],
+        [(*row(e), e.id) for e in events],
     )
 
 
@@ -104,4 +87,4 @@ def events(con: sqlite3.Connection, channel: str | None, status: str | None) -> 
         f"{_SELECT} WHERE (?1 IS NULL OR channel = ?1) AND (?2 IS NULL OR status = ?2) ORDER BY seq",
         (channel, status),
     ).fetchall()
-    return [_event(raw, seq) for seq, raw in rows]
+    return [event_of(raw, seq, "SQLite") for seq, raw in rows]
