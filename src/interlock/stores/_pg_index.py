@@ -10,7 +10,6 @@ the snapshot row was written (and locked).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import datetime
 from typing import Any, LiteralString, cast
 
 from psycopg import AsyncConnection
@@ -18,7 +17,7 @@ from psycopg import AsyncConnection
 from ..interrupt_index import InterruptQuery, OpenInterrupt, entries_of
 from ..sessions import Snapshot
 from ._index_rows import ENTRY_COLUMNS, entry_of, entry_values, page_sql, plan, rest_sql
-from ._sqlite_codec import from_us, to_us
+from ._sqlite_codec import to_us
 
 Conn = AsyncConnection[tuple[Any, ...]]
 Reader = Callable[[str], Awaitable[Snapshot | None]]
@@ -53,7 +52,7 @@ V3: tuple[LiteralString, ...] = (
         part           text    NOT NULL,
         PRIMARY KEY (tenant, snapshot_id, position)
     )""",
-    f"CREATE INDEX IF NOT EXISTS {OPEN}_created ON {OPEN} (tenant, created_us, snapshot_id)",
+    f"CREATE INDEX IF NOT EXISTS {OPEN}_created ON {OPEN} (tenant, created_us, snapshot_id, position)",
     f"""INSERT INTO {LEAVES} (tenant, session_id, snapshot_id, created_us)
         SELECT s.tenant, s.session_id, s.snapshot_id, s.created_us FROM {TABLE} AS s
         WHERE NOT EXISTS (SELECT 1 FROM {TABLE} AS c
@@ -68,7 +67,6 @@ _ADD_LEAF = f"""INSERT INTO {LEAVES} (tenant, session_id, snapshot_id, created_u
     SELECT %(tenant)s, %(session_id)s, %(snapshot_id)s, %(created_us)s
     WHERE NOT EXISTS (SELECT 1 FROM {TABLE} WHERE {_SCOPE} AND parent_id = %(snapshot_id)s)
     ON CONFLICT DO NOTHING"""
-_SELECT_LEAVES = f"SELECT snapshot_id, created_us FROM {LEAVES} WHERE {_SCOPE}"
 _DROP_ENTRIES = f"DELETE FROM {OPEN} WHERE tenant = %(tenant)s AND snapshot_id = %(snapshot_id)s"
 _DROP_ENTRIES_IN = _DROP_ENTRIES + " AND session_id = %(session_id)s"
 _WENT_ON = f"""SELECT 1 FROM {TABLE} WHERE {_SCOPE} AND parent_id = %(snapshot_id)s AND status = 'completed'
@@ -133,12 +131,6 @@ async def forget(con: Conn, tenant: str, session_id: str, snapshot_id: str) -> N
     args = {"tenant": tenant, "session_id": session_id, "snapshot_id": snapshot_id}
     await con.execute(_DROP_LEAF, args)
     await con.execute(_DROP_ENTRIES, args)
-
-
-async def leaves(con: Conn, tenant: str, session_id: str) -> list[tuple[datetime, str]]:
-    """A session's leaves as ``(created_at, snapshot_id)``."""
-    cur = await con.execute(_SELECT_LEAVES, {"tenant": tenant, "session_id": session_id})
-    return [(from_us(us), sid) for sid, us in cast(list[tuple[str, int]], await cur.fetchall())]
 
 
 async def page(con: Conn, tenant: str, query: InterruptQuery) -> list[OpenInterrupt]:

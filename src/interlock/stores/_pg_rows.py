@@ -39,6 +39,7 @@ from ._pg_schema import (
     MAX_CHAIN,
     SELECT_CHAIN,
     SELECT_DEPENDENTS,
+    SELECT_LEAF_ROWS,
     SELECT_PARENT,
     SELECT_ROW,
     TABLE,
@@ -120,15 +121,18 @@ class PgRows(ChainCache):
         return decode(row, await self.messages_of(con, tenant, row))[0]
 
     async def latest(self, con: Conn, tenant: str, session_id: str, reject_branching: bool) -> Snapshot | None:
-        leaves = await index.leaves(con, tenant, session_id)
-        if not leaves:
+        """The session's leaf: its leaves' rows in one statement, then the chosen one's history (cache or chain)."""
+        cur = await con.execute(SELECT_LEAF_ROWS, {"tenant": tenant, "session_id": session_id})
+        rows = {r.snapshot_id: r for r in map(_row, await cur.fetchall())}
+        if not rows:
             cur = await con.execute(
                 f"SELECT 1 FROM {TABLE} WHERE tenant = %s AND session_id = %s LIMIT 1", (tenant, session_id)
             )
             if await cur.fetchone() is None:
                 return None  # an unknown session (with rows but no leaf, it has a cycle: choose_leaf says so)
-        leaf = choose_leaf(session_id, leaves, reject_branching=reject_branching)
-        return await self.read(con, tenant, leaf)
+        leaves = [(from_us(r.created_us), sid) for sid, r in rows.items()]
+        row = rows[choose_leaf(session_id, leaves, reject_branching=reject_branching)]
+        return decode(row, await self.messages_of(con, tenant, row))[0]
 
     @staticmethod
     async def open_interrupts(con: Conn, tenant: str, query: InterruptQuery) -> list[OpenInterrupt]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import LiteralString
 
+from ._pg_index import LEAVES
 from ._pg_index import V3 as INDEX_V3
 from ._pg_outbox import V2 as OUTBOX_V2
 from ._versions import COMPONENT, SCHEMA_TABLE
@@ -87,6 +88,10 @@ COLUMNS = (
     "created_us, updated_us, heartbeat_us, status, finish_reason, error, version, claimed_by, claimed_us, metadata"
 )
 SELECT_ROW = f"SELECT {COLUMNS} FROM {TABLE} WHERE tenant = %s AND snapshot_id = %s"
+SELECT_LEAF_ROWS = f"""SELECT {", ".join("s." + c for c in COLUMNS.split(", "))} FROM {LEAVES} AS l
+    JOIN {TABLE} AS s ON s.tenant = l.tenant AND s.snapshot_id = l.snapshot_id AND s.session_id = l.session_id
+    WHERE l.tenant = %(tenant)s AND l.session_id = %(session_id)s"""
+"""The rows (:data:`SELECT_ROW`'s columns) of a session's leaves."""
 LOCK_ROW = SELECT_ROW + " FOR UPDATE"
 _VALUES = "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 INSERT = f"INSERT INTO {TABLE} (tenant, {COLUMNS}) {_VALUES} ON CONFLICT (tenant, snapshot_id) DO NOTHING"

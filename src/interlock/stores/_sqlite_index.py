@@ -48,7 +48,7 @@ DDL = (
         part           TEXT    NOT NULL,
         PRIMARY KEY (tenant, snapshot_id, position)
     )""",
-    f"CREATE INDEX IF NOT EXISTS {OPEN}_created ON {OPEN} (tenant, created_us, snapshot_id)",
+    f"CREATE INDEX IF NOT EXISTS {OPEN}_created ON {OPEN} (tenant, created_us, snapshot_id, position)",
 )
 
 _DROP_LEAF = f"DELETE FROM {LEAVES} WHERE session = :session AND snapshot_id = :snapshot_id"

@@ -211,9 +211,12 @@ class PostgresStore:
 
     async def latest(self, session_id: str, *, tenant: str | None = None) -> Snapshot | None:
         t = _key(tenant)
-        return await self._read(
-            lambda con: self._rows.latest(con, t, session_id, self.reject_branching), consistent=True
-        )
+        try:  # one statement when the leaf's history is a checkpoint or cached (as load)
+            return await self._read(lambda con: self._rows.latest(con, t, session_id, self.reject_branching))
+        except DataLossError:  # or a base chain that changed between two statements: read it again, consistently
+            return await self._read(
+                lambda con: self._rows.latest(con, t, session_id, self.reject_branching), consistent=True
+            )
 
     async def open_interrupts(self, query: InterruptQuery, *, tenant: str | None = None) -> list[OpenInterrupt]:
         t = _key(tenant)

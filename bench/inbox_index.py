@@ -1,0 +1,237 @@
+"""The index of open interrupts and the session leaves: listing, lookup by session id, per-turn CPU.
+
+Printed, on SQLite and on PostgreSQL (a throwaway cluster from ``scripts/postgres.sh``, durable):
+
+* ``Inbox.pending(limit=100)``, the first page, with 10,000 paused turns waiting (target ≤ 50 ms),
+  and with 100 waiting among 20,000 snapshots, the rest answered turns and their resumes (≤ 5 ms);
+* ``store.latest(session_id)`` of a session of 10 and of 1,000 turns (target ≤ 1 ms at 1,000);
+* the CPU of one turn continued by session id (``agent.run(..., session_id=...)``) around turn
+  10 and around turn 1,000 (target: ≤ 1.2x).
+
+Each figure is the median of ``--repeat`` runs; the machine's load average is printed with them.
+"Before" figures are the issue's (interlock before the index, SQLite, same machine). With
+``--check`` it exits 1 when a figure is over its target.
+
+    python bench/inbox_index.py
+    python bench/inbox_index.py --stores sqlite --pending 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import pathlib
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import quote
+
+import psycopg
+from psycopg import sql
+
+from interlock import Message, PromptAgent, Snapshot, ToolRequestPart
+from interlock.inbox import Inbox
+from interlock.sessions import SessionState, new_id
+from interlock.stores import SessionStore
+from interlock.stores.postgres import PostgresStore
+from interlock.stores.sqlite import SQLiteStore
+from interlock.testing import EchoModel
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+BEFORE = {  # the issue's figures, SQLite, before the index (ms)
+    "pending 10,000": 4538.0,
+    "pending 100 among 20,000": 660.0,
+    "latest at 10 turns": 0.44,
+    "latest at 1,000 turns": 7.5,
+}
+TARGETS = {"pending 10,000": 50.0, "pending 100 among 20,000": 5.0, "latest at 1,000 turns": 1.0, "turn cpu ratio": 1.2}
+
+
+def paused(i: int, *, answered: bool = False) -> Snapshot:
+    """A paused transfer (session ``s<i>``), optionally already answered."""
+    session = f"s{i}"
+    call = ToolRequestPart(
+        name="transfer", ref="t1", input={"to": "bob", "amount": i}, metadata={"interrupt": {"amount": i}}
+    )
+    messages = [Message.user(f"pay bob {i}"), Message(role="model", content=[call])]
+    return Snapshot(
+        snapshot_id=new_id(),
+        session_id=session,
+        created_at=T0 + timedelta(seconds=i),
+        finish_reason="interrupted",
+        state=SessionState(session_id=session, messages=messages),
+        metadata={"agent": "bank"},
+        claimed_by=new_id() if answered else None,
+    )
+
+
+def resumed(parent: Snapshot) -> Snapshot:
+    assert parent.state is not None
+    messages = [*parent.state.messages, Message.model("sent")]
+    return Snapshot(
+        snapshot_id=parent.claimed_by or new_id(),
+        session_id=parent.session_id,
+        parent_id=parent.snapshot_id,
+        created_at=parent.created_at + timedelta(milliseconds=1),
+        finish_reason="stop",
+        state=SessionState(session_id=parent.session_id, messages=messages),
+        metadata={"agent": "bank"},
+    )
+
+
+async def write(store: SessionStore, snaps: list[Snapshot]) -> None:
+    """Save ``snaps`` in order, 500 rows per transaction."""
+    for start in range(0, len(snaps), 500):
+        chunk = snaps[start : start + 500]
+        await store.save_all([(s.snapshot_id, lambda _, s=s: s) for s in chunk])
+
+
+async def timed(fn: Callable[[], Awaitable[Any]], repeat: int) -> float:
+    """The median wall time of ``fn`` in ms (after two warm-ups)."""
+    times: list[float] = []
+    for _ in range(repeat + 2):
+        started = time.perf_counter()
+        await fn()
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times[2:])
+
+
+async def listing(open_store: Callable[[], Any], pending: int, repeat: int) -> dict[str, float]:
+    figures: dict[str, float] = {}
+    async with open_store() as store:
+        await write(store, [paused(i) for i in range(pending)])
+        inbox = Inbox(store)
+        page = await inbox.pending(limit=100)
+        assert len(page) == 100, len(page)
+        figures[f"pending {pending:,}"] = await timed(lambda: inbox.pending(limit=100), repeat)
+    async with open_store() as store:
+        answered = [paused(i, answered=True) for i in range(100, 10_050)]
+        rows = [s for p in answered for s in (p, resumed(p))]
+        await write(store, [*rows, *(paused(i) for i in range(100))])
+        inbox = Inbox(store)
+        assert len(await inbox.pending(limit=500)) == 100
+        figures["pending 100 among 20,000"] = await timed(lambda: inbox.pending(limit=100), repeat)
+    return figures
+
+
+def turns(session_id: str, n: int) -> list[Snapshot]:
+    """A session of ``n`` turns, each adding a question and an answer."""
+    snaps: list[Snapshot] = []
+    messages: list[Message] = []
+    parent: str | None = None
+    for i in range(n):
+        messages = [*messages, Message.user(f"question {i}"), Message.model(f"answer {i}")]
+        sid = new_id()
+        state = SessionState(session_id=session_id, messages=messages)
+        at = T0 + timedelta(seconds=i)
+        snaps.append(Snapshot(snapshot_id=sid, session_id=session_id, parent_id=parent, created_at=at, state=state))
+        parent = sid
+    return snaps
+
+
+async def lookups(open_store: Callable[[], Any], repeat: int) -> dict[str, float]:
+    figures: dict[str, float] = {}
+    async with open_store() as store:
+        for n in (10, 1000):
+            session = f"chat-{n}"
+            await write(store, turns(session, n))
+            figures[f"latest at {n:,} turns"] = await timed(lambda s=session: store.latest(s), repeat * 5)
+    return figures
+
+
+async def turn_cpu(open_store: Callable[[], Any], upto: int) -> dict[str, float]:
+    """CPU per turn (ms) of a session continued by id, averaged over turns 6-15 and the last ten."""
+    async with open_store() as store:
+        agent = PromptAgent("chat", EchoModel(), store=store)
+        first = await agent.run("hello")
+        session = first.session_id
+        cpu: list[float] = []
+        for i in range(upto):
+            started = time.process_time()
+            out = await agent.run(f"turn {i}", session_id=session)
+            cpu.append((time.process_time() - started) * 1000)
+            assert out.finish_reason == "stop", out.error
+    early, late = statistics.mean(cpu[5:15]), statistics.mean(cpu[-10:])
+    return {"turn cpu at 10": early, f"turn cpu at {upto:,}": late, "turn cpu ratio": late / early}
+
+
+def sqlite_opener(directory: str) -> Callable[[], Any]:
+    @asynccontextmanager
+    async def open_store() -> AsyncIterator[SQLiteStore]:
+        async with SQLiteStore(pathlib.Path(directory) / f"{new_id()}.db") as store:
+            yield store
+
+    return open_store
+
+
+def postgres_opener(dsn: str) -> Callable[[], Any]:
+    """Each store in a new schema of the cluster (its search_path), so each starts empty."""
+
+    @asynccontextmanager
+    async def open_store() -> AsyncIterator[PostgresStore]:
+        name = f"bench_{new_id().replace('-', '')[:12]}"
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as con:
+            await con.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
+        sep = "&" if "?" in dsn else "?"
+        async with PostgresStore(f"{dsn}{sep}options={quote(f'-c search_path={name}')}", max_size=4) as store:
+            yield store
+
+    return open_store
+
+
+def show(kind: str, figures: dict[str, float]) -> bool:
+    ok = True
+    for label, value in figures.items():
+        target = TARGETS.get(label)
+        before = BEFORE.get(label) if kind == "sqlite" else None
+        unit = "x" if label.endswith("ratio") else " ms"
+        line = f"inbox_index {kind:8s} {label:28s} {value:8.2f}{unit}"
+        if before is not None:
+            line += f"  (before: {before:,.2f} ms, {before / value:,.0f}x faster)"
+        if target is not None:
+            good = value <= target
+            ok = ok and good
+            line += f"  target ≤ {target:g}{unit.strip() or ' ms'}: {'ok' if good else 'OVER TARGET'}"
+        print(line, flush=True)
+    return ok
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description="the index of open interrupts and the session leaves")
+    parser.add_argument("--stores", default="sqlite,postgres")
+    parser.add_argument("--pending", type=int, default=10_000)
+    parser.add_argument("--turns", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--check", action="store_true", help="exit 1 when a figure is over its target")
+    args = parser.parse_args()
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind in args.stores.split(","):
+            cluster = None
+            if kind == "postgres":
+                from postgres import Cluster
+
+                cluster = Cluster(durable=True)
+                opener = postgres_opener(cluster.dsn)
+            else:
+                opener = sqlite_opener(tmp)
+            try:
+                figures = await listing(opener, args.pending, args.repeat)
+                figures |= await lookups(opener, args.repeat)
+                figures |= await turn_cpu(opener, args.turns)
+            finally:
+                if cluster is not None:
+                    cluster.stop()
+            ok = show(kind, figures) and ok
+    print(f"inbox_index load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+    return 0 if ok or not args.check else 1
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
