@@ -64,6 +64,7 @@ bench: $(STAMP) postgres
 	$(BIN)/python bench/postgres.py
 	$(BIN)/python bench/telemetry.py
 	$(BIN)/python bench/inbox_http.py
+	$(BIN)/python bench/inbox_index.py
 	$(BIN)/python bench/notify.py
 	$(BIN)/python bench/effects.py  # last: it exits 1 while the journal's cost is over its target
 
