@@ -34,6 +34,7 @@ __all__ = [
     "SnapshotStatus",
     "check_state",
     "new_id",
+    "trusted_state",
     "utcnow",
 ]
 
@@ -120,12 +121,28 @@ class SessionState:
 
     def copy(self) -> SessionState:
         """A copy that shares messages (they are immutable) but owns its lists and custom state."""
-        return SessionState(
+        return trusted_state(
             session_id=self.session_id,
             messages=list(self.messages),
             custom=copy.deepcopy(self.custom),
             artifacts=list(self.artifacts),
         )
+
+
+def trusted_state(
+    *, session_id: str | None, messages: list[Message], custom: Any, artifacts: list[Artifact]
+) -> SessionState:
+    """A :class:`SessionState` of values already checked (a copy, a store's decoded row), without checking again.
+
+    Construction checks every message's type, which costs O(history) per turn; a state built
+    from another state's values, or from messages a store just parsed, needs none of it.
+    """
+    state = object.__new__(SessionState)
+    state.session_id = session_id
+    state.messages = messages
+    state.custom = custom
+    state.artifacts = artifacts
+    return state
 
 
 def check_state(state: Any, where: str = "state") -> None:

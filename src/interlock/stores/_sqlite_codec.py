@@ -13,7 +13,7 @@ from typing import Any, NamedTuple, cast
 
 from ..errors import DataLossError, InvalidArgumentError
 from ..messages import Message, messages_from_json
-from ..sessions import Artifact, SessionState, Snapshot
+from ..sessions import Artifact, SessionState, Snapshot, trusted_state
 from ..wire import artifact_from_json, artifact_to_json, error_from_json, error_to_json
 from ._sqlite_schema import SESSIONS
 
@@ -279,11 +279,10 @@ def decode(row: Row, messages: Messages | None) -> tuple[Snapshot, list[Artifact
                 state_session = loads(sid, "state_session", row.state_session)
                 if state_session is not None and not isinstance(state_session, str):
                     raise corrupt(sid, "column 'state_session' is not a JSON string or null")
-            state = SessionState(
-                session_id=state_session,
-                messages=list(messages),
-                custom=None if row.custom is None else loads(sid, "custom", row.custom),
-                artifacts=list(artifacts),
+            custom = None if row.custom is None else loads(sid, "custom", row.custom)
+            # parsed here (messages, artifacts, JSON): checked already, so not again per message
+            state = trusted_state(
+                session_id=state_session, messages=list(messages), custom=custom, artifacts=list(artifacts)
             )
         error = None if row.error is None else error_from_json(loads(sid, "error", row.error))
         metadata: Any = None if row.metadata is None else loads(sid, "metadata", row.metadata)
