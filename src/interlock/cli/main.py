@@ -240,7 +240,10 @@ def _configure_serve(parser: argparse.ArgumentParser) -> None:
         "--timeout-keep-alive", type=float, default=5.0, metavar="S", help="close idle keep-alive connections after S s"
     )
     parser.add_argument(
-        "--http", choices=["auto", "httptools", "h11"], default="auto", help="HTTP parser (auto: httptools if installed)"
+        "--http",
+        choices=["auto", "httptools", "h11"],
+        default="auto",
+        help="HTTP parser (auto: httptools if present)",
     )
     parser.add_argument(
         "--loop", choices=["auto", "uvloop", "asyncio"], default="auto", help="event loop (auto: uvloop if installed)"
