@@ -70,9 +70,17 @@ def update(
 
 def _write(con: sqlite3.Connection, tenant: str, entry: JournalEntry) -> None:
     con.execute(
-        f"""INSERT INTO {JOURNAL} (tenant, key, session_id, snapshot_id, attempt, entry) VALUES (?, ?, ?, ?, ?, ?)
+        f"""INSERT INTO {JOURNAL} (tenant, key, session_id, snapshot_id, attempt, entry)
+        VALUES (:tenant, :key, :session_id, :snapshot_id, :attempt, :entry)
         ON CONFLICT (tenant, key) DO UPDATE SET attempt = excluded.attempt, entry = excluded.entry""",
-        (tenant, entry.key, entry.session_id, entry.snapshot_id, entry.attempt, json.dumps(entry.to_json())),
+        {
+            "tenant": tenant,
+            "key": entry.key,
+            "session_id": entry.session_id,
+            "snapshot_id": entry.snapshot_id,
+            "attempt": entry.attempt,
+            "entry": json.dumps(entry.to_json()),
+        },
     )
 
 

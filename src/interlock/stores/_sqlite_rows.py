@@ -106,7 +106,8 @@ class SnapshotRows(MessageChains):
     @staticmethod
     def status(con: sqlite3.Connection, tenant: str, snapshot_id: str) -> str | None:
         found = con.execute(
-            f"SELECT status FROM {TABLE} WHERE tenant = ? AND snapshot_id = ?", (tenant, id_in(snapshot_id))
+            f"SELECT status FROM {TABLE} WHERE tenant = :tenant AND snapshot_id = :snapshot_id",
+            {"tenant": tenant, "snapshot_id": id_in(snapshot_id)},
         ).fetchone()
         return None if found is None else word_out(found[0])
 
@@ -115,18 +116,18 @@ class SnapshotRows(MessageChains):
     ) -> list[SnapshotInfo]:
         sql = (
             "SELECT s.snapshot_id, n.session_id, s.parent_id, s.created_us, s.updated_us, s.status, s.finish_reason, "
-            f"s.metadata FROM {TABLE} AS s LEFT JOIN {SESSIONS} AS n ON n.id = s.session WHERE s.tenant = ?"
+            f"s.metadata FROM {TABLE} AS s LEFT JOIN {SESSIONS} AS n ON n.id = s.session WHERE s.tenant = :tenant"
         )
-        args: list[Any] = [tenant]
+        args: dict[str, Any] = {"tenant": tenant}
         if session_id is not None:
             session = self.session_key(con, tenant, session_id)
             if session is None:
                 return []
-            sql += " AND s.session = ?"
-            args.append(session)
+            sql += " AND s.session = :session"
+            args["session"] = session
         if finish_reason is not None:
-            sql += " AND s.finish_reason = ?"
-            args.append(word_in(finish_reason))
+            sql += " AND s.finish_reason = :finish_reason"
+            args["finish_reason"] = word_in(finish_reason)
         out: list[SnapshotInfo] = []
         for raw_sid, raw_session, parent, created, updated, status, finish, meta in con.execute(sql, args):
             sid = id_out(raw_sid)
@@ -322,9 +323,9 @@ class SnapshotRows(MessageChains):
                 raise corrupt(sid, "column 'tail' is not a JSON list")
             full = prefix[:keep] + cast(list[Any], rest)
             con.execute(
-                f"UPDATE {TABLE} SET base_id = NULL, keep = 0, base_mrev = NULL, tail = ? "
-                "WHERE tenant = ? AND snapshot_id = ?",
-                (dumps(full), tenant, raw_sid),
+                f"UPDATE {TABLE} SET base_id = NULL, keep = 0, base_mrev = NULL, tail = :tail "
+                "WHERE tenant = :tenant AND snapshot_id = :snapshot_id",
+                {"tail": dumps(full), "tenant": tenant, "snapshot_id": raw_sid},
             )
 
     def delete(self, con: sqlite3.Connection, tenant: str, ids: list[str]) -> int:
@@ -361,14 +362,14 @@ class SnapshotRows(MessageChains):
         keep_last: int | None,
         older_than: datetime | None,
     ) -> int:
-        sql = f"SELECT snapshot_id, parent_id, created_us, status FROM {TABLE} WHERE tenant = ?"
-        args: list[Any] = [tenant]
+        sql = f"SELECT snapshot_id, parent_id, created_us, status FROM {TABLE} WHERE tenant = :tenant"
+        args: dict[str, Any] = {"tenant": tenant}
         if session_id is not None:
             session = self.session_key(con, tenant, session_id)
             if session is None:
                 return self.delete(con, tenant, prunable([], keep_last=keep_last, older_than=older_than))
-            sql += " AND session = ?"
-            args.append(session)
+            sql += " AND session = :session"
+            args["session"] = session
         found = cast(list[tuple[DbId, DbId | None, int, int | str]], con.execute(sql, args).fetchall())
         rows = [(id_out(s), id_out_or_none(p), from_us(us), word_out(status)) for s, p, us, status in found]
         return self.delete(con, tenant, prunable(rows, keep_last=keep_last, older_than=older_than))
