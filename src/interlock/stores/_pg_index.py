@@ -68,13 +68,23 @@ _ADD_LEAF = f"""INSERT INTO {LEAVES} (tenant, session_id, snapshot_id, created_u
     WHERE NOT EXISTS (SELECT 1 FROM {TABLE} WHERE {_SCOPE} AND parent_id = %(snapshot_id)s)
     ON CONFLICT DO NOTHING"""
 _DROP_ENTRIES = f"DELETE FROM {OPEN} WHERE tenant = %(tenant)s AND snapshot_id = %(snapshot_id)s"
-_DROP_ENTRIES_IN = _DROP_ENTRIES + " AND session_id = %(session_id)s"
 _WENT_ON = f"""SELECT 1 FROM {TABLE} WHERE {_SCOPE} AND parent_id = %(snapshot_id)s AND status = 'completed'
     LIMIT 1"""
 _INSERT_ENTRY = (
     f"INSERT INTO {OPEN} (tenant, {', '.join(ENTRY_COLUMNS)}) "
     f"VALUES (%(tenant)s, {', '.join(f'%({c})s' for c in ENTRY_COLUMNS)})"
 )
+_LINK = f"""WITH parent_leaf AS (
+        DELETE FROM {LEAVES} WHERE {_SCOPE} AND snapshot_id = %(parent)s
+    ), parent_entries AS (
+        DELETE FROM {OPEN} WHERE tenant = %(tenant)s AND snapshot_id = %(went_on)s AND session_id = %(session_id)s
+    )
+    INSERT INTO {LEAVES} (tenant, session_id, snapshot_id, created_us)
+    SELECT %(tenant)s, %(session_id)s, %(snapshot_id)s, %(created_us)s
+    WHERE %(add)s AND NOT EXISTS (SELECT 1 FROM {TABLE} WHERE {_SCOPE} AND parent_id = %(snapshot_id)s)
+    ON CONFLICT DO NOTHING"""
+"""A write's changes to others' rows in one statement: its parent is no leaf (``parent``), the row is one
+if new (``add``) and childless, and its parent's calls no longer wait (``went_on``); ``NULL``/false skip each."""
 _SELECT_OWN = f"""SELECT created_us, finish_reason FROM {TABLE}
     WHERE tenant = %(tenant)s AND snapshot_id = %(snapshot_id)s AND session_id = %(session_id)s"""
 
@@ -91,13 +101,15 @@ async def written(
     scope = {"tenant": tenant, "session_id": new.session_id}
     if p.unlink is not None:
         await refresh(con, tenant, new.session_id, p.unlink, read)
-    if p.drop_parent_leaf is not None:
-        await con.execute(_DROP_LEAF, scope | {"snapshot_id": p.drop_parent_leaf})
-    if p.add_leaf:
-        args = scope | {"snapshot_id": new.snapshot_id, "created_us": to_us(new.created_at)}
-        await con.execute(_ADD_LEAF, args)
-    if p.drop_parent_entries is not None:
-        await con.execute(_DROP_ENTRIES_IN, scope | {"snapshot_id": p.drop_parent_entries})
+    if p.drop_parent_leaf is not None or p.add_leaf or p.drop_parent_entries is not None:
+        args = scope | {
+            "parent": p.drop_parent_leaf,
+            "add": p.add_leaf,
+            "snapshot_id": new.snapshot_id,
+            "created_us": to_us(new.created_at),
+            "went_on": p.drop_parent_entries,
+        }
+        await con.execute(_LINK, args)  # one round trip for a turn's usual three changes
     if p.own_entries:
         await _put_entries(con, tenant, new)
 
