@@ -201,6 +201,40 @@ async def test_pending_filters_by_agent_tool_tenant_and_age(desk: Desk, inbox: I
     assert await inbox.pending(newer_than=timedelta(minutes=30), now=later) == []
 
 
+class CountingStore(SQLiteStore):
+    """A real SQLite store that counts the snapshot reads an inbox makes."""
+
+    reads: list[str]
+
+    async def load(self, snapshot_id: str, *, tenant: str | None = None) -> Snapshot | None:
+        self.reads.append("load")
+        return await super().load(snapshot_id, tenant=tenant)
+
+    async def list(self, **filters: Any) -> Any:
+        self.reads.append("list")
+        return await super().list(**filters)
+
+
+async def test_pending_pages_from_the_index_and_loads_no_snapshot(tmp_path: pathlib.Path) -> None:
+    store = CountingStore(tmp_path / "counted.db")
+    store.reads = []
+    async with store:
+        desk = Desk(store)
+        inbox = Inbox(store, agents=list(desk.agents.values()))
+        started = [await desk.start("bank", f"pay bob {n}") for n in range(5)]
+        await desk.start("bank", "hi there")
+        store.reads.clear()
+        first = await inbox.pending(limit=2)
+        rest = await inbox.pending(after=first[-1].position)
+        newest = await inbox.pending(newest_first=True, limit=1)
+        assert [i.snapshot_id for i in first + rest] == [o.snapshot_id for o in started]
+        assert [i.snapshot_id for i in newest] == [started[-1].snapshot_id]
+        assert store.reads == []  # the index holds all a listing shows
+        assert started[0].snapshot_id is not None
+        await inbox.get(started[0].snapshot_id)
+        assert store.reads == ["load"]  # the snapshot itself; the index says the session did not go on
+
+
 async def test_get_refuses_snapshots_that_wait_on_nothing(desk: Desk, inbox: Inbox) -> None:
     done = await desk.start("bank", "hi there")
     with pytest.raises(SnapshotNotFoundError, match="no pending interrupt with snapshot id nope"):

@@ -9,10 +9,12 @@
         await inbox.approve(snapshot_id, identity="alice")
         print(await inbox.audit(session_id))   # who answered what, and when
 
-A snapshot waits when its turn ended ``interrupted``, it is ``completed``, it is its
-session's latest leaf, and no resume holds it (:func:`interlock.claims.claim_state`: a
-claim whose resumer crashed or stalled lapses after the agent's ``claim_ttl``; answering
-then takes it over). An answer runs through the agent named
+A snapshot waits when its turn ended ``interrupted``, it is ``completed``, its session did
+not go on from it (no ``completed`` snapshot of the session names it as its parent), and no
+resume holds it (:func:`interlock.claims.claim_state`: a claim whose resumer crashed or
+stalled lapses after the agent's ``claim_ttl``; answering then takes it over). Every store
+keeps an index of exactly those calls (:mod:`interlock.interrupt_index`), which
+:meth:`Inbox.pending` reads. An answer runs through the agent named
 in the snapshot with ``context={"identity": ..., "tenant": ...}``: the resumed snapshot's
 ``metadata["resume"]`` records who answered and when, and a second answer fails (``ABORTED``).
 

@@ -59,10 +59,6 @@ class OpenInterrupt:
         """True when a resume may claim the call at ``now``: nobody holds it (or the holder's lease lapsed)."""
         return self.claim_expires_at is None or now >= self.claim_expires_at
 
-    @property
-    def sort_key(self) -> tuple[datetime, str, int]:
-        return (self.created_at, self.snapshot_id, self.position)
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class InterruptQuery:

@@ -22,6 +22,10 @@ before a delete), so a row's prefix never changes under it. Custom state, artifa
 error and metadata are JSON columns (``state_session`` is ``NULL`` when the state's
 session id is the row's, else JSON).
 
+Each session's leaves and the index of open interrupts have their own tables
+(:mod:`._sqlite_index`); the session index is ``(session, parent_id)``, so it also finds a
+snapshot's children.
+
 ``interlock_sessions`` interns session ids: each ``(tenant, session_id)`` gets a small
 integer ``id``, and a snapshot row names its session by that integer (column
 ``session``), so neither the row nor the session index repeats the session's id. A

@@ -15,6 +15,10 @@ psycopg 3's async API and a connection pool:
 * **Reads** are single autocommitted statements when a row's history is a checkpoint or in
   the cache; a read that must follow a base chain (or a session's rows) runs in one
   repeatable-read transaction.
+* **Leaves and open interrupts.** Each session's leaves and the index of open interrupts
+  (:mod:`interlock.stores._pg_index`) are written in the transaction of the snapshot write,
+  under the row locks above: ``latest`` reads a session's leaves' rows in one statement, and
+  the inbox lists from the index.
 * **Watch by LISTEN/NOTIFY.** A save that changes a row's status notifies channel
   ``interlock_snapshots`` in its transaction (delivered at commit); one listening
   connection per store wakes the watchers of that row, which then read its status. No
