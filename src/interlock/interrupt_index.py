@@ -71,7 +71,7 @@ class InterruptQuery:
         newest_first: the order (by ``created_at``, then snapshot id, then position).
         after: ``(created_at, snapshot_id)`` of the previous page's last snapshot.
         limit: at most this many entries, except that a snapshot's entries are never split
-            across pages (the last snapshot's come whole); ``None``: all.
+            across pages (the last snapshot's come whole); ``None``: all; 0 or less: none.
     """
 
     now: datetime
@@ -106,8 +106,15 @@ class InterruptQuery:
         assert self.after is not None
         return key < self.after if self.newest_first else key > self.after
 
+    @property
+    def empty(self) -> bool:
+        """True when the page is empty whatever is stored (a limit of 0 or less)."""
+        return self.limit is not None and self.limit <= 0
+
     def page(self, entries: list[OpenInterrupt]) -> list[OpenInterrupt]:
         """Sort admitted entries in the listing's order and cut the page (never inside a snapshot)."""
+        if self.empty:
+            return []
         entries = sorted(entries, key=lambda e: e.position)  # then stably by snapshot: positions stay ascending
         entries.sort(key=lambda e: (e.created_at, e.snapshot_id), reverse=self.newest_first)
         if self.limit is None or len(entries) <= self.limit:

@@ -139,6 +139,8 @@ def leaves(con: sqlite3.Connection, session: int) -> list[tuple[datetime, str]]:
 
 def page(con: sqlite3.Connection, tenant: str, query: InterruptQuery) -> list[OpenInterrupt]:
     """One page of open interrupts (see :meth:`~interlock.stores.SessionStore.open_interrupts`)."""
+    if query.empty:
+        return []
     sql, args = page_sql(OPEN, query, lambda name: ":" + name)
     found = [entry_of(r) for r in con.execute(sql, args | {"tenant": tenant})]
     if query.limit is not None and len(found) == query.limit:

@@ -155,6 +155,7 @@ async def check_open_interrupts_filter_and_page(make_store: StoreFactory) -> Non
         t10 = _T0 + timedelta(seconds=10)
         _equal(await _open(store, created_before=t10), everything[:3], "created at or before +10 s")
         _equal(await _open(store, created_after=t10), everything[3:], "created after +10 s")
+        _equal(await _open(store, limit=0), [], "a page of 0")
         _equal(await _open(store, limit=1), everything[:2], "a page of 1 keeps the snapshot whole")
         _equal(await _open(store, limit=3), everything[:3], "a page of 3")
         _equal(await _open(store, after=(t10, "b"), limit=1), [("c", "c1")], "the page after b")
