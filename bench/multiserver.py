@@ -27,6 +27,7 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 
 from http_cycle import Served
 from postgres import Cluster, per_cycle
@@ -117,9 +118,11 @@ async def in_process(cluster: Cluster, quick: bool) -> None:
             print(f"  {label:<34} client CPU {client:6.2f} ms  database CPU {srv:6.2f} ms  wall {wall:6.2f} ms")
 
 
-async def through_servers(cluster: Cluster, sessions: int, width: int, servers: int) -> float:
+async def through_servers(cluster: Cluster | None, sessions: int, width: int, servers: int, label: str) -> float:
+    """Cycles/s through ``servers`` processes on the cluster (``None``: each on its own memory store)."""
     env = {"BENCH_POOL": "20"}
-    served = [Served(store=cluster.dsn, env=env) for _ in range(servers)]
+    served = [Served(store=cluster.dsn if cluster else "memory", env=env) for _ in range(servers)]
+    database: Callable[[], float] = cluster.cpu if cluster else lambda: 0.0
     try:
         import httpx
 
@@ -128,25 +131,24 @@ async def through_servers(cluster: Cluster, sessions: int, width: int, servers: 
                 await s.ready(http)
         urls = [s.url for s in served]
         await drive(urls, 200, width)  # warm: connections, pools, caches
-        cpu = {
-            "servers": sum(s.cpu() for s in served),
-            "PostgreSQL": cluster.cpu(),
-            "load generator": time.process_time(),
-        }
+
+        def cpu() -> dict[str, float]:
+            return {
+                "servers": sum(s.cpu() for s in served),
+                "PostgreSQL": database(),
+                "load generator": time.process_time(),
+            }
+
+        before = cpu()
         elapsed, latencies = await drive(urls, sessions, width)
-        used = {
-            "servers": sum(s.cpu() for s in served) - cpu["servers"],
-            "PostgreSQL": cluster.cpu() - cpu["PostgreSQL"],
-            "load generator": time.process_time() - cpu["load generator"],
-        }
+        used = {k: v - before[k] for k, v in cpu().items()}
     finally:
         for s in served:
             s.stop()
     rate = sessions / elapsed
     p50, p99 = statistics.median(latencies) * 1000, percentile(latencies, 0.99) * 1000
     print(
-        f"{sessions} sessions x one interrupt cycle, concurrency {width}, {servers} interlock serve processes "
-        f"on PostgreSQL (default durability):"
+        f"{sessions} sessions x one interrupt cycle, concurrency {width}, {servers} interlock serve processes {label}:"
     )
     print(f"  {rate:7.1f} cycles/s   cycle p50 {p50:6.1f} ms   p99 {p99:6.1f} ms   ({elapsed:.2f} s)")
     per = {k: v * 1000 / sessions for k, v in used.items()}
@@ -167,15 +169,25 @@ async def main() -> None:
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=100)
     parser.add_argument("--servers", type=int, default=2)
+    parser.add_argument(
+        "--compare", action="store_true", help="also: PostgreSQL without fsync, and each server on a memory store"
+    )
     args = parser.parse_args()
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} (2 cores)")
+    sessions = 200 if args.quick else args.sessions
     cluster = Cluster(durable=True)
     try:
         await in_process(cluster, args.quick)
-        sessions = 200 if args.quick else args.sessions
-        await through_servers(cluster, sessions, args.concurrency, args.servers)
+        await through_servers(cluster, sessions, args.concurrency, args.servers, "on PostgreSQL (default durability)")
     finally:
         cluster.stop()
+    if args.compare:
+        fast = Cluster(durable=False)
+        try:
+            await through_servers(fast, sessions, args.concurrency, args.servers, "on PostgreSQL (fsync off)")
+        finally:
+            fast.stop()
+        await through_servers(None, sessions, args.concurrency, args.servers, "each on its own memory store")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
