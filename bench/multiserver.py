@@ -9,7 +9,8 @@ Run with ``make bench`` (or ``python bench/multiserver.py [--quick] [--sessions 
    and p99 latency, and the CPU each part spent per cycle (the servers, PostgreSQL, this load
    generator). Targets: >= 400 cycles/s (issue 11), >= 800 (issue 16).
 
-A cycle over HTTP is two POSTs answered with JSON on one keep-alive connection: the turn that
+The servers log at ``warning`` (no line per turn). A cycle over HTTP is two POSTs answered
+with JSON on one keep-alive connection: the turn that
 pauses, then the resume that approves it by snapshot id (``bench/served_bank.py``); the 100
 connections alternate between the servers. The load generator is a raw HTTP/1.1 client on
 asyncio streams (no HTTP library), so that it takes as little of the 2 cores as it can; its
@@ -121,7 +122,8 @@ async def in_process(cluster: Cluster, quick: bool) -> None:
 async def through_servers(cluster: Cluster | None, sessions: int, width: int, servers: int, label: str) -> float:
     """Cycles/s through ``servers`` processes on the cluster (``None``: each on its own memory store)."""
     env = {"BENCH_POOL": "20"}
-    served = [Served(store=cluster.dsn if cluster else "memory", env=env) for _ in range(servers)]
+    store = cluster.dsn if cluster else "memory"
+    served = [Served(store=store, env=env, log_level="warning") for _ in range(servers)]
     database: Callable[[], float] = cluster.cpu if cluster else lambda: 0.0
     try:
         import httpx
