@@ -115,13 +115,16 @@ async def written(
 
 
 async def refresh(con: Conn, tenant: str, session_id: str, snapshot_id: str, read: Reader) -> None:
-    """Recompute one snapshot's leaf row and entries from the rows (a child of it went away)."""
+    """Recompute one snapshot's leaf row and entries from the rows (a child of it in ``session_id`` went away).
+
+    A snapshot of another session (the child forked a session from it) is left alone: its own
+    session's rows decide its leaf and whether its calls wait.
+    """
     args = {"tenant": tenant, "session_id": session_id, "snapshot_id": snapshot_id}
-    await con.execute(_DROP_LEAF, args)
-    await con.execute(_DROP_ENTRIES, args)
     found = await (await con.execute(_SELECT_OWN, args)).fetchone()
     if found is None:
         return
+    await con.execute(_DROP_LEAF, args)
     await con.execute(_ADD_LEAF, args | {"created_us": found[0]})
     if found[1] == "interrupted":
         snap = await read(snapshot_id)

@@ -97,10 +97,12 @@ def written(
 
 
 def refresh(con: sqlite3.Connection, tenant: str, session: int, snapshot_id: str, read: Reader) -> None:
-    """Recompute one snapshot's leaf row and entries from the rows (a child of it went away)."""
+    """Recompute one snapshot's leaf row and entries from the rows (a child of it in ``session`` went away).
+
+    A snapshot of another session (the child forked a session from it) is left alone: its own
+    session's rows decide its leaf and whether its calls wait.
+    """
     raw = id_in(snapshot_id)
-    con.execute(_DROP_LEAF, {"session": session, "snapshot_id": raw})
-    con.execute(_DROP_ENTRIES, {"tenant": tenant, "snapshot_id": snapshot_id})
     found = con.execute(
         f"SELECT created_us, finish_reason FROM {TABLE} WHERE tenant = :tenant AND snapshot_id = :snapshot_id "
         "AND session = :session",
@@ -108,6 +110,7 @@ def refresh(con: sqlite3.Connection, tenant: str, session: int, snapshot_id: str
     ).fetchone()
     if found is None:
         return
+    con.execute(_DROP_LEAF, {"session": session, "snapshot_id": raw})
     con.execute(_ADD_LEAF, {"session": session, "snapshot_id": raw, "created_us": found[0]})
     if found[1] == word_in("interrupted"):
         snap = read(snapshot_id)

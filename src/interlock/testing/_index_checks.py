@@ -124,6 +124,8 @@ async def check_open_interrupts_follow_the_rows(make_store: StoreFactory) -> Non
         _equal(len(await _open(store)), 2, "calls after the snapshot that went on was deleted")
         await _put(store, _done("x", "s-other", "p", at=4))
         _equal(len(await _open(store)), 2, "calls after a completed child in another session")
+        await store.delete(["x"])
+        _equal(len(await _open(store)), 2, "calls after that child (of another session) was deleted")
         await _change(store, "p", claimed_by="r2", claim_expires_at=None)
         _equal(await _open(store), [], "calls of an answered turn")
         await _put(store, _paused("z", "s3", _call("transfer", "t9")))
