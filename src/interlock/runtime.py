@@ -26,6 +26,7 @@ from .errors import (
     SnapshotNotFoundError,
     UsageError,
 )
+from .handoff import handoff_metadata, read_handoff, without_handoff
 from .interrupts import Resume, ResumePlan
 from .messages import Message
 from .models import ModelChunk
@@ -39,7 +40,14 @@ from .telemetry import hooks
 from .tokens import TokenDecision, TokenSigner, check_tokens, mint_tokens
 from .tools import to_json
 
-__all__ = ["RunnableAgent", "SessionRunner", "TurnHandler"]
+__all__ = ["DetachTarget", "RunnableAgent", "SessionRunner", "TurnHandler", "run_handed_off"]
+
+
+class DetachTarget(Protocol):
+    """Where an agent hands its detached turns (:class:`interlock.workers.WorkerQueue` is one)."""
+
+    async def enqueue(self, snapshot_id: str, tenant: str | None) -> int: ...
+    async def abort(self, snapshot_id: str, tenant: str | None) -> int: ...
 
 
 class RunnableAgent(Protocol):
@@ -53,6 +61,7 @@ class RunnableAgent(Protocol):
     resume_tokens: TokenSigner | None
     require_resume_tokens: bool
     notify: bool
+    detach_to: DetachTarget | None
 
     async def invoke(self, runner: SessionRunner) -> AgentResult | None: ...
     def check_resume(self, resume: Resume, history: list[Message]) -> ResumePlan: ...
@@ -129,7 +138,14 @@ class SessionRunner:
 class Invocation:
     """The machinery behind one connection to an agent."""
 
-    def __init__(self, agent: RunnableAgent, init: AgentInit, context: dict[str, Any] | None) -> None:
+    def __init__(
+        self,
+        agent: RunnableAgent,
+        init: AgentInit,
+        context: dict[str, Any] | None,
+        *,
+        lease: ClaimHold | None = None,
+    ) -> None:
         self.agent = agent
         self.store = agent.store
         self.init = init
@@ -158,7 +174,15 @@ class Invocation:
         """The index of the last model chunk streamed (the paused message's, when a turn pauses)."""
         self._failed = False
         self._tasks: list[asyncio.Task[Any]] = []
+        self._lease = lease
+        """A worker's lease on the pending snapshot it runs (:func:`run_handed_off`): fences its writes."""
+        self._handed = False
+        """The turn went to the worker queue (``detach_to``) or is handed back to it: nothing to finalize here."""
         self.main = asyncio.ensure_future(self._main())
+        if lease is not None:  # a worker runs the one turn the pending row carries (``run_handed_off``)
+            self.detached_id = lease.parent_id
+            self.session.detach_sink()
+            self._run_detached(lease.parent_id)
         self.main.add_done_callback(self._settle)
 
     # streaming ---------------------------------------------------------------------------
@@ -195,6 +219,10 @@ class Invocation:
         try:
             state, self.tip = await self._load()
         except _PreTurnFailure as failure:
+            if self._lease is not None:  # a worker's run that cannot start: its row fails, its tasks stop
+                await self._fail_handed(_error_info(failure.error))
+                await self._lease.release()
+                self._stop_tasks()
             self._resolve(
                 AgentOutput(session_id=failure.session_id, finish_reason="failed", error=_error_info(failure.error))
             )
@@ -225,6 +253,11 @@ class Invocation:
             raise
 
     async def _finish(self, result: AgentResult | None) -> None:
+        if self._handed:
+            self._stop_tasks()
+            if self._lease is not None:
+                await self._lease.release()
+            return
         if self.detached_id is not None:
             status = "aborted" if self.abort_event.is_set() else "failed" if self.error else "completed"
             with hooks.detached_finished(self.agent.name, self.detached_id, status, self.trace):
@@ -278,6 +311,10 @@ class Invocation:
 
     async def _load(self) -> tuple[SessionState, Snapshot | None]:
         init, name = self.init, self.agent.name
+        if self._lease is not None:  # a handed-off turn: the parent the pending row names, or a new session's state
+            if init.snapshot_id is None:
+                return SessionState(session_id=init.session_id), None
+            return await self._load_snapshot(init.snapshot_id, init.session_id)
         if self.store is None:
             if init.snapshot_id:
                 raise UsageError(
@@ -364,6 +401,8 @@ class Invocation:
             assert isinstance(item, AgentInput)
             has_payload = item.message is not None or item.resume is not None
             reserved = new_id() if self.store is not None and has_payload else None
+            if item.detach and reserved is not None and await self._hand_off(item, reserved):
+                return
             if item.detach:
                 await self._detach(reserved)
             if has_payload:
@@ -379,25 +418,77 @@ class Invocation:
         pending_id = reserved or (self._running.snapshot_id if self._running else None) or new_id()
         self.detached_id = pending_id
         self.session.detach_sink()
+        pending = self._pending_row(pending_id, {})
+        await self.store.save(pending_id, lambda _: pending, tenant=self.tenant)
+        self._run_detached(pending_id)
+        hooks.detached_enqueued(
+            self.agent.name, pending_id, self.session.session_id, self.trace if self._running else None
+        )
+        self._resolve(AgentOutput(session_id=self.session.session_id, snapshot_id=pending_id, finish_reason="detached"))
+
+    def _pending_row(self, pending_id: str, extra: dict[str, Any]) -> Snapshot:
         now = utcnow()
-        pending = Snapshot(
+        return Snapshot(
             snapshot_id=pending_id,
             session_id=self.session.session_id,
             parent_id=self.tip.snapshot_id if self.tip else None,
             created_at=now,
             heartbeat_at=now,
             status="pending",
-            metadata={"agent": self.agent.name},
+            metadata={"agent": self.agent.name, **extra},
         )
-        await self.store.save(pending_id, lambda _: pending, tenant=self.tenant)
+
+    def _run_detached(self, pending_id: str) -> None:
+        """Keep the detached run alive in this process: its heartbeat, its abort watch, a strong reference."""
         self._tasks.append(asyncio.ensure_future(self._heartbeat(pending_id)))
         self._tasks.append(asyncio.ensure_future(self._watch_abort(pending_id)))
         _background.add(self.main)
         self.main.add_done_callback(_background.discard)
-        hooks.detached_enqueued(
-            self.agent.name, pending_id, self.session.session_id, self.trace if self._running else None
-        )
-        self._resolve(AgentOutput(session_id=self.session.session_id, snapshot_id=pending_id, finish_reason="detached"))
+
+    async def _hand_off(self, item: AgentInput, pending_id: str) -> bool:
+        """Send a detached turn to the agent's worker queue (``detach_to``), if it has one and nothing runs here.
+
+        The pending row carries the input and the context (:mod:`interlock.handoff`); then its
+        job is enqueued. A detach sent while a turn runs in this process keeps that turn here.
+        """
+        target = self.agent.detach_to
+        if target is None or self.store is None or self.detached_id is not None:
+            return False
+        if self._running is not None or not self._turns.empty():
+            return False
+        self.detached_id = pending_id
+        self._handed = True
+        self.session.detach_sink()
+        pending = self._pending_row(pending_id, handoff_metadata(item, self.context))
+        session_id = self.session.session_id
+        try:
+            await self.store.save(pending_id, lambda _: pending, tenant=self.tenant)
+            await target.enqueue(pending_id, self.tenant)
+        except Exception as exc:  # no job: the row must not stay pending
+            error = _error_info(exc)
+            with contextlib.suppress(Exception):
+                await self.store.save(pending_id, _fail_pending(error), tenant=self.tenant)
+            self._resolve(AgentOutput(session_id=session_id, finish_reason="failed", error=error))
+        else:
+            hooks.detached_enqueued(self.agent.name, pending_id, session_id, None)
+            self._resolve(AgentOutput(session_id=session_id, snapshot_id=pending_id, finish_reason="detached"))
+        self._turns.put_nowait(END)
+        return True
+
+    def enqueue_turn(self, input: AgentInput, snapshot_id: str) -> None:
+        """Queue the one turn of a handed-off run, then the end of its inputs."""
+        self._turns.put_nowait(_Turn(input=input, snapshot_id=snapshot_id))
+        self._turns.put_nowait(END)
+
+    def hand_back(self) -> None:
+        """Stop a worker's run without writing its outcome: its lease is released for another worker."""
+        self._handed = True
+        self.main.cancel()
+
+    def abort(self) -> None:
+        """Stop a worker's run because its snapshot was aborted (nothing is written)."""
+        self.abort_event.set()
+        self.main.cancel()
 
     async def _heartbeat(self, snapshot_id: str) -> None:
         assert self.store is not None
@@ -442,25 +533,41 @@ class Invocation:
                 error=error,
                 state=state,
                 heartbeat_at=None,
-                metadata={**(cur.metadata or {}), **traced},
+                metadata={**without_handoff(cur.metadata), **traced},
             )
 
+        writes: list[tuple[str, Updater]] = [(self.detached_id, self._fenced(finalize))]
         try:
             if self.abort_event.is_set():
                 return
             if hold is None:
-                await self.store.save_all([(self.detached_id, finalize)], tenant=self.tenant, events=events)
+                await self.store.save_all(writes, tenant=self.tenant, events=events)
             else:
-                await hold.commit([(self.detached_id, finalize)], events=events)
+                await hold.commit(writes, events=events)
+            if self._lease is not None:
+                self._lease.settled()
         except _NotPending:
             pass
         except Exception as exc:  # e.g. the claim lapsed: the row must not stay pending
-            lost = _error_info(exc)
-            with contextlib.suppress(Exception):
-                await self.store.save(self.detached_id, _fail_pending(lost), tenant=self.tenant)
+            await self._fail_handed(_error_info(exc))
         finally:
             if hold is not None:
                 await hold.release()
+            if self._lease is not None:
+                await self._lease.release()
+
+    def _fenced(self, update: Updater) -> Updater:
+        """A write of the detached row: on a worker, fenced by its lease (a zombie attempt's write is refused)."""
+        return update if self._lease is None else self._lease.own_updater(update)
+
+    async def _fail_handed(self, error: ErrorInfo) -> None:
+        """Mark the detached row failed (fenced by a worker's lease: never over another attempt's run)."""
+        if self.store is None or self.detached_id is None:
+            return
+        with contextlib.suppress(Exception):
+            await self.store.save(self.detached_id, self._fenced(_fail_pending(error)), tenant=self.tenant)
+            if self._lease is not None:
+                self._lease.settled()
 
     # turns -------------------------------------------------------------------------------
 
@@ -680,6 +787,20 @@ async def _give_back(hold: ClaimHold | None, effects: Effects | None) -> None:
         await effects.flush()
     if hold is not None:
         await hold.release()
+
+
+def run_handed_off(agent: RunnableAgent, pending: Snapshot, lease: ClaimHold) -> Invocation:
+    """Run, on a worker, the turn the pending snapshot carries (:mod:`interlock.handoff`), fenced by ``lease``.
+
+    ``lease`` is the worker's claim on ``pending`` itself (:meth:`interlock.claims.Claims.take`);
+    the outcome is written into ``pending`` under it, and the lease is released on every exit.
+    Await the returned invocation's ``main``; :meth:`Invocation.hand_back` stops it unwritten.
+    """
+    input, context = read_handoff(pending)
+    init = AgentInit(snapshot_id=pending.parent_id, session_id=pending.session_id)
+    invocation = Invocation(agent, init, context, lease=lease)
+    invocation.enqueue_turn(input, pending.snapshot_id)
+    return invocation
 
 
 def _abandoned(pending: Snapshot, parent: Snapshot | None) -> bool:
