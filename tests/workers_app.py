@@ -7,7 +7,7 @@ append-only file every tool body (and every turn start) writes one line to:
 * ``errand``: a turn calls ``pay`` (logs, returns), then ``wait`` (logs, sleeps
   ``$INTERLOCK_TEST_WORKERS_SLEEP`` seconds), then answers ``done``. Neither tool is
   idempotent: a re-run after a crash replays ``pay`` from the journal and pauses ``wait``
-  as in doubt.
+  as in doubt. A cancelled ``wait`` logs ``cancelled``.
 * ``quick``: a turn logs ``start`` from its model call and answers at once (latency).
 """
 
@@ -20,12 +20,11 @@ import time
 from typing import Any
 
 from pydantic import BaseModel
+from workers_fleet import DSN, LOG, SLEEP
 
 from interlock import Message, PromptAgent, ToolContext, ToolRequestPart, tool
 from interlock.models import ChunkCallback, ModelRequest, ModelResponse
 from interlock.stores.postgres import PostgresStore
-
-DSN, LOG, SLEEP = "INTERLOCK_TEST_WORKERS_DSN", "INTERLOCK_TEST_WORKERS_LOG", "INTERLOCK_TEST_WORKERS_SLEEP"
 
 
 def record(what: str, session_id: str | None) -> None:
@@ -47,8 +46,13 @@ async def pay(note: Note, ctx: ToolContext[Any]) -> str:
 @tool(name="wait")
 async def wait_a_while(note: Note, ctx: ToolContext[Any]) -> str:
     """Wait a while (logs one line per body run, then sleeps)."""
-    record("wait", ctx.session.session_id if ctx.session else None)
-    await asyncio.sleep(float(os.environ.get(SLEEP, "0")))
+    session_id = ctx.session.session_id if ctx.session else None
+    record("wait", session_id)
+    try:
+        await asyncio.sleep(float(os.environ.get(SLEEP, "0")))
+    except asyncio.CancelledError:
+        record("cancelled", session_id)
+        raise
     return "waited"
 
 

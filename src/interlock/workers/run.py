@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from procrastinate import JobContext, RetryStrategy
+from procrastinate.exceptions import JobAborted
 from procrastinate.job_context import AbortReason
 
 from ..claims import ClaimHold, Claims
@@ -129,6 +130,8 @@ class TurnWorker:
             with contextlib.suppress(BaseException):
                 await invocation.main
             raise
+        if invocation.abort_event.is_set():  # the snapshot was aborted (its watch stopped the run): so is the job
+            raise JobAborted(f"snapshot {snapshot_id} was aborted")
         return "ran"
 
     async def _take(self, pending: Snapshot, agent: RunnableAgent, tenant: str | None) -> ClaimHold | None:
