@@ -40,7 +40,7 @@ from .telemetry import hooks
 from .tokens import TokenDecision, TokenSigner, check_tokens, mint_tokens
 from .tools import to_json
 
-__all__ = ["DetachTarget", "RunnableAgent", "SessionRunner", "TurnHandler", "run_handed_off"]
+__all__ = ["DetachTarget", "RunnableAgent", "SessionRunner", "TurnHandler", "fail_pending", "run_handed_off"]
 
 
 class DetachTarget(Protocol):
@@ -467,7 +467,7 @@ class Invocation:
         except Exception as exc:  # no job: the row must not stay pending
             error = _error_info(exc)
             with contextlib.suppress(Exception):
-                await self.store.save(pending_id, _fail_pending(error), tenant=self.tenant)
+                await self.store.save(pending_id, fail_pending(error), tenant=self.tenant)
             self._resolve(AgentOutput(session_id=session_id, finish_reason="failed", error=error))
         else:
             hooks.detached_enqueued(self.agent.name, pending_id, session_id, None)
@@ -565,7 +565,7 @@ class Invocation:
         if self.store is None or self.detached_id is None:
             return
         with contextlib.suppress(Exception):
-            await self.store.save(self.detached_id, self._fenced(_fail_pending(error)), tenant=self.tenant)
+            await self.store.save(self.detached_id, self._fenced(fail_pending(error)), tenant=self.tenant)
             if self._lease is not None:
                 self._lease.settled()
 
@@ -797,6 +797,8 @@ def run_handed_off(agent: RunnableAgent, pending: Snapshot, lease: ClaimHold) ->
     Await the returned invocation's ``main``; :meth:`Invocation.hand_back` stops it unwritten.
     """
     input, context = read_handoff(pending)
+    if lease.claims.tenant is not None:  # the tenant the job names and the lease was taken in
+        context = {**context, "tenant": lease.claims.tenant}
     init = AgentInit(snapshot_id=pending.parent_id, session_id=pending.session_id)
     invocation = Invocation(agent, init, context, lease=lease)
     invocation.enqueue_turn(input, pending.snapshot_id)
@@ -812,7 +814,9 @@ class _NotPending(Exception):
     """A detached run's row is no longer pending (it was aborted): its outcome is dropped."""
 
 
-def _fail_pending(error: ErrorInfo) -> Callable[[Snapshot | None], Snapshot | None]:
+def fail_pending(error: ErrorInfo) -> Callable[[Snapshot | None], Snapshot | None]:
+    """The updater that marks a still-pending detached row failed with ``error`` (any other row is left alone)."""
+
     def fail(cur: Snapshot | None) -> Snapshot | None:
         if cur is None or cur.status != "pending":
             return None

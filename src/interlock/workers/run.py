@@ -35,8 +35,8 @@ from procrastinate.job_context import AbortReason
 
 from ..claims import ClaimHold, Claims
 from ..errors import ClaimConflictError
-from ..runtime import RunnableAgent, run_handed_off
-from ..sessions import Snapshot, new_id, utcnow
+from ..runtime import RunnableAgent, fail_pending, run_handed_off
+from ..sessions import ErrorInfo, Snapshot, new_id, utcnow
 from ..stores import SessionStore
 from . import TASK, WorkerQueue
 
@@ -113,12 +113,16 @@ class TurnWorker:
         pending = await self.store.load(snapshot_id, tenant=tenant)
         if pending is None or pending.status != "pending":
             return "not pending"
-        agent = self.agents.get(str((pending.metadata or {}).get("agent")))
-        if agent is None:
-            raise LookupError(f"this worker serves no agent named {(pending.metadata or {}).get('agent')!r}")
-        lease = await self._take(pending, agent, tenant)
+        lease = await self._take(pending, tenant)
         if lease is None:
             return "not pending"
+        name = (pending.metadata or {}).get("agent")
+        agent = self.agents.get(str(name))
+        if agent is None:  # a fleet whose workers lack the agent: say so in the snapshot, once
+            error = ErrorInfo(status="FAILED_PRECONDITION", message=f"no worker runs agent {name!r} (--agents)")
+            await self.store.save(snapshot_id, lease.own_updater(fail_pending(error)), tenant=tenant)
+            lease.settled()
+            return "no such agent"
         invocation = run_handed_off(agent, pending, lease)
         try:
             await asyncio.shield(invocation.main)
@@ -134,17 +138,16 @@ class TurnWorker:
             raise JobAborted(f"snapshot {snapshot_id} was aborted")
         return "ran"
 
-    async def _take(self, pending: Snapshot, agent: RunnableAgent, tenant: str | None) -> ClaimHold | None:
+    async def _take(self, pending: Snapshot, tenant: str | None) -> ClaimHold | None:
         """Claim the pending row for a new attempt, after another attempt's lease (``None``: no longer pending)."""
-        assert agent.store is not None
-        claims = Claims(agent.store, tenant, ttl=self.settings.lease)
+        claims = Claims(self.store, tenant, ttl=self.settings.lease)
         attempt = new_id()
         while True:
             try:
                 return await claims.take(pending.snapshot_id, attempt)
             except ClaimConflictError:
                 pass
-            cur = await agent.store.load(pending.snapshot_id, tenant=tenant)
+            cur = await self.store.load(pending.snapshot_id, tenant=tenant)
             if cur is None or cur.status != "pending":
                 return None
             left = (cur.claim_expires_at - utcnow()).total_seconds() if cur.claim_expires_at else 0.0
