@@ -21,7 +21,7 @@ from ._turn_commit import TurnWriter, error_info
 from .claims import ClaimHold
 from .handoff import without_handoff
 from .interrupts import ResumePlan
-from .sessions import ErrorInfo, SessionState, Snapshot, utcnow
+from .sessions import ErrorInfo, SessionState, Snapshot, fail_pending, utcnow
 from .stores import Updater
 from .tokens import mint_tokens
 
@@ -154,14 +154,3 @@ class DetachedRun:
 
 class _NotPending(Exception):
     """A detached run's row is no longer pending (it was aborted): its outcome is dropped."""
-
-
-def fail_pending(error: ErrorInfo) -> Updater:
-    """The updater that marks a still-pending detached row failed with ``error`` (any other row is left alone)."""
-
-    def fail(cur: Snapshot | None) -> Snapshot | None:
-        if cur is None or cur.status != "pending":
-            return None
-        return cur.evolve(status="failed", finish_reason="failed", error=error, heartbeat_at=None)
-
-    return fail

@@ -29,7 +29,7 @@ from typing import Any, Literal, TypeAlias, cast
 from .errors import ClaimConflictError, PermissionDeniedError, SnapshotNotFoundError
 from .metadata import CONSUMED_TOKENS, RECLAIMED_FROM
 from .outbox import OutboxEvent
-from .sessions import ErrorInfo, Snapshot, utcnow
+from .sessions import ErrorInfo, Snapshot, fail_pending, utcnow
 from .stores import JournalUpdater, SessionStore, Updater
 from .telemetry import hooks
 
@@ -283,14 +283,9 @@ def consumed_tokens(snap: Snapshot) -> list[str]:
 
 def _fail_taken_over(turn_id: str) -> Updater:
     """Marks a dead detached holder's pending row failed, so it no longer reads as running."""
-
-    def fail(cur: Snapshot | None) -> Snapshot | None:
-        if cur is None or cur.status != "pending":
-            return None
-        error = ErrorInfo(status="ABORTED", message=f"its claim lapsed and turn {turn_id} took the interrupt over")
-        return cur.evolve(status="failed", finish_reason="failed", error=error, heartbeat_at=None)
-
-    return fail
+    return fail_pending(
+        ErrorInfo(status="ABORTED", message=f"its claim lapsed and turn {turn_id} took the interrupt over")
+    )
 
 
 def conflict(parent_id: str, holder: str | None, *, answered: bool, lapsed: bool = False) -> ClaimConflictError:

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ._detached_run import DetachedRun, fail_pending
+from ._detached_run import DetachedRun
 from ._session_load import PreTurnFailure, load_state
 from ._turn_commit import TurnWriter, error_info, give_back
 from .agent_io import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnEnd, TurnResult
@@ -36,7 +36,7 @@ from .stores import SessionStore, check_tenant
 from .telemetry import hooks
 from .tokens import TokenDecision, TokenSigner, check_tokens
 
-__all__ = ["DetachTarget", "RunnableAgent", "SessionRunner", "TurnHandler", "fail_pending", "run_handed_off"]
+__all__ = ["DetachTarget", "RunnableAgent", "SessionRunner", "TurnHandler", "run_handed_off"]
 
 
 class DetachTarget(Protocol):

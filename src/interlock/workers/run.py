@@ -35,8 +35,8 @@ from procrastinate.job_context import AbortReason
 
 from ..claims import ClaimHold, Claims
 from ..errors import ClaimConflictError
-from ..runtime import RunnableAgent, fail_pending, run_handed_off
-from ..sessions import ErrorInfo, Snapshot, new_id, utcnow
+from ..runtime import RunnableAgent, run_handed_off
+from ..sessions import ErrorInfo, Snapshot, fail_pending, new_id, utcnow
 from ..stores import SessionStore
 from . import TASK, WorkerQueue
 
