@@ -13,10 +13,11 @@ import time
 
 import pytest
 from pg import fresh_dsn
-from workers_fleet import Fleet, fleet, job_statuses, kill, logged, runs, upgrade
+from workers_fleet import DSN, LOG, Fleet, fleet, job_statuses, kill, logged, runs, upgrade
 
 from interlock import Snapshot
 from interlock.claims import Claims
+from interlock.cli import main
 from interlock.errors import ClaimConflictError
 from interlock.http.client import RemoteAgent
 from interlock.metadata import is_in_doubt
@@ -152,3 +153,25 @@ async def test_a_zombie_attempts_late_write_is_refused(tmp_path: pathlib.Path) -
         written = await store.save(row.snapshot_id, taker.own_updater(finish))
         taker.settled()
         assert written is not None and written.status == "completed" and written.claimed_by is None
+
+
+def test_worker_refuses_agents_without_a_postgres_store(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "sqlite_agents.py").write_text(
+        "from interlock import PromptAgent\nfrom interlock.stores.sqlite import SQLiteStore\n"
+        "from interlock.testing import EchoModel\n"
+        "agent = PromptAgent('echo', EchoModel(), store=SQLiteStore('s.db'))\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    assert main(["worker", "--store", "postgresql://nobody@127.0.0.1:1/x", "--agents", "sqlite_agents:agent"]) == 2
+    assert "agent 'echo' needs a PostgresStore to run on workers" in capsys.readouterr().err
+
+
+def test_serve_refuses_detach_to_workers_in_several_processes(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(DSN, "postgresql://nobody@127.0.0.1:1/x")  # workers_app's store; never opened
+    monkeypatch.setenv(LOG, str(tmp_path / "runs.log"))
+    assert main(["serve", "workers_app:agents", "--detach-to-workers", "--workers", "2"]) == 2
+    assert "--detach-to-workers configures the agents of one process" in capsys.readouterr().err

@@ -176,6 +176,7 @@ class Invocation:
             )
             self.session.detach_sink()
             self._tasks += self.detached.keep_alive(self._aborted)
+            self._store_ready = True  # the lease's write checked the store already
 
     @property
     def detached_id(self) -> str | None:
