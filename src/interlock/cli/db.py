@@ -56,7 +56,7 @@ async def _worker_queue(url: str) -> str:
         from ..workers import install_schema
     except ModuleNotFoundError:  # no interlock[workers]: no worker queue to install
         return ""
-    return "; worker queue tables installed" if await install_schema(url) else "; worker queue tables present"
+    return f"\n{url}: worker queue tables " + ("installed" if await install_schema(url) else "present")
 
 
 def _run(args: argparse.Namespace) -> int:
