@@ -15,7 +15,7 @@ import pytest
 from pg import fresh_dsn
 from workers_fleet import DSN, LOG, Fleet, fleet, job_statuses, kill, logged, runs, upgrade
 
-from interlock import Snapshot
+from interlock import PromptAgent, Snapshot
 from interlock.claims import Claims
 from interlock.cli import main
 from interlock.errors import ClaimConflictError
@@ -23,6 +23,8 @@ from interlock.http.client import RemoteAgent
 from interlock.metadata import is_in_doubt
 from interlock.sessions import new_id, utcnow
 from interlock.stores.postgres import PostgresStore
+from interlock.testing import EchoModel
+from interlock.workers import WorkerQueue
 
 pytestmark = pytest.mark.slow
 
@@ -62,6 +64,19 @@ async def test_a_detached_turn_is_enqueued_and_run_by_a_worker(tmp_path: pathlib
             latest = await remote.get_snapshot(session_id=session)
         assert latest.snapshot_id == pending and latest.status == "completed"
         assert job_statuses(f.dsn) == ["succeeded"]
+        async with PostgresStore(f.dsn) as store:  # an agent no worker runs: its turn fails once, saying why
+            queue = WorkerQueue(f.dsn)
+            ghost = PromptAgent("ghost", EchoModel(), store=store, detach_to=queue)
+            out = await ghost.run("boo", detach=True)
+            assert out.snapshot_id is not None
+            failed = await ghost.wait(out.snapshot_id, timeout=20)
+            await queue.aclose()
+        assert failed.status == "failed" and failed.error is not None, failed
+        assert (failed.error.status, failed.error.message) == (
+            "FAILED_PRECONDITION",
+            "no worker runs agent 'ghost' (interlock worker --agents)",
+        )
+        assert job_statuses(f.dsn) == ["succeeded", "succeeded"]
 
 
 async def _killed_mid_turn(f: Fleet, url: str) -> tuple[Snapshot, str]:

@@ -27,14 +27,13 @@ import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from procrastinate import JobContext, RetryStrategy
 from procrastinate.exceptions import JobAborted
 from procrastinate.job_context import AbortReason
 
 from ..claims import ClaimHold, Claims
-from ..errors import ClaimConflictError
+from ..errors import ClaimConflictError, FailedPreconditionError, InterlockError
 from ..runtime import RunnableAgent, run_handed_off
 from ..sessions import ErrorInfo, Snapshot, fail_pending, new_id, utcnow
 from ..stores import SessionStore
@@ -118,12 +117,15 @@ class TurnWorker:
             return "not pending"
         name = (pending.metadata or {}).get("agent")
         agent = self.agents.get(str(name))
-        if agent is None:  # a fleet whose workers lack the agent: say so in the snapshot, once
-            error = ErrorInfo(status="FAILED_PRECONDITION", message=f"no worker runs agent {name!r} (--agents)")
+        try:
+            if agent is None:
+                raise FailedPreconditionError(f"no worker runs agent {name!r} (interlock worker --agents)")
+            invocation = run_handed_off(agent, pending, lease)
+        except InterlockError as exc:  # it cannot run anywhere (no such agent, no handed-off input): say so, once
+            error = ErrorInfo(status=exc.status, message=exc.message)
             await self.store.save(snapshot_id, lease.own_updater(fail_pending(error)), tenant=tenant)
             lease.settled()
-            return "no such agent"
-        invocation = run_handed_off(agent, pending, lease)
+            return "failed"
         try:
             await asyncio.shield(invocation.main)
         except asyncio.CancelledError:
@@ -180,10 +182,6 @@ class TurnWorker:
                 log.debug("job %s not retried: %s", job.id, exc)
                 continue
             retried += 1
-            log.info("retrying stalled job %s (snapshot %s)", job.id, _kwarg(job.task_kwargs, "snapshot_id"))
+            log.info("retrying stalled job %s (snapshot %s)", job.id, job.task_kwargs.get("snapshot_id"))
             await self.queue.wake(job.id)
         return retried
-
-
-def _kwarg(kwargs: Mapping[str, Any], name: str) -> Any:
-    return kwargs.get(name)
