@@ -8,7 +8,9 @@ killed worker's turn is taken over in about two seconds.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import io
 import os
 import pathlib
 import re
@@ -22,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import IO
 
 import psycopg
+
+from interlock.cli import main
 
 HERE = pathlib.Path(__file__).resolve().parent
 INTERLOCK = pathlib.Path(sys.executable).with_name("interlock")
@@ -113,11 +117,20 @@ def _drain(stream: IO[str] | None, found: Proc) -> None:
 
 
 def upgrade(dsn: str) -> str:
-    """``interlock db upgrade --store DSN``: the store's tables and the worker queue's; its output."""
-    done = subprocess.run(
-        [str(INTERLOCK), "db", "upgrade", "--store", dsn], capture_output=True, text=True, timeout=120, check=True
-    )
-    return done.stdout
+    """``interlock db upgrade --store DSN`` (the store's tables and the worker queue's), in this process; its output.
+
+    On a thread of its own: the command runs its own event loop, and the caller may be inside one.
+    """
+    out = io.StringIO()
+
+    def run() -> int:
+        with contextlib.redirect_stdout(out):
+            return main(["db", "upgrade", "--store", dsn])
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        code = pool.submit(run).result()
+    assert code == 0, out.getvalue()
+    return out.getvalue()
 
 
 @contextlib.contextmanager
