@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import os
 import pathlib
 import statistics
@@ -28,17 +29,17 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
+
+from interlock import PromptAgent
+from interlock.http.client import RemoteAgent
+from interlock.stores.postgres import PostgresStore
+from interlock.workers import WorkerQueue
 
 TESTS = pathlib.Path(__file__).resolve().parents[1] / "tests"
 SCRIPT = TESTS.parent / "scripts" / "postgres.sh"
 sys.path.insert(0, str(TESTS))
-
-from workers_fleet import DSN, LOG, Fleet, fleet, kill, logged, runs  # noqa: E402
-
-from interlock import PromptAgent  # noqa: E402
-from interlock.http.client import RemoteAgent  # noqa: E402
-from interlock.stores.postgres import PostgresStore  # noqa: E402
-from interlock.workers import WorkerQueue  # noqa: E402
+wf: Any = importlib.import_module("workers_fleet")  # the tests' fleet: serve and worker processes
 
 
 def pct(values: list[float], q: float) -> float:
@@ -46,25 +47,25 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def latency(f: Fleet, count: int) -> tuple[list[float], list[float]]:
+async def latency(f: Any, count: int) -> tuple[list[float], list[float]]:
     """Detach ``count`` quick turns in-process, one after another: seconds to the worker's start from the
     detach call, and from the enqueue's return (the detached output)."""
-    os.environ[DSN], os.environ[LOG] = f.dsn, str(f.log)  # workers_app reads them on import
-    from workers_app import Quick
+    os.environ[wf.DSN], os.environ[wf.LOG] = f.dsn, str(f.log)  # workers_app reads them on import
+    quick: Any = importlib.import_module("workers_app").Quick
 
     found: list[float] = []
     after: list[float] = []
     async with PostgresStore(f.dsn) as store:
         queue = WorkerQueue(f.dsn)
-        agent = PromptAgent("quick", Quick(), store=store, detach_to=queue)
+        agent = PromptAgent("quick", quick(), store=store, detach_to=queue)
         try:
             for _ in range(count):
-                before = len(runs(f.log, "start"))
+                before = len(wf.runs(f.log, "start"))
                 sent = time.time()
                 out = await agent.run("go", detach=True)
                 enqueued = time.time()
                 assert out.finish_reason == "detached", out
-                while len(starts := runs(f.log, "start")) == before:
+                while len(starts := wf.runs(f.log, "start")) == before:
                     await asyncio.sleep(0.0005)
                 found.append(starts[-1][1] - sent)
                 after.append(starts[-1][1] - enqueued)
@@ -74,7 +75,7 @@ async def latency(f: Fleet, count: int) -> tuple[list[float], list[float]]:
     return found, after
 
 
-async def sigkill_runs(f: Fleet, url: str, count: int) -> tuple[int, int, list[float]]:
+async def sigkill_runs(f: Any, url: str, count: int) -> tuple[int, int, list[float]]:
     """``count`` SIGKILLs mid-turn: (lost turns, silent repeats, recovery seconds of each completed turn)."""
     lost = repeats = 0
     recovery: list[float] = []
@@ -82,8 +83,8 @@ async def sigkill_runs(f: Fleet, url: str, count: int) -> tuple[int, int, list[f
         for _ in range(count):
             out = await remote.run("go", detach=True)
             assert out.snapshot_id and out.session_id, out
-            pid, _ = await logged(f.log, "wait", out.session_id)
-            kill(next(w for w in f.workers if w.pid == pid))
+            pid, _ = await wf.logged(f.log, "wait", out.session_id)
+            wf.kill(next(w for w in f.workers if w.pid == pid))
             killed = time.monotonic()
             f.worker()
             try:
@@ -94,7 +95,7 @@ async def sigkill_runs(f: Fleet, url: str, count: int) -> tuple[int, int, list[f
                 lost += 1
             else:
                 recovery.append(time.monotonic() - killed)
-            repeats += sum(len(runs(f.log, tool, out.session_id)) > 1 for tool in ("pay", "wait"))
+            repeats += sum(len(wf.runs(f.log, tool, out.session_id)) > 1 for tool in ("pay", "wait"))
     return lost, repeats, recovery
 
 
@@ -107,7 +108,7 @@ def start_cluster() -> tuple[str, str]:
 async def main(quick: bool) -> None:
     dsn, directory = start_cluster()
     try:
-        with tempfile.TemporaryDirectory() as tmp, fleet(dsn, pathlib.Path(tmp), sleep=60) as f:
+        with tempfile.TemporaryDirectory() as tmp, wf.fleet(dsn, pathlib.Path(tmp), sleep=60) as f:
             server = f.server()
             f.worker()
             f.worker()
@@ -131,6 +132,6 @@ async def main(quick: bool) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer turns and runs")
     asyncio.run(main(parser.parse_args().quick))
