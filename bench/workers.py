@@ -65,11 +65,11 @@ async def latency(f: Any, count: int) -> tuple[list[float], list[float]]:
                 out = await agent.run("go", detach=True)
                 enqueued = time.time()
                 assert out.finish_reason == "detached", out
-                while len(starts := wf.runs(f.log, "start")) == before:
-                    await asyncio.sleep(0.0005)
+                done = await agent.wait(out.snapshot_id or "", timeout=10)  # woken by NOTIFY: no polling here
+                starts = wf.runs(f.log, "start")
+                assert done.status == "completed" and len(starts) == before + 1, done
                 found.append(starts[-1][1] - sent)
                 after.append(starts[-1][1] - enqueued)
-                await agent.wait(out.snapshot_id or "", timeout=10)
         finally:
             await queue.aclose()
     return found, after
@@ -86,7 +86,7 @@ async def sigkill_runs(f: Any, url: str, count: int) -> tuple[int, int, list[flo
             pid, _ = await wf.logged(f.log, "wait", out.session_id)
             wf.kill(next(w for w in f.workers if w.pid == pid))
             killed = time.monotonic()
-            f.worker()
+            f.worker("--log-level", "warning", *wf.FAST)
             try:
                 done = await remote.wait(out.snapshot_id, timeout=30)
             except TimeoutError:
@@ -110,8 +110,9 @@ async def main(quick: bool) -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp, wf.fleet(dsn, pathlib.Path(tmp), sleep=60) as f:
             server = f.server()
-            f.worker()
-            f.worker()
+            quiet = ("--log-level", "warning", *wf.FAST)  # as deployed: no log line per job
+            f.worker(*quiet)
+            f.worker(*quiet)
             assert server.url is not None
             found, after = await latency(f, 30 if quick else 200)
             found, after = found[3:], after[3:]  # the first turns warm the processes up
