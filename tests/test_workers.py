@@ -13,7 +13,7 @@ import time
 
 import pytest
 from pg import fresh_dsn
-from workers_fleet import DSN, LOG, Fleet, fleet, job_statuses, kill, logged, runs, upgrade
+from workers_fleet import DSN, FAST, LOG, Fleet, fleet, job_statuses, kill, logged, runs, upgrade
 
 from interlock import PromptAgent, Snapshot
 from interlock.claims import Claims
@@ -190,3 +190,17 @@ def test_serve_refuses_detach_to_workers_in_several_processes(
     monkeypatch.setenv(LOG, str(tmp_path / "runs.log"))
     assert main(["serve", "workers_app:agents", "--detach-to-workers", "--workers", "2"]) == 2
     assert "--detach-to-workers configures the agents of one process" in capsys.readouterr().err
+
+
+async def test_sigterm_lets_a_turn_that_ends_within_the_grace_finish(tmp_path: pathlib.Path) -> None:
+    with fleet(fresh_dsn(), tmp_path, sleep=2) as f:
+        server = f.server()
+        assert server.url is not None
+        worker = f.worker("--grace", "30", *FAST)
+        pending, session = await _detach(server.url)
+        await logged(f.log, "wait", session)
+        kill(worker, signal.SIGTERM)
+        assert worker.proc.wait(timeout=30) == 0, worker.output()
+        done = await _wait(server.url, pending, timeout=5)
+        assert (done.status, done.finish_reason) == ("completed", "stop"), done  # finished, not handed back
+        assert not runs(f.log, "cancelled", session) and len(runs(f.log, "wait", session)) == 1
