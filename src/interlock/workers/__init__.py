@@ -21,6 +21,7 @@ import json
 try:
     import psycopg
     from procrastinate import App, PsycopgConnector
+    from procrastinate.exceptions import ConnectorException
     from procrastinate.manager import get_channel_for_queues
     from procrastinate.schema import SchemaManager
 except ImportError as exc:  # pragma: no cover - exercised by a process without the extra
@@ -28,7 +29,7 @@ except ImportError as exc:  # pragma: no cover - exercised by a process without 
         f"interlock.workers needs procrastinate ({exc}): pip install 'interlock[workers]'", name=exc.name
     ) from exc
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, UnavailableError
 from ..stores._pg_schema import LOCK_SCHEMA
 
 __all__ = ["QUEUE", "TASK", "WorkerQueue", "install_schema", "job_lock"]
@@ -80,10 +81,17 @@ class WorkerQueue:
             await self.app.close_async()
 
     async def enqueue(self, snapshot_id: str, tenant: str | None) -> int:
-        """Enqueue the job that runs the pending snapshot ``snapshot_id``; returns the job's id."""
-        app = await self.open()
-        deferrer = app.configure_task(TASK, queue=self.queue, lock=job_lock(snapshot_id, tenant))
-        return await deferrer.defer_async(snapshot_id=snapshot_id, tenant=tenant)
+        """Enqueue the job that runs the pending snapshot ``snapshot_id``; returns the job's id.
+
+        Raises:
+            UnavailableError: the database could not be reached (nothing was enqueued).
+        """
+        try:
+            app = await self.open()
+            deferrer = app.configure_task(TASK, queue=self.queue, lock=job_lock(snapshot_id, tenant))
+            return await deferrer.defer_async(snapshot_id=snapshot_id, tenant=tenant)
+        except ConnectorException as exc:
+            raise UnavailableError(f"the worker queue could not take the detached turn: {exc}") from exc
 
     async def abort(self, snapshot_id: str, tenant: str | None) -> int:
         """Ask procrastinate to abort the snapshot's queued or running jobs; returns how many it asked."""
