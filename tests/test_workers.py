@@ -204,3 +204,14 @@ async def test_sigterm_lets_a_turn_that_ends_within_the_grace_finish(tmp_path: p
         done = await _wait(server.url, pending, timeout=5)
         assert (done.status, done.finish_reason) == ("completed", "stop"), done  # finished, not handed back
         assert not runs(f.log, "cancelled", session) and len(runs(f.log, "wait", session)) == 1
+
+
+async def test_a_detach_the_queue_cannot_take_fails_its_snapshot_as_unavailable() -> None:
+    async with PostgresStore(fresh_dsn()) as store:
+        queue = WorkerQueue("postgresql://nobody@127.0.0.1:1/none", connect_timeout=0.5)
+        agent = PromptAgent("echo", EchoModel(), store=store, detach_to=queue)
+        out = await agent.run("hi", detach=True, raise_on_error=False)
+        await queue.aclose()
+        assert out.finish_reason == "failed" and out.error is not None and out.error.status == "UNAVAILABLE", out
+        (row,) = [s for i in await store.list() if (s := await store.load(i.snapshot_id)) is not None]
+        assert row.status == "failed" and row.error is not None and row.error.status == "UNAVAILABLE"

@@ -24,6 +24,9 @@ try:
     from procrastinate.exceptions import ConnectorException
     from procrastinate.manager import get_channel_for_queues
     from procrastinate.schema import SchemaManager
+    from psycopg import AsyncConnection
+    from psycopg.rows import TupleRow
+    from psycopg_pool import AsyncConnectionPool
 except ImportError as exc:  # pragma: no cover - exercised by a process without the extra
     raise ModuleNotFoundError(
         f"interlock.workers needs procrastinate ({exc}): pip install 'interlock[workers]'", name=exc.name
@@ -53,32 +56,52 @@ class WorkerQueue:
     Args:
         dsn: the database (the agent's ``PostgresStore`` DSN: the queue lives beside the snapshots).
         queue: the procrastinate queue name.
+        connect_timeout: seconds to wait for a pooled connection before the enqueue is UNAVAILABLE.
     """
 
-    def __init__(self, dsn: str, *, queue: str = QUEUE) -> None:
+    def __init__(self, dsn: str, *, queue: str = QUEUE, connect_timeout: float = 30.0) -> None:
         if not isinstance(dsn, str) or not dsn.strip():  # pyright: ignore[reportUnnecessaryIsInstance]
             raise InvalidArgumentError("a worker queue needs a PostgreSQL connection string")
         self.dsn = dsn
         self.queue = queue
-        self.app = App(connector=PsycopgConnector(conninfo=dsn, min_size=1, max_size=4))
-        self._opened = False
+        self.connect_timeout = connect_timeout
+        self.app = App(connector=PsycopgConnector())
+        self._pool: AsyncConnectionPool | None = None
         self._opening = asyncio.Lock()
 
     def __repr__(self) -> str:
         return f"WorkerQueue(queue={self.queue!r})"
 
     async def open(self) -> App:
-        """The opened procrastinate app (idempotent)."""
+        """The opened procrastinate app, on a pool of our own (idempotent).
+
+        Raises:
+            psycopg.OperationalError: no connection within ``connect_timeout`` (``PoolTimeout``).
+        """
         async with self._opening:
-            if not self._opened:
-                await self.app.open_async()
-                self._opened = True
+            if self._pool is None:
+                pool: AsyncConnectionPool[AsyncConnection[TupleRow]] = AsyncConnectionPool(
+                    self.dsn,
+                    min_size=1,
+                    max_size=4,
+                    open=False,
+                    timeout=self.connect_timeout,
+                    check=AsyncConnectionPool.check_connection,  # only live connections, as procrastinate's own
+                )
+                try:
+                    await pool.open(wait=True, timeout=self.connect_timeout)
+                except BaseException:
+                    await pool.close()
+                    raise
+                await self.app.open_async(pool=pool)
+                self._pool = pool
         return self.app
 
     async def aclose(self) -> None:
-        if self._opened:
-            self._opened = False
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
             await self.app.close_async()
+            await pool.close()
 
     async def enqueue(self, snapshot_id: str, tenant: str | None) -> int:
         """Enqueue the job that runs the pending snapshot ``snapshot_id``; returns the job's id.
@@ -90,7 +113,7 @@ class WorkerQueue:
             app = await self.open()
             deferrer = app.configure_task(TASK, queue=self.queue, lock=job_lock(snapshot_id, tenant))
             return await deferrer.defer_async(snapshot_id=snapshot_id, tenant=tenant)
-        except ConnectorException as exc:
+        except (ConnectorException, psycopg.OperationalError) as exc:  # PoolTimeout is an OperationalError
             raise UnavailableError(f"the worker queue could not take the detached turn: {exc}") from exc
 
     async def abort(self, snapshot_id: str, tenant: str | None) -> int:
