@@ -215,3 +215,14 @@ async def test_a_detach_the_queue_cannot_take_fails_its_snapshot_as_unavailable(
         assert out.finish_reason == "failed" and out.error is not None and out.error.status == "UNAVAILABLE", out
         (row,) = [s for i in await store.list() if (s := await store.load(i.snapshot_id)) is not None]
         assert row.status == "failed" and row.error is not None and row.error.status == "UNAVAILABLE"
+
+
+async def test_a_detach_before_the_queue_is_installed_names_db_upgrade() -> None:
+    dsn = fresh_dsn()
+    async with PostgresStore(dsn) as store:
+        queue = WorkerQueue(dsn)  # interlock db upgrade was not run: no procrastinate tables
+        agent = PromptAgent("echo", EchoModel(), store=store, detach_to=queue)
+        out = await agent.run("hi", detach=True, raise_on_error=False)
+        await queue.aclose()
+    assert out.error is not None and out.error.status == "FAILED_PRECONDITION", out
+    assert "the worker queue's tables are missing: run interlock db upgrade --store" in out.error.message

@@ -32,7 +32,8 @@ except ImportError as exc:  # pragma: no cover - exercised by a process without 
         f"interlock.workers needs procrastinate ({exc}): pip install 'interlock[workers]'", name=exc.name
     ) from exc
 
-from ..errors import InvalidArgumentError, UnavailableError
+from ..errors import FailedPreconditionError, InvalidArgumentError, UnavailableError
+from ..stores._pg_errors import redacted
 from ..stores._pg_schema import LOCK_SCHEMA
 
 __all__ = ["QUEUE", "TASK", "WorkerQueue", "install_schema", "job_lock"]
@@ -108,12 +109,18 @@ class WorkerQueue:
 
         Raises:
             UnavailableError: the database could not be reached (nothing was enqueued).
+            FailedPreconditionError: the queue's tables are missing (``interlock db upgrade``).
         """
         try:
             app = await self.open()
             deferrer = app.configure_task(TASK, queue=self.queue, lock=job_lock(snapshot_id, tenant))
             return await deferrer.defer_async(snapshot_id=snapshot_id, tenant=tenant)
         except (ConnectorException, psycopg.OperationalError) as exc:  # PoolTimeout is an OperationalError
+            missing = (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedFunction, psycopg.errors.UndefinedObject)
+            if isinstance(exc.__cause__, missing):
+                raise FailedPreconditionError(
+                    f"the worker queue's tables are missing: run interlock db upgrade --store {redacted(self.dsn)}"
+                ) from exc
             raise UnavailableError(f"the worker queue could not take the detached turn: {exc}") from exc
 
     async def abort(self, snapshot_id: str, tenant: str | None) -> int:
