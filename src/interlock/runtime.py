@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
+from . import metadata as md
 from .agent_io import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnEnd, TurnResult
 from .claims import ClaimHold, Claims, claim_state
 from .decisions import audit_record
@@ -624,6 +625,8 @@ class Invocation:
         """
         assert self.store is not None
         meta: dict[str, Any] = {"agent": self.agent.name, **(self.trace.metadata() if self.trace else {})}
+        if isinstance(delegated := self.context.get(md.DELEGATED_BY), dict):  # a sub-agent's turn (delegation)
+            meta[md.DELEGATED_BY] = delegated
         if plan is not None:
             meta["resume"] = audit_record(plan.resume, self.context, plan=plan)
         if finish == "interrupted":  # each pending interrupt gets a token bound to this snapshot

@@ -1,0 +1,236 @@
+"""Delegation to sub-agents, whose interrupts reach the person as if the delegating agent had paused.
+
+:func:`delegate` makes one tool per sub-agent, named as Genkit's delegation middleware names
+them (``delegate_to_<agent>``), with input ``{task}`` and output ``{response, artifacts?}``::
+
+    orchestrator = PromptAgent("orchestrator", model, tools=[*delegate(agents=[banker, remote_ops])], store=store)
+
+A sub-agent may be local or a :class:`~interlock.http.client.RemoteAgent`, server- or
+client-managed. Its artifacts are merged into the delegating session as
+``"<invocationId>/<name>"`` (the invocation id is the sub-agent's session id), with
+``metadata.source`` and ``metadata.invocationId``, and returned inline in the tool output.
+
+When the sub-agent's turn pauses, so does the delegating turn: its interrupts are surfaced in
+the delegating agent's output, stream and snapshot (:mod:`interlock.surfacing`), and
+answering them there resumes the sub-agent's paused turn first, then the delegation call with
+the sub-agent's result, then the model. A sub-agent that fails, ends aborted, or would exceed
+``max_delegations`` gives the model a tool result saying so, as Genkit does; a sub-agent that
+refuses a resume (a bad answer, a spent claim or token) fails the resumed turn with its status,
+so nothing is committed and the interrupts stay answerable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol
+from weakref import WeakKeyDictionary
+
+from pydantic import BaseModel, Field
+
+from . import metadata as md
+from .agent_io import AgentError, AgentOutput
+from .errors import InterlockError, UsageError
+from .interrupts import Resume
+from .messages import Message
+from .parts import TextPart
+from .sessions import Artifact, ErrorInfo, Session, SessionState
+from .tools import Tool, ToolContext, tool
+from .wire import resume_from_json, state_from_json, state_to_json
+
+__all__ = ["DelegatedArtifact", "Delegation", "DelegationTask", "SubAgent", "delegate"]
+
+REFUSALS = frozenset(
+    {"INVALID_ARGUMENT", "PERMISSION_DENIED", "ABORTED", "NOT_FOUND", "FAILED_PRECONDITION", "UNAUTHENTICATED"}
+)
+"""Statuses of a sub-agent refusing a resume before it runs anything: the resumed turn fails with them."""
+
+
+class SubAgent(Protocol):
+    """What delegation needs of a sub-agent (an :class:`~interlock.Agent` or a :class:`~interlock.RemoteAgent`)."""
+
+    name: str
+
+    @property
+    def state_management(self) -> Literal["server", "client"]: ...
+
+    async def run(
+        self,
+        input: str | None = None,
+        *,
+        resume: Resume | None = None,
+        snapshot_id: str | None = None,
+        state: SessionState | None = None,
+        context: dict[str, Any] | None = None,
+        raise_on_error: bool = True,
+    ) -> AgentOutput: ...
+
+
+class DelegationTask(BaseModel):
+    """A delegation tool's input: what the sub-agent should do."""
+
+    task: str = Field(description="The task for the sub-agent, with everything it needs to know.")
+
+
+class DelegatedArtifact(BaseModel):
+    """An artifact the sub-agent produced, as merged into the delegating session."""
+
+    name: str
+    content: str | None = None
+
+
+class Delegation(BaseModel):
+    """A delegation tool's output: the sub-agent's reply (or why there is none) and its artifacts."""
+
+    response: str
+    artifacts: list[DelegatedArtifact] | None = None
+
+
+class _Limit:
+    """At most ``limit`` delegations per turn of a delegating session (``None``: no limit)."""
+
+    def __init__(self, limit: int | None) -> None:
+        if limit is not None and limit < 0:
+            raise UsageError(f"max_delegations must be None or at least 0, not {limit!r}")
+        self.limit = limit
+        self._used: WeakKeyDictionary[Session, tuple[int, int]] = WeakKeyDictionary()
+
+    def take(self, session: Session | None) -> bool:
+        """Count one delegation of the running turn; ``False`` when the limit is reached."""
+        if self.limit is None or session is None:
+            return True
+        turn = len(session.messages)  # constant during a turn: the tool loop works on its own copy
+        seen, used = self._used.get(session, (turn, 0))
+        used = used if seen == turn else 0
+        if used >= self.limit:
+            return False
+        self._used[session] = (turn, used + 1)
+        return True
+
+
+def delegate(
+    agents: Sequence[SubAgent],
+    *,
+    tool_prefix: str = "delegate_to",
+    history_length: int = 0,
+    max_delegations: int | None = None,
+) -> list[Tool[DelegationTask, Delegation, dict[str, Any]]]:
+    """One delegation tool per sub-agent, named ``<tool_prefix>_<agent name>``, for a :class:`~interlock.PromptAgent`.
+
+    Args:
+        agents: the sub-agents, local or remote.
+        tool_prefix: the tools' name prefix (Genkit's default, ``delegate_to``).
+        history_length: for a client-managed sub-agent, how many of the delegating session's
+            last user and model text messages it starts from (server-managed sub-agents get
+            only the task, as in Genkit).
+        max_delegations: the most delegations one turn of a delegating session may start; the
+            next ones get ``"Delegation limit reached (N) ..."`` as their result.
+    """
+    names = [a.name for a in agents]
+    if len(set(names)) != len(names):
+        raise UsageError(f"delegate() got two sub-agents with one name: {names}")
+    if history_length < 0:
+        raise UsageError(f"history_length must be at least 0, not {history_length!r}")
+    limit = _Limit(max_delegations)
+    return [_tool(agent, f"{tool_prefix}_{agent.name}", history_length, limit) for agent in agents]
+
+
+def _tool(
+    agent: SubAgent, name: str, history_length: int, limit: _Limit
+) -> Tool[DelegationTask, Delegation, dict[str, Any]]:
+    about: Any = getattr(agent, "description", "")
+    description = f"Delegate a task to the sub-agent {agent.name!r}" + (f": {about}" if about else ".")
+
+    async def run(task: DelegationTask, ctx: ToolContext[Any], resumed: dict[str, Any] | None) -> Delegation:
+        if resumed is not None:
+            return _result(agent, await _continue(agent, resumed, ctx), ctx)
+        if not limit.take(ctx.session):
+            return Delegation(response=f"Delegation limit reached ({limit.limit}); do the rest of the task yourself.")
+        state = None
+        if agent.state_management == "client" and history_length and ctx.session is not None:
+            state = SessionState(messages=_recent(ctx.session.messages, history_length))
+        try:
+            out = await agent.run(task.task, state=state, context=_context(ctx), raise_on_error=False)
+        except InterlockError as exc:
+            return _failed(agent, exc.message)
+        return _result(agent, out, ctx)
+
+    return tool(name=name, description=description)(run)
+
+
+async def _continue(agent: SubAgent, resumed: dict[str, Any], ctx: ToolContext[Any]) -> AgentOutput:
+    """Resume the sub-agent's paused turn with the answers surfaced to the delegating agent."""
+    record: dict[str, Any] = resumed.get("delegation") or {}
+    resume = resume_from_json(resumed.get("resume"))
+    snapshot = record.get("snapshotId")
+    state = state_from_json(record["state"]) if record.get("state") is not None else None
+    try:
+        out = await agent.run(
+            resume=resume,
+            snapshot_id=snapshot if isinstance(snapshot, str) else None,
+            state=state,
+            context=_context(ctx),
+            raise_on_error=False,
+        )
+    except InterlockError as exc:
+        if exc.status in REFUSALS:
+            raise
+        return AgentOutput(finish_reason="failed", error=ErrorInfo(status=exc.status, message=exc.message))
+    if out.error is not None and out.error.status in REFUSALS:
+        raise AgentError.of(out)  # refused before it ran: the resumed turn fails, and commits nothing
+    return out
+
+
+def _context(ctx: ToolContext[Any]) -> dict[str, Any]:
+    """The sub-agent's context: the caller's (identity, tenant), and which session delegated it."""
+    by = {"sessionId": ctx.session.session_id} if ctx.session is not None else {}
+    return {**ctx.context, md.DELEGATED_BY: by}
+
+
+def _result(agent: SubAgent, out: AgentOutput, ctx: ToolContext[Any]) -> Delegation:
+    """The delegation's output; a paused sub-agent pauses the delegation call, carrying where it paused."""
+    if out.finish_reason == "interrupted" and out.interrupts:
+        record: dict[str, Any] = {
+            "agent": agent.name,
+            "sessionId": out.session_id,
+            "snapshotId": out.snapshot_id,
+            "state": state_to_json(out.state) if out.state is not None and out.snapshot_id is None else None,
+            "interrupts": [p.to_json() for p in out.interrupts],
+        }
+        ctx.interrupt({md.DELEGATED: record})
+    if out.error is not None:
+        return _failed(agent, out.error.message)
+    if out.finish_reason == "failed":
+        return _failed(agent, out.text or "the sub-agent failed")
+    if out.finish_reason == "aborted":
+        return Delegation(response=f"Sub-agent {agent.name!r} was aborted before it finished the task.")
+    return Delegation(response=out.text, artifacts=_merge(agent, out, ctx.session) or None)
+
+
+def _failed(agent: SubAgent, message: str) -> Delegation:
+    return Delegation(response=f"Error calling agent {agent.name!r}: {message}")
+
+
+def _merge(agent: SubAgent, out: AgentOutput, session: Session | None) -> list[DelegatedArtifact]:
+    """Merge the sub-agent's artifacts into the delegating session as ``<invocationId>/<name>``."""
+    invocation = out.session_id or out.snapshot_id or agent.name
+    merged: list[DelegatedArtifact] = []
+    for i, artifact in enumerate(out.artifacts):
+        name = f"{invocation}/{artifact.name if artifact.name is not None else i}"
+        meta = {**(artifact.metadata or {}), "source": agent.name, "invocationId": invocation}
+        if session is not None:
+            session.add_artifacts(Artifact(name=name, parts=list(artifact.parts), metadata=meta))
+        text = "".join(p.text for p in artifact.parts if isinstance(p, TextPart))
+        merged.append(DelegatedArtifact(name=name, content=text or None))
+    return merged
+
+
+def _recent(messages: list[Message], count: int) -> list[Message]:
+    """The last ``count`` user and model messages, text parts only (Genkit's history for a sub-agent)."""
+    kept: list[Message] = []
+    for message in messages:
+        if message.role not in ("user", "model"):
+            continue
+        text = [p for p in message.content if isinstance(p, TextPart)]
+        if text:
+            kept.append(Message(role=message.role, content=list(text)))
+    return kept[-count:]
