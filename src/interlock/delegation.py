@@ -22,7 +22,7 @@ so nothing is committed and the interrupts stay answerable.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 from weakref import WeakKeyDictionary
 
 from pydantic import BaseModel, Field
@@ -33,7 +33,7 @@ from .errors import InterlockError, UsageError
 from .interrupts import Resume
 from .messages import Message
 from .parts import TextPart
-from .sessions import Artifact, ErrorInfo, Session, SessionState
+from .sessions import Artifact, ErrorInfo, Session, SessionState, Snapshot
 from .tools import Tool, ToolContext, tool
 from .wire import resume_from_json, state_from_json, state_to_json
 
@@ -63,6 +63,10 @@ class SubAgent(Protocol):
         context: dict[str, Any] | None = None,
         raise_on_error: bool = True,
     ) -> AgentOutput: ...
+
+    async def get_snapshot(
+        self, snapshot_id: str | None = None, *, session_id: str | None = None, context: dict[str, Any] | None = None
+    ) -> Snapshot: ...
 
 
 class DelegationTask(BaseModel):
@@ -172,12 +176,40 @@ async def _continue(agent: SubAgent, resumed: dict[str, Any], ctx: ToolContext[A
             raise_on_error=False,
         )
     except InterlockError as exc:
-        if exc.status in REFUSALS:
-            raise
-        return AgentOutput(finish_reason="failed", error=ErrorInfo(status=exc.status, message=exc.message))
-    if out.error is not None and out.error.status in REFUSALS:
+        error = ErrorInfo(status=exc.status, message=exc.message, details=exc.details)
+        out = AgentOutput(session_id=record.get("sessionId"), finish_reason="failed", error=error)
+    if out.error is None or out.error.status not in REFUSALS:
+        return out
+    answered = await _answered(agent, out.error, ctx)
+    if answered is None:
         raise AgentError.of(out)  # refused before it ran: the resumed turn fails, and commits nothing
-    return out
+    return answered
+
+
+async def _answered(agent: SubAgent, error: ErrorInfo, ctx: ToolContext[Any]) -> AgentOutput | None:
+    """The outcome of the turn that already answered the sub-agent's interrupt (the refusal names it), if committed.
+
+    So a delegation call run again (after a crash, or once the sub-agent was answered
+    directly) continues with the answer that reached the sub-agent first, and runs nothing.
+    """
+    details: Any = error.details
+    winner = cast(dict[str, Any], details).get("winner") if isinstance(details, dict) else None
+    if error.status != "ABORTED" or not isinstance(winner, str):
+        return None
+    try:
+        snap = await agent.get_snapshot(winner, context=_context(ctx))
+    except InterlockError:
+        return None
+    if snap.status != "completed" or snap.state is None:
+        return None
+    messages = snap.state.messages
+    return AgentOutput(
+        session_id=snap.session_id,
+        snapshot_id=snap.snapshot_id,
+        message=messages[-1] if messages else None,
+        artifacts=list(snap.state.artifacts),
+        finish_reason=snap.finish_reason,
+    )
 
 
 def _context(ctx: ToolContext[Any]) -> dict[str, Any]:

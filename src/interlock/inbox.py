@@ -126,6 +126,9 @@ class PendingInterrupt:
         idempotency_key: an in-doubt call's key (the same on every attempt), else ``None``.
         attempts: how many attempts an in-doubt call has had, else ``None``.
         created_at: when the paused turn ended; ``age`` is measured from it.
+        agent_path: the agents the interrupt came through, from the snapshot's agent down to
+            the one whose tool raised it (one name for an agent's own interrupt; more for a
+            sub-agent's, surfaced by delegation: :mod:`interlock.delegation`).
         part: the paused tool request itself.
     """
 
@@ -143,6 +146,7 @@ class PendingInterrupt:
     in_doubt: bool = False
     idempotency_key: str | None = None
     attempts: int | None = None
+    agent_path: tuple[str, ...] = ()
     part: ToolRequestPart = field(repr=False, compare=False)
 
     @property
@@ -293,6 +297,8 @@ class Inbox:
                 break
             snap = await store.load(info.snapshot_id, tenant=tenant)
             if snap is None or snap.read_status() != "completed" or not is_answerable(snap, now):
+                continue
+            if md.DELEGATED_BY in (snap.metadata or {}):  # a sub-agent's: listed, surfaced, under its delegator
                 continue
             found += [
                 i
@@ -571,6 +577,7 @@ def _items(snap: Snapshot, now: datetime, tenant: str | None, agent: str | None)
             age=now - snap.created_at,
             tenant=tenant,
             **_doubt(part),
+            agent_path=tuple(n for n in (agent, *md.agent_path(part)) if n is not None),
             part=part,
         )
         for part in cast(list[ToolRequestPart], snap.interrupts)

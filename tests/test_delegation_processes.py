@@ -1,0 +1,78 @@
+"""Acceptance: boss → banker (local) → approver (another ``interlock serve`` process), answered from a third process.
+
+The approver's approval surfaces in the boss's output, tagged with the agent path; a separate
+process (a fresh chain on a fresh store object) answers it through the boss by snapshot id; the
+whole chain finishes, and the approver's tool ran once (an append-only file counts its runs).
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+from delegation_apps import approve_payment, chain, runs
+from http_helpers import serve_process
+
+from interlock import RemoteAgent
+from interlock import metadata as md
+from interlock.stores.sqlite import SQLiteStore
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+INTERLOCK = str(pathlib.Path(sys.executable).with_name("interlock"))
+
+
+@pytest.fixture
+def approver_url(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The approver agent served by ``interlock serve`` in its own process, on its own SQLite file."""
+    monkeypatch.setenv("DELEGATION_DIR", str(tmp_path))
+    command = [INTERLOCK, "serve", "delegation_apps:approver_server", "--port", "0"]
+    with serve_process(command, cwd=ROOT / "tests") as server:
+        yield server.url
+
+
+async def test_a_remote_grandchilds_approval_is_answered_through_the_top_agent_from_another_process(
+    tmp_path: pathlib.Path, approver_url: str
+) -> None:
+    db = str(tmp_path / "chain.db")
+    async with SQLiteStore(db) as store:
+        boss, remote = chain(store, approver_url, "ask")
+        try:
+            out = await boss.run("have bob paid")
+        finally:
+            await remote.aclose()
+    assert out.finish_reason == "interrupted"
+    (part,) = out.interrupts
+    assert part.meta(md.AGENT_PATH) == ["banker", "approver"]
+    assert part.meta(md.INTERRUPT) == {"to": "bob", "amount": 5}
+    claimed = approve_payment.interrupted(part)
+    assert claimed is not None and claimed.input.amount == 5
+    assert runs() == []
+
+    worker = [sys.executable, "delegation_worker.py", db, approver_url, str(out.snapshot_id)]
+    done = subprocess.run(worker, cwd=ROOT / "tests", capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"claimed": 1, "finish_reason": "stop", "text": "boss: bob is paid"}
+    assert runs() == ["bob 5 True"]
+
+    async with SQLiteStore(db) as store:
+        boss, remote = chain(store, approver_url, "answer")
+        try:
+            final = await boss.get_snapshot(session_id=out.session_id)
+            assert final.state is not None
+            (response,) = final.state.messages[-2].tool_responses
+            assert response.name == "delegate_to_banker"
+            assert response.output == {"response": "banker: bob is paid"}
+            record = final.state.messages[-3].content[0].meta(md.RESOLVED_INTERRUPT)[md.DELEGATED]
+            banker_snap = await store.latest(record["sessionId"])
+            assert banker_snap is not None and banker_snap.finish_reason == "stop"
+            async with RemoteAgent(f"{approver_url}/approver") as far:
+                (deep,) = banker_snap.state.messages[-3].content if banker_snap.state else []
+                far_record = deep.meta(md.RESOLVED_INTERRUPT)[md.DELEGATED]
+                far_snap = await far.get_snapshot(session_id=far_record["sessionId"])
+                assert far_snap.finish_reason == "stop" and far_snap.parent_id == far_record["snapshotId"]
+        finally:
+            await remote.aclose()
