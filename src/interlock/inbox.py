@@ -448,14 +448,23 @@ class Inbox:
         *,
         identity: Any = None,
         tenant: str | None = None,
+        tokens: Mapping[str, str] | None = None,
     ) -> AgentOutput:
         """Answer every interrupt of a snapshot in one resume.
 
         ``answers`` is one answer for all, or a mapping from a ref (or a tool name: every
-        call to that tool) to an answer, which must cover every interrupt.
+        call to that tool) to an answer, which must cover every interrupt. ``tokens`` maps a
+        ref to the resume token its answer carries (an answer link's); by default, the stored one.
         """
         items = await self.get(snapshot_id, tenant=tenant)
-        return await self._resume(snapshot_id, match_all(snapshot_id, items, answers), identity, tenant)
+        unknown = sorted(set(tokens or {}) - {i.ref for i in items if i.ref})
+        if unknown:
+            raise InvalidArgumentError(f"snapshot {snapshot_id} has no interrupt with ref {unknown[0]!r} for a token")
+        pairs = [
+            (_carrying(item, (tokens or {}).get(item.ref or "")), a)
+            for item, a in match_all(snapshot_id, items, answers)
+        ]
+        return await self._resume(snapshot_id, pairs, identity, tenant)
 
     async def answer(
         self,
@@ -482,8 +491,7 @@ class Inbox:
             )
         if len(items) > 1:
             raise UsageError(f"{waits}; a resume answers all of them at once: use answer_all (command line: --all)")
-        item = picked[0] if token is None else replace(picked[0], part=md.with_resume_token(picked[0].part, token))
-        return await self._resume(snapshot_id, [(item, answer)], identity, tenant)
+        return await self._resume(snapshot_id, [(_carrying(picked[0], token), answer)], identity, tenant)
 
     async def _resume(
         self, snapshot_id: str, pairs: list[tuple[PendingInterrupt, Answer]], identity: Any, tenant: str | None
@@ -638,3 +646,8 @@ def _decision(row: dict[str, Any]) -> DecisionLabel | None:
     if label in ("approve", "deny"):
         return label
     return "approve" if row.get("approved") is True else None  # an old record: only ``true`` was explicit
+
+
+def _carrying(item: PendingInterrupt, token: str | None) -> PendingInterrupt:
+    """``item`` with the resume token an answer carries in place of the stored one (``None``: keep it)."""
+    return item if token is None else replace(item, part=md.with_resume_token(item.part, token))
