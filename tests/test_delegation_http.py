@@ -1,0 +1,99 @@
+"""A delegating agent served over HTTP: interlock's RemoteAgent and the published Genkit JS client see the
+sub-agent's interrupt as the agent's own (streamed, and in the output) and answer it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from http_helpers import serve
+from pydantic import BaseModel
+from test_interop import Clients, run_client
+from test_interop import interop_clients as interop_clients  # the fixture: installs the published clients
+
+from interlock import AgentServer, InMemoryStore, Message, PromptAgent, RemoteAgent, Resume, ToolContext, tool
+from interlock import metadata as md
+from interlock.delegation import delegate
+from interlock.models import ModelChunk
+from interlock.parts import ToolRequestPart
+from interlock.testing import ScriptedModel
+
+ROOT_SCRIPT = "tests/interop/js_delegation.cjs"
+
+
+class Approval(BaseModel):
+    approved: bool
+
+
+RUNS: list[dict[str, Any]] = []
+
+
+@tool
+async def pay(req: dict[str, Any], ctx: ToolContext[Approval], approval: Approval | None) -> str:
+    """Pay someone; a person approves first."""
+    if approval is None:
+        ctx.interrupt({"to": req["to"]})
+    RUNS.append(req)
+    return "paid" if approval.approved else "refused"
+
+
+def call(name: str, ref: str, **input: Any) -> Message:
+    return Message(role="model", content=[ToolRequestPart(name=name, ref=ref, input=input)])
+
+
+def server() -> tuple[AgentServer, InMemoryStore]:
+    store = InMemoryStore()
+    banker = PromptAgent(
+        "banker", ScriptedModel([call("pay", "p1", to="bob"), "banker: paid"]), tools=[pay], store=store
+    )
+    boss = PromptAgent(
+        "boss",
+        ScriptedModel([call("delegate_to_banker", "d1", task="pay bob"), "boss: bob is paid"]),
+        tools=delegate([banker]),
+        store=store,
+    )
+    return AgentServer([boss]), store
+
+
+async def test_remote_agent_sees_streams_and_answers_a_surfaced_interrupt() -> None:
+    RUNS.clear()
+    app, _ = server()
+    chunks: list[Any] = []
+    async with serve(app) as url, RemoteAgent(f"{url}/boss") as boss:
+        out = await boss.run("pay bob", on_chunk=chunks.append)
+        (part,) = out.interrupts
+        assert (part.name, part.ref, part.meta(md.AGENT_PATH)) == ("pay", "d1/p1", ["banker"])
+        streamed = [p for c in chunks if isinstance(c, ModelChunk) for p in c.interrupts]
+        assert streamed == [part]
+        assert await boss.pending_interrupts(out.snapshot_id) == [part]
+        claimed = pay.interrupted(part)
+        assert claimed is not None
+        done = await boss.run(
+            resume=Resume(restart=[claimed.restart(Approval(approved=True))]), snapshot_id=out.snapshot_id
+        )
+    assert (done.finish_reason, done.text, RUNS) == ("stop", "boss: bob is paid", [{"to": "bob"}])
+
+
+@pytest.mark.slow
+async def test_the_genkit_js_client_sees_a_surfaced_interrupt_and_answers_it(interop_clients: Clients) -> None:
+    RUNS.clear()
+    app, store = server()
+    async with serve(app) as url:
+        command = [interop_clients.node, ROOT_SCRIPT, f"{url}/boss"]
+        run = await run_client(command, interop_clients.env)
+    assert run.returncode == 0, run.stderr
+    seen = json.loads(run.stdout)
+    assert seen["paused"]["finishReason"] == "interrupted"
+    (interrupt,) = seen["interrupts"]
+    assert (interrupt["name"], interrupt["ref"], interrupt["input"]) == ("pay", "d1/p1", {"to": "bob"})
+    assert interrupt["metadata"][md.AGENT_PATH] == ["banker"]
+    assert seen["streamed"] == ["pay"] and seen["claimed"] == ["pay"]
+    assert seen["done"] == {
+        "finishReason": "stop",
+        "text": "boss: bob is paid",
+        "snapshotId": seen["done"]["snapshotId"],
+    }
+    assert RUNS == [{"to": "bob"}]
+    final = await store.load(seen["done"]["snapshotId"])
+    assert final is not None and final.parent_id == seen["paused"]["snapshotId"]
