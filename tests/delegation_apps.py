@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import os
 import pathlib
+from collections.abc import Callable
 from typing import Literal
 
 from pydantic import BaseModel
 
 from interlock import AgentServer, Message, PromptAgent, RemoteAgent, SessionStore, ToolContext, ToolRequestPart, tool
+from interlock.agent_io import StreamChunk, TurnEnd
 from interlock.delegation import delegate
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
@@ -59,14 +61,37 @@ def approver(store: SessionStore) -> PromptAgent:
     return PromptAgent("approver", ScriptedModel(script), tools=[approve_payment], store=store)
 
 
-def chain(store: SessionStore, approver_url: str, phase: Literal["ask", "answer"]) -> tuple[PromptAgent, RemoteAgent]:
-    """The boss, delegating to the banker, delegating to the remote approver (returned too, to close it)."""
+def dies_at(finish: str) -> Callable[[StreamChunk], StreamChunk]:
+    """A chunk transform that kills the process at the end of a turn that ended ``finish``, once it committed."""
+
+    def transform(chunk: StreamChunk) -> StreamChunk:
+        if isinstance(chunk, TurnEnd) and chunk.finish_reason == finish:
+            os._exit(17)
+        return chunk
+
+    return transform
+
+
+def chain(
+    store: SessionStore, approver_url: str, phase: Literal["ask", "answer"], *, die: bool = False
+) -> tuple[PromptAgent, RemoteAgent]:
+    """The boss, delegating to the banker, delegating to the remote approver (returned too, to close it).
+
+    With ``die``, the process dies as soon as the banker's turn of this phase has committed.
+    """
     remote = RemoteAgent(f"{approver_url}/approver")
     asks = phase == "ask"
     banker_script = [call("delegate_to_approver", "a1", task="pay bob 5")] if asks else ["banker: bob is paid"]
-    banker = PromptAgent("banker", ScriptedModel(banker_script), tools=delegate([remote]), store=store)
+    banker = PromptAgent(
+        "banker",
+        ScriptedModel(banker_script),
+        tools=delegate([remote]),
+        store=store,
+        chunk_transform=dies_at("interrupted" if asks else "stop") if die else None,
+    )
     boss_script = [call("delegate_to_banker", "b1", task="have bob paid 5")] if asks else ["boss: bob is paid"]
-    return PromptAgent("boss", ScriptedModel(boss_script), tools=delegate([banker]), store=store), remote
+    boss = PromptAgent("boss", ScriptedModel(boss_script), tools=delegate([banker]), store=store, claim_ttl=1.0)
+    return boss, remote
 
 
 def _approver_server() -> AgentServer | None:

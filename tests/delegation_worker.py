@@ -1,8 +1,12 @@
-"""Answer a propagated interrupt from another process: ``python delegation_worker.py DB APPROVER_URL SNAPSHOT``.
+"""Run the chain's turns in a process of its own: ``python delegation_worker.py DB APPROVER_URL ID [MODE]``.
+
+``answer`` (the default) answers a propagated interrupt by snapshot id ``ID``; ``ask`` starts the
+first turn in session ``ID``. ``die`` (answer) and ``ask-die`` die once the banker's turn has committed.
 
 Builds a fresh chain (tests/delegation_apps.py) on a fresh store object over the same SQLite
 file, finds what the boss's snapshot waits on, approves it through the boss, and prints the
-outcome as JSON.
+outcome as JSON. With ``die`` the process dies once the banker's resumed turn has committed
+(before the boss's turn commits).
 """
 
 from __future__ import annotations
@@ -17,9 +21,22 @@ from interlock import Resume
 from interlock.stores.sqlite import SQLiteStore
 
 
-async def main(db: str, approver_url: str, snapshot_id: str) -> None:
+async def ask(db: str, approver_url: str, session_id: str, mode: str) -> None:
     async with SQLiteStore(db) as store:
-        boss, remote = chain(store, approver_url, "answer")
+        boss, remote = chain(store, approver_url, "ask", die=mode == "ask-die")
+        try:
+            out = await boss.run("have bob paid", session_id=session_id)
+        finally:
+            await remote.aclose()
+    refs = [p.ref for p in out.interrupts]
+    print(json.dumps({"finish_reason": out.finish_reason, "snapshot_id": out.snapshot_id, "refs": refs}))
+
+
+async def main(db: str, approver_url: str, snapshot_id: str, mode: str = "") -> None:
+    if mode.startswith("ask"):
+        return await ask(db, approver_url, snapshot_id, mode)
+    async with SQLiteStore(db) as store:
+        boss, remote = chain(store, approver_url, "answer", die=mode == "die")
         try:
             pending = await boss.pending_interrupts(snapshot_id)
             calls = [c for c in map(approve_payment.interrupted, pending) if c is not None]
@@ -31,4 +48,4 @@ async def main(db: str, approver_url: str, snapshot_id: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(*sys.argv[1:4]))
+    asyncio.run(main(*sys.argv[1:5]))

@@ -11,6 +11,7 @@ import json
 import pathlib
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -76,3 +77,68 @@ async def test_a_remote_grandchilds_approval_is_answered_through_the_top_agent_f
                 assert far_snap.finish_reason == "stop" and far_snap.parent_id == far_record["snapshotId"]
         finally:
             await remote.aclose()
+
+
+async def test_a_resume_that_dies_after_the_sub_agents_commit_is_taken_over_and_nothing_runs_twice(
+    tmp_path: pathlib.Path, approver_url: str
+) -> None:
+    db = str(tmp_path / "chain.db")
+    async with SQLiteStore(db) as store:
+        boss, remote = chain(store, approver_url, "ask")
+        try:
+            out = await boss.run("have bob paid")
+        finally:
+            await remote.aclose()
+    worker = [sys.executable, "delegation_worker.py", db, approver_url, str(out.snapshot_id)]
+    died = subprocess.run(
+        [*worker, "die"], cwd=ROOT / "tests", capture_output=True, text=True, timeout=120, check=False
+    )
+    assert died.returncode == 17, died.stderr
+    assert runs() == ["bob 5 True"]  # the approver and the banker committed; the boss did not
+
+    time.sleep(1.5)  # the dead resume's claim on the boss's snapshot lapses (claim_ttl=1)
+    done = subprocess.run(worker, cwd=ROOT / "tests", capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"claimed": 1, "finish_reason": "stop", "text": "boss: bob is paid"}
+    assert runs() == ["bob 5 True"]
+    async with SQLiteStore(db) as store:
+        final = await store.latest(str(out.session_id))
+        assert final is not None and final.parent_id == out.snapshot_id
+        answered = await store.load(str(out.snapshot_id))
+        assert answered is not None and (answered.metadata or {}).get(md.RECLAIMED_FROM)  # taken over
+        assert final.state is not None
+        (response,) = final.state.messages[-2].tool_responses
+        assert response.output == {"response": "banker: bob is paid"}
+
+
+async def test_a_first_delegation_that_dies_after_the_sub_agent_paused_is_found_again_not_rerun(
+    tmp_path: pathlib.Path, approver_url: str
+) -> None:
+    db = str(tmp_path / "chain.db")
+    session = "2b0c8d4e-0f51-4c3e-9d8e-5d3f4b1a7c60"
+    worker = [sys.executable, "delegation_worker.py", db, approver_url, session]
+    died = subprocess.run(
+        [*worker, "ask-die"], cwd=ROOT / "tests", capture_output=True, text=True, timeout=120, check=False
+    )
+    assert died.returncode == 17, died.stderr  # the banker and the approver paused and committed; the boss did not
+
+    again = subprocess.run(
+        [*worker, "ask"], cwd=ROOT / "tests", capture_output=True, text=True, timeout=120, check=False
+    )
+    assert again.returncode == 0, again.stderr
+    seen = json.loads(again.stdout)
+    assert (seen["finish_reason"], seen["refs"]) == ("interrupted", ["b1/a1/p1"])
+    async with SQLiteStore(db) as store, SQLiteStore(str(tmp_path / "approver.db")) as far:
+        bankers = {i.session_id for i in await store.list() if i.agent == "banker"}
+        assert len(bankers) == 1  # the retried call found the banker's paused turn: no second session
+        assert len({i.session_id for i in await far.list()}) == 1  # nor a second approver run
+    done = subprocess.run(
+        [*worker[:-1], seen["snapshot_id"]],
+        cwd=ROOT / "tests",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["text"] == "boss: bob is paid" and runs() == ["bob 5 True"]

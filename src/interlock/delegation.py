@@ -21,6 +21,7 @@ so nothing is committed and the interrupts stay answerable.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol, cast
 from weakref import WeakKeyDictionary
@@ -59,6 +60,7 @@ class SubAgent(Protocol):
         *,
         resume: Resume | None = None,
         snapshot_id: str | None = None,
+        session_id: str | None = None,
         state: SessionState | None = None,
         context: dict[str, Any] | None = None,
         raise_on_error: bool = True,
@@ -149,16 +151,54 @@ def _tool(
             return _result(agent, await _continue(agent, resumed, ctx), ctx)
         if not limit.take(ctx.session):
             return Delegation(response=f"Delegation limit reached ({limit.limit}); do the rest of the task yourself.")
+        session_id = _session_for(agent, ctx)
+        if session_id is not None and ctx.attempt > 1 and (earlier := await _outcome(agent, session_id, ctx)):
+            return _result(agent, earlier, ctx)  # an earlier attempt's sub-agent turn committed: not run again
         state = None
         if agent.state_management == "client" and history_length and ctx.session is not None:
             state = SessionState(messages=_recent(ctx.session.messages, history_length))
         try:
-            out = await agent.run(task.task, state=state, context=_context(ctx), raise_on_error=False)
+            out = await agent.run(
+                task.task, session_id=session_id, state=state, context=_context(ctx), raise_on_error=False
+            )
         except InterlockError as exc:
             return _failed(agent, exc.message)
         return _result(agent, out, ctx)
 
-    return tool(name=name, description=description)(run)
+    # A server-managed sub-agent's turn is found again by its session, so running the call again is safe.
+    return tool(name=name, description=description, idempotent=agent.state_management == "server")(run)
+
+
+def _session_for(agent: SubAgent, ctx: ToolContext[Any]) -> str | None:
+    """The sub-agent session of this call (server-managed, journaled): the same on every attempt of the call."""
+    if agent.state_management != "server" or ctx.idempotency_key is None:
+        return None
+    return str(uuid.uuid5(_SESSIONS, f"{agent.name}\n{ctx.idempotency_key}"))
+
+
+_SESSIONS = uuid.UUID("6f1d0c44-5b0e-4d53-9a43-0d6f2c1e7a19")
+"""The namespace of the sub-agent session ids derived from delegation calls' idempotency keys."""
+
+
+async def _outcome(agent: SubAgent, session_id: str, ctx: ToolContext[Any]) -> AgentOutput | None:
+    """What the sub-agent session's committed turn ended with, or ``None`` when it has none."""
+    try:
+        return _output_of(await agent.get_snapshot(session_id=session_id, context=_context(ctx)))
+    except InterlockError:  # no such session yet (NOT_FOUND): the earlier attempt never committed
+        return None
+
+
+def _output_of(snap: Snapshot) -> AgentOutput | None:
+    if snap.status != "completed" or snap.state is None:
+        return None
+    messages = snap.state.messages
+    return AgentOutput(
+        session_id=snap.session_id,
+        snapshot_id=snap.snapshot_id,
+        message=messages[-1] if messages else None,
+        artifacts=list(snap.state.artifacts),
+        finish_reason=snap.finish_reason,
+    )
 
 
 async def _continue(agent: SubAgent, resumed: dict[str, Any], ctx: ToolContext[Any]) -> AgentOutput:
@@ -197,19 +237,9 @@ async def _answered(agent: SubAgent, error: ErrorInfo, ctx: ToolContext[Any]) ->
     if error.status != "ABORTED" or not isinstance(winner, str):
         return None
     try:
-        snap = await agent.get_snapshot(winner, context=_context(ctx))
+        return _output_of(await agent.get_snapshot(winner, context=_context(ctx)))
     except InterlockError:
         return None
-    if snap.status != "completed" or snap.state is None:
-        return None
-    messages = snap.state.messages
-    return AgentOutput(
-        session_id=snap.session_id,
-        snapshot_id=snap.snapshot_id,
-        message=messages[-1] if messages else None,
-        artifacts=list(snap.state.artifacts),
-        finish_reason=snap.finish_reason,
-    )
 
 
 def _context(ctx: ToolContext[Any]) -> dict[str, Any]:
