@@ -24,13 +24,15 @@ from interlock import (
 from interlock import metadata as md
 from interlock.agent_io import AgentError, AgentResult
 from interlock.delegation import delegate
-from interlock.errors import InvalidArgumentError
+from interlock.errors import InvalidArgumentError, PermissionDeniedError
 from interlock.inbox import Inbox
 from interlock.parts import TextPart
 from interlock.runtime import SessionRunner
 from interlock.sessions import Artifact, SessionState
+from interlock.signing import Keyring
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
+from interlock.tokens import TokenSigner
 
 
 class Transfer(BaseModel):
@@ -304,3 +306,56 @@ async def test_a_refused_resume_raises_agent_error_with_the_sub_agents_status() 
     assert result.error is not None and result.error.status == "INVALID_ARGUMENT"
     with pytest.raises(AgentError):
         result.raise_for_error()
+
+
+async def test_resume_tokens_on_both_levels_are_minted_checked_and_spent_once() -> None:
+    store = InMemoryStore()
+    signer = TokenSigner({"k1": b"0" * 32})
+    sub = PromptAgent(
+        "banker",
+        ScriptedModel([call("transfer_money", "t1", to="bob", amount=5), "banker: sent"]),
+        tools=[transfer_money],
+        store=store,
+        resume_tokens=signer,
+        require_resume_tokens=True,
+    )
+    top = PromptAgent(
+        "boss",
+        ScriptedModel([call("delegate_to_banker", "d1", task="pay bob 5"), "boss: done"]),
+        tools=delegate([sub]),
+        store=store,
+        resume_tokens=TokenSigner({"k2": b"1" * 32}),
+        require_resume_tokens=True,
+    )
+    out = await top.run("pay bob")
+    (part,) = out.interrupts
+    record = out.message.content[0].meta(md.DELEGATED) if out.message else None
+    assert record is not None
+    (own,) = record["interrupts"]
+    assert md.resume_token(part) and md.resume_token(part) != own["metadata"][md.RESUME_TOKEN]  # the boss's own
+    tokenless = ToolRequestPart(name=part.name, ref=part.ref, input=part.input, metadata={md.RESUMED: True})
+    with pytest.raises(PermissionDeniedError):
+        await top.run(resume=Resume(restart=[tokenless]), snapshot_id=out.snapshot_id)
+    done = await top.run(resume=approve(part), snapshot_id=out.snapshot_id)  # the banker gets its own token back
+    assert (done.text, len(RUNS)) == ("boss: done", 1)
+
+
+async def test_signed_client_managed_state_carries_the_sub_agents_pause() -> None:
+    keys = Keyring({"k1": b"s" * 32})
+    sub = PromptAgent(
+        "banker",
+        ScriptedModel([call("transfer_money", "t1", to="bob", amount=5), "banker: sent"]),
+        tools=[transfer_money],
+        state_signing=keys,
+    )
+    top = PromptAgent(
+        "boss",
+        ScriptedModel([call("delegate_to_banker", "d1", task="pay bob 5"), "boss: done"]),
+        tools=delegate([sub]),
+        state_signing=Keyring({"k2": b"t" * 32}),
+    )
+    out = await top.run("pay bob")
+    assert out.state is not None
+    (part,) = out.interrupts
+    done = await top.run(resume=approve(part), state=out.state)
+    assert (done.text, len(RUNS)) == ("boss: done", 1)
