@@ -23,8 +23,9 @@ from interlock import (
 )
 from interlock import metadata as md
 from interlock.agent_io import AgentError, AgentResult
-from interlock.delegation import delegate
+from interlock.delegation import delegate, tool_for
 from interlock.errors import InvalidArgumentError, PermissionDeniedError
+from interlock.http.inbox.service import answer_options
 from interlock.inbox import Inbox
 from interlock.parts import TextPart
 from interlock.runtime import SessionRunner
@@ -133,6 +134,7 @@ async def test_interrupts_surface_through_any_depth_and_answers_reach_the_deepes
     out = await top.run("pay bob")
     (part,) = out.interrupts
     assert part.meta(md.AGENT_PATH) == ["office", "banker"]
+    assert tool_for(top, part) is transfer_money and tool_for(middle, part) is None
     assert part.ref == "o1/m1/t1"
     done = await top.run(resume=approve(part), snapshot_id=out.snapshot_id)
     assert (done.finish_reason, done.text, len(RUNS)) == ("stop", "boss: handled", 1)
@@ -280,6 +282,8 @@ async def test_the_inbox_lists_a_surfaced_interrupt_once_under_the_top_session_w
     assert (item.snapshot_id, item.session_id, item.agent) == (out.snapshot_id, out.session_id, "boss")
     assert item.agent_path == ("boss", "banker") and item.tool == "transfer_money"
     assert item.to_json()["agent_path"] == ("boss", "banker")
+    assert tool_for(top, item.part) is transfer_money  # the web page's forms use the sub-agent tool's schemas
+    assert answer_options(inbox, item)["approve"]["payload_schema"] == transfer_money.resume_schema
     done = await inbox.approve(item.snapshot_id, identity="alice")
     assert (done.text, len(RUNS)) == ("boss: done", 1)
     assert await inbox.pending() == []

@@ -33,12 +33,12 @@ from .agent_io import AgentError, AgentOutput
 from .errors import InterlockError, UsageError
 from .interrupts import Resume
 from .messages import Message
-from .parts import TextPart
+from .parts import TextPart, ToolRequestPart
 from .sessions import Artifact, ErrorInfo, Session, SessionState, Snapshot
 from .tools import Tool, ToolContext, tool
 from .wire import resume_from_json, state_from_json, state_to_json
 
-__all__ = ["DelegatedArtifact", "Delegation", "DelegationTask", "SubAgent", "delegate"]
+__all__ = ["DelegatedArtifact", "Delegation", "DelegationTask", "SubAgent", "delegate", "tool_for"]
 
 REFUSALS = frozenset(
     {"INVALID_ARGUMENT", "PERMISSION_DENIED", "ABORTED", "NOT_FOUND", "FAILED_PRECONDITION", "UNAUTHENTICATED"}
@@ -166,7 +166,29 @@ def _tool(
         return _result(agent, out, ctx)
 
     # A server-managed sub-agent's turn is found again by its session, so running the call again is safe.
-    return tool(name=name, description=description, idempotent=agent.state_management == "server")(run)
+    made = tool(name=name, description=description, idempotent=agent.state_management == "server")(run)
+    _SUB_AGENTS[made] = agent
+    return made
+
+
+_SUB_AGENTS: WeakKeyDictionary[Tool[Any, Any, Any], SubAgent] = WeakKeyDictionary()
+"""The sub-agent of each delegation tool."""
+
+
+def tool_for(agent: object, part: ToolRequestPart) -> Tool[Any, Any, Any] | None:
+    """The tool that paused ``part``: ``agent``'s own, or, for a surfaced interrupt, its sub-agent's down the path.
+
+    ``None`` when an agent on the way is not a local agent with tools (a remote one, say).
+    """
+    current: object = agent
+    for name in md.agent_path(part):
+        tools: Sequence[Tool[Any, Any, Any]] = getattr(current, "tools", ())
+        subs = [_SUB_AGENTS[t] for t in tools if t in _SUB_AGENTS]
+        current = next((a for a in subs if a.name == name), None)
+        if current is None:
+            return None
+    tools = getattr(current, "tools", ())
+    return next((t for t in tools if t.name == part.name), None)
 
 
 def _session_for(agent: SubAgent, ctx: ToolContext[Any]) -> str | None:
