@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
 import pytest
 from http_helpers import serve
+from inbox_apps import who
 from pydantic import BaseModel
 from test_interop import Clients, run_client
 from test_interop import interop_clients as interop_clients  # the fixture: installs the published clients
@@ -15,6 +17,8 @@ from test_interop import interop_clients as interop_clients  # the fixture: inst
 from interlock import AgentServer, InMemoryStore, Message, PromptAgent, RemoteAgent, Resume, ToolContext, tool
 from interlock import metadata as md
 from interlock.delegation import delegate
+from interlock.http.inbox import InboxApp
+from interlock.inbox import Inbox
 from interlock.models import ModelChunk
 from interlock.parts import ToolRequestPart
 from interlock.testing import ScriptedModel
@@ -42,7 +46,8 @@ def call(name: str, ref: str, **input: Any) -> Message:
     return Message(role="model", content=[ToolRequestPart(name=name, ref=ref, input=input)])
 
 
-def server() -> tuple[AgentServer, InMemoryStore]:
+def agents() -> tuple[PromptAgent, PromptAgent, InMemoryStore]:
+    """The boss, delegating to the banker, whose payment waits for approval; one store."""
     store = InMemoryStore()
     banker = PromptAgent(
         "banker", ScriptedModel([call("pay", "p1", to="bob"), "banker: paid"]), tools=[pay], store=store
@@ -53,6 +58,11 @@ def server() -> tuple[AgentServer, InMemoryStore]:
         tools=delegate([banker]),
         store=store,
     )
+    return boss, banker, store
+
+
+def server() -> tuple[AgentServer, InMemoryStore]:
+    boss, _, store = agents()
     return AgentServer([boss]), store
 
 
@@ -97,3 +107,19 @@ async def test_the_genkit_js_client_sees_a_surfaced_interrupt_and_answers_it(int
     assert RUNS == [{"to": "bob"}]
     final = await store.load(seen["done"]["snapshotId"])
     assert final is not None and final.parent_id == seen["paused"]["snapshotId"]
+
+
+async def test_the_inbox_web_api_and_page_show_a_surfaced_interrupt_with_its_path_and_answer_it() -> None:
+    RUNS.clear()
+    boss, banker, store = agents()
+    out = await boss.run("pay bob")
+    inbox = InboxApp(Inbox(store, agents=[boss, banker]), context=who)
+    async with serve(inbox) as url, httpx.AsyncClient(base_url=url, headers={"x-user": "alice"}, timeout=30) as c:
+        (item,) = (await c.get("/api/interrupts")).json()["items"]
+        assert (item["snapshot_id"], item["agent"], item["agent_path"]) == (out.snapshot_id, "boss", ["boss", "banker"])
+        assert "boss › banker" in (await c.get("/")).text
+        answered = await c.post(f"/api/interrupts/{out.snapshot_id}/answer", json={"decision": "approve"})
+        assert answered.status_code == 200, answered.text
+        assert answered.json()["finish_reason"] == "stop"
+        assert (await c.get("/api/interrupts")).json()["items"] == []
+    assert RUNS == [{"to": "bob"}]
