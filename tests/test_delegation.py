@@ -24,7 +24,7 @@ from interlock import (
 from interlock import metadata as md
 from interlock.agent_io import AgentError, AgentResult
 from interlock.delegation import delegate, tool_for
-from interlock.errors import InvalidArgumentError, PermissionDeniedError
+from interlock.errors import FailedPreconditionError, InvalidArgumentError, PermissionDeniedError
 from interlock.http.inbox.service import answer_options
 from interlock.inbox import Inbox
 from interlock.parts import TextPart
@@ -284,6 +284,11 @@ async def test_the_inbox_lists_a_surfaced_interrupt_once_under_the_top_session_w
     assert item.to_json()["agent_path"] == ("boss", "banker")
     assert tool_for(top, item.part) is transfer_money  # the web page's forms use the sub-agent tool's schemas
     assert answer_options(inbox, item)["approve"]["payload_schema"] == transfer_money.resume_schema
+    record = item.part.meta(md.SURFACED_FROM) and (await messages(top, out.snapshot_id))[-1].content[0].meta(
+        md.DELEGATED
+    )
+    with pytest.raises(FailedPreconditionError, match="sub-agent's turn"):  # answered where it is surfaced
+        await inbox.get(record["snapshotId"])
     done = await inbox.approve(item.snapshot_id, identity="alice")
     assert (done.text, len(RUNS)) == ("boss: done", 1)
     assert await inbox.pending() == []
