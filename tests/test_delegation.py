@@ -368,3 +368,39 @@ async def test_signed_client_managed_state_carries_the_sub_agents_pause() -> Non
     (part,) = out.interrupts
     done = await top.run(resume=approve(part), state=out.state)
     assert (done.text, len(RUNS)) == ("boss: done", 1)
+
+
+async def test_two_paused_delegations_and_an_own_interrupt_are_answered_in_one_resume() -> None:
+    store = InMemoryStore()
+    alice = banker(store, call("transfer_money", "t1", to="alice", amount=1), "alice: sent")
+    alice.name = "alice_bank"
+    bob = banker(store, call("transfer_money", "t1", to="bob", amount=2), "bob: sent")
+    bob.name = "bob_bank"
+    asks = Message(
+        role="model",
+        content=[
+            ToolRequestPart(name="delegate_to_alice_bank", ref="1", input={"task": "pay alice"}),
+            ToolRequestPart(name="delegate_to_bob_bank", ref="2", input={"task": "pay bob"}),
+            ToolRequestPart(name="transfer_money", ref="3", input={"to": "carol", "amount": 3}),
+        ],
+    )
+    top = PromptAgent(
+        "boss",
+        ScriptedModel([asks, "boss: all three"]),
+        tools=[*delegate([alice, bob]), transfer_money],
+        store=store,
+    )
+    out = await top.run("pay everyone")
+    assert sorted((p.name, p.ref, tuple(md.agent_path(p))) for p in out.interrupts) == [
+        ("transfer_money", "1/t1", ("alice_bank",)),
+        ("transfer_money", "2/t1", ("bob_bank",)),
+        ("transfer_money", "3", ()),
+    ]
+    with pytest.raises(InvalidArgumentError, match="Unresolved"):  # every one must be answered
+        await top.run(resume=approve(out.interrupts[0]), snapshot_id=out.snapshot_id)
+    entries = [approve(p).restart[0] for p in out.interrupts]
+    done = await top.run(resume=Resume(restart=entries), snapshot_id=out.snapshot_id)
+    assert done.text == "boss: all three"
+    assert sorted(r.to for r in RUNS) == ["alice", "bob", "carol"]
+    outputs = [r.output for r in (await messages(top, done.snapshot_id))[-2].tool_responses]
+    assert outputs == [{"response": "alice: sent"}, {"response": "bob: sent"}, "sent"]
