@@ -404,3 +404,15 @@ async def test_two_paused_delegations_and_an_own_interrupt_are_answered_in_one_r
     assert sorted(r.to for r in RUNS) == ["alice", "bob", "carol"]
     outputs = [r.output for r in (await messages(top, done.snapshot_id))[-2].tool_responses]
     assert outputs == [{"response": "alice: sent"}, {"response": "bob: sent"}, "sent"]
+
+
+async def test_a_sub_agent_snapshot_gone_is_the_delegations_error_result_not_a_stuck_turn() -> None:
+    sub = banker(InMemoryStore())
+    top = boss(InMemoryStore(), sub)
+    out = await top.run("pay bob")
+    (part,) = out.interrupts
+    sub.store = InMemoryStore()  # the sub-agent's store lost its snapshots (a restarted in-memory server, say)
+    done = await top.run(resume=approve(part), snapshot_id=out.snapshot_id)
+    assert done.text == "boss: done" and RUNS == []
+    (response,) = (await messages(top, done.snapshot_id))[-2].tool_responses
+    assert cast(dict[str, str], response.output)["response"].startswith("Error calling agent 'banker': Snapshot ")

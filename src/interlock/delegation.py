@@ -40,10 +40,12 @@ from .wire import resume_from_json, state_from_json, state_to_json
 
 __all__ = ["DelegatedArtifact", "Delegation", "DelegationTask", "SubAgent", "delegate", "tool_for"]
 
-REFUSALS = frozenset(
-    {"INVALID_ARGUMENT", "PERMISSION_DENIED", "ABORTED", "NOT_FOUND", "FAILED_PRECONDITION", "UNAUTHENTICATED"}
-)
-"""Statuses of a sub-agent refusing a resume before it runs anything: the resumed turn fails with them."""
+REFUSALS = frozenset({"INVALID_ARGUMENT", "PERMISSION_DENIED", "ABORTED", "FAILED_PRECONDITION", "UNAUTHENTICATED"})
+"""Statuses of a sub-agent refusing a resume before it ran anything, that another answer (or a later one) may pass.
+
+The resumed turn fails with them and commits nothing. Any other failure (a paused snapshot no
+longer found, say) is the delegation's result: ``"Error calling agent ..."``.
+"""
 
 
 class SubAgent(Protocol):
