@@ -416,3 +416,18 @@ async def test_a_sub_agent_snapshot_gone_is_the_delegations_error_result_not_a_s
     assert done.text == "boss: done" and RUNS == []
     (response,) = (await messages(top, done.snapshot_id))[-2].tool_responses
     assert cast(dict[str, str], response.output)["response"].startswith("Error calling agent 'banker': Snapshot ")
+
+
+async def test_a_respond_through_the_parent_answers_the_sub_agents_call_without_running_it() -> None:
+    store = InMemoryStore()
+    sub = banker(store)
+    top = boss(store, sub)
+    out = await top.run("pay bob")
+    claimed = transfer_money.interrupted(out.interrupts[0])
+    assert claimed is not None
+    done = await top.run(
+        resume=Resume(respond=[claimed.respond("sent by the back office")]), snapshot_id=out.snapshot_id
+    )
+    assert done.text == "boss: done" and RUNS == []
+    (seen,) = [m for m in model_of(sub).requests[-1].messages if m.role == "tool"]
+    assert seen.tool_responses[0].output == "sent by the back office"
