@@ -123,3 +123,19 @@ async def test_the_inbox_web_api_and_page_show_a_surfaced_interrupt_with_its_pat
         assert answered.json()["finish_reason"] == "stop"
         assert (await c.get("/api/interrupts")).json()["items"] == []
     assert RUNS == [{"to": "bob"}]
+
+
+@pytest.mark.slow
+async def test_the_genkit_python_client_sees_a_surfaced_interrupt_and_answers_it(interop_clients: Clients) -> None:
+    RUNS.clear()
+    app, _ = server()
+    async with serve(app) as url:
+        command = [str(interop_clients.python), "tests/interop/py_delegation.py", f"{url}/boss"]
+        run = await run_client(command, interop_clients.env)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == {
+        "paused": "interrupted",
+        "interrupts": [{"name": "pay", "ref": "d1/p1"}],
+        "done": {"finishReason": "stop", "text": "boss: bob is paid"},
+    }
+    assert RUNS == [{"to": "bob"}]
