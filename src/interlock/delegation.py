@@ -35,8 +35,9 @@ from .interrupts import Resume
 from .messages import Message
 from .parts import TextPart, ToolRequestPart
 from .sessions import Artifact, ErrorInfo, Session, SessionState, Snapshot
+from .surfacing import Pause, forwarded
 from .tools import Tool, ToolContext, tool
-from .wire import resume_from_json, state_from_json, state_to_json
+from .wire import state_from_json, state_to_json
 
 __all__ = ["DelegatedArtifact", "Delegation", "DelegationTask", "SubAgent", "delegate", "tool_for"]
 
@@ -227,21 +228,19 @@ def _output_of(snap: Snapshot) -> AgentOutput | None:
 
 async def _continue(agent: SubAgent, resumed: dict[str, Any], ctx: ToolContext[Any]) -> AgentOutput:
     """Resume the sub-agent's paused turn with the answers surfaced to the delegating agent."""
-    record: dict[str, Any] = resumed.get("delegation") or {}
-    resume = resume_from_json(resumed.get("resume"))
-    snapshot = record.get("snapshotId")
-    state = state_from_json(record["state"]) if record.get("state") is not None else None
+    pause, resume = forwarded(resumed)
+    state = state_from_json(pause.state) if pause.state is not None else None
     try:
         out = await agent.run(
             resume=resume,
-            snapshot_id=snapshot if isinstance(snapshot, str) else None,
+            snapshot_id=pause.snapshot_id,
             state=state,
             context=_context(ctx),
             raise_on_error=False,
         )
     except InterlockError as exc:
         error = ErrorInfo(status=exc.status, message=exc.message, details=exc.details)
-        out = AgentOutput(session_id=record.get("sessionId"), finish_reason="failed", error=error)
+        out = AgentOutput(session_id=pause.session_id, finish_reason="failed", error=error)
     if out.error is None or out.error.status not in REFUSALS:
         return out
     answered = await _answered(agent, out.error, ctx)
@@ -275,14 +274,14 @@ def _context(ctx: ToolContext[Any]) -> dict[str, Any]:
 def _result(agent: SubAgent, out: AgentOutput, ctx: ToolContext[Any]) -> Delegation:
     """The delegation's output; a paused sub-agent pauses the delegation call, carrying where it paused."""
     if out.finish_reason == "interrupted" and out.interrupts:
-        record: dict[str, Any] = {
-            "agent": agent.name,
-            "sessionId": out.session_id,
-            "snapshotId": out.snapshot_id,
-            "state": state_to_json(out.state) if out.state is not None and out.snapshot_id is None else None,
-            "interrupts": [p.to_json() for p in out.interrupts],
-        }
-        ctx.interrupt({md.DELEGATED: record})
+        pause = Pause(
+            agent=agent.name,
+            session_id=out.session_id,
+            snapshot_id=out.snapshot_id,
+            state=state_to_json(out.state) if out.state is not None and out.snapshot_id is None else None,
+            interrupts=tuple(out.interrupts),
+        )
+        ctx.interrupt(pause.interrupt_data())
     if out.error is not None:
         return _failed(agent, out.error.message)
     if out.finish_reason == "failed":

@@ -21,28 +21,88 @@ resume tokens). Nested delegations surface level by level, so this works to any 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from . import metadata as md
 from .errors import ResumeError
-from .interrupts import PlannedCall, ResumePlan
+from .interrupts import PlannedCall, Resume, ResumePlan
 from .messages import Message
 from .parts import Part, ToolRequestPart, ToolResponsePart, with_metadata
 
 if TYPE_CHECKING:
     from .tools import Tool
 
-__all__ = ["collapse", "delegation_of", "expand", "surfaced_ref"]
+__all__ = ["Pause", "collapse", "delegation_of", "expand", "forwarded", "surfaced_ref"]
 
 
-def delegation_of(part: Part) -> dict[str, Any] | None:
-    """The record of a paused delegation call (collapsed: in its interrupt data), or ``None``."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Pause:
+    """Where a sub-agent's turn paused: the record a paused delegation call carries (``metadata.delegated``)."""
+
+    agent: str
+    """The sub-agent's name (the next name of the surfaced interrupts' ``agentPath``)."""
+    session_id: str | None = None
+    snapshot_id: str | None = None
+    """The paused snapshot (server-managed sub-agent), resumed by the answers."""
+    state: dict[str, Any] | None = None
+    """The paused state as wire JSON (client-managed sub-agent), sent back with the answers."""
+    interrupts: tuple[ToolRequestPart, ...] = ()
+    """The sub-agent's interrupts, as it gave them (its refs and resume tokens)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "sessionId": self.session_id,
+            "snapshotId": self.snapshot_id,
+            "state": self.state,
+            "interrupts": [p.to_json() for p in self.interrupts],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Pause:
+        raw: Any = data.get("interrupts")
+        state: Any = data.get("state")
+        return cls(
+            agent=str(data.get("agent")),
+            session_id=_str(data.get("sessionId")),
+            snapshot_id=_str(data.get("snapshotId")),
+            state=cast(dict[str, Any], state) if isinstance(state, dict) else None,
+            interrupts=tuple(ToolRequestPart.from_json(p) for p in cast(list[Any], raw))
+            if isinstance(raw, list)
+            else (),
+        )
+
+    def interrupt_data(self) -> dict[str, Any]:
+        """The interrupt data of the delegation call that pauses on this (collapsed form)."""
+        return {md.DELEGATED: self.to_json()}
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def forwarded(resumed: Mapping[str, Any]) -> tuple[Pause, Resume]:
+    """A delegation restart's payload, read: where the sub-agent paused, and the answers for it."""
+    record: Any = resumed.get("delegation")
+    answers: Any = resumed.get("resume")
+    pause = Pause.from_json(cast(dict[str, Any], record) if isinstance(record, dict) else {})
+    answers = cast(dict[str, Any], answers) if isinstance(answers, dict) else {}
+    respond: Any = answers.get("respond") or []
+    restart: Any = answers.get("restart") or []
+    return pause, Resume(
+        respond=[ToolResponsePart.from_json(p) for p in cast(list[Any], respond)],
+        restart=[ToolRequestPart.from_json(p) for p in cast(list[Any], restart)],
+    )
+
+
+def delegation_of(part: Part) -> Pause | None:
+    """Where the sub-agent of a paused delegation call paused (collapsed: in its interrupt data), or ``None``."""
     if part.kind != "tool_request" or not part.is_interrupt:
         return None
     data = part.meta(md.INTERRUPT)
     record = cast(dict[str, Any], data).get(md.DELEGATED) if isinstance(data, dict) else None
-    return cast(dict[str, Any], record) if isinstance(record, dict) else None
+    return Pause.from_json(cast(dict[str, Any], record)) if isinstance(record, dict) else None
 
 
 def surfaced_ref(call: ToolRequestPart, ref: str | None) -> str:
@@ -50,15 +110,10 @@ def surfaced_ref(call: ToolRequestPart, ref: str | None) -> str:
     return f"{call.ref or call.name}/{ref or ''}"
 
 
-def _sub_interrupts(record: Mapping[str, Any]) -> list[ToolRequestPart]:
-    raw: Any = record.get("interrupts")
-    return [ToolRequestPart.from_json(p) for p in cast(list[Any], raw)] if isinstance(raw, list) else []
-
-
-def _surface(call: ToolRequestPart, record: Mapping[str, Any]) -> list[ToolRequestPart]:
-    agent = str(record.get("agent"))
+def _surface(call: ToolRequestPart, pause: Pause) -> list[ToolRequestPart]:
+    agent = pause.agent
     surfaced: list[ToolRequestPart] = []
-    for sub in _sub_interrupts(record):
+    for sub in pause.interrupts:
         meta = {k: v for k, v in (sub.metadata or {}).items() if k != md.RESUME_TOKEN}
         meta[md.AGENT_PATH] = [agent, *md.agent_path(sub)]
         meta[md.SURFACED_FROM] = {"name": call.name, "ref": call.ref}
@@ -73,12 +128,12 @@ def expand(messages: list[Message]) -> list[Message]:
         return messages
     content: list[Part] = []
     for part in last.content:
-        record = delegation_of(part)
-        if record is None or not isinstance(part, ToolRequestPart):
+        pause = delegation_of(part)
+        if pause is None or not isinstance(part, ToolRequestPart):
             content.append(part)
             continue
-        content.append(with_metadata(part, drop=(md.INTERRUPT, md.DEADLINE), **{md.DELEGATED: record}))
-        content += _surface(part, record)
+        content.append(with_metadata(part, drop=(md.INTERRUPT, md.DEADLINE), **{md.DELEGATED: pause.to_json()}))
+        content += _surface(part, pause)
     return [*messages[:-1], Message(role=last.role, content=content, metadata=last.metadata, extra=last.extra)]
 
 
@@ -127,8 +182,9 @@ def _restart(
     index: int, call: ToolRequestPart, answers: list[PlannedCall], tools: Mapping[str, Tool[Any, Any, Any]]
 ) -> PlannedCall:
     """One planned restart of ``call``, carrying the answers to its surfaced interrupts to its sub-agent."""
-    record = delegation_of(call) or {}
-    originals = {surfaced_ref(call, p.ref): p for p in _sub_interrupts(record)}
+    pause = delegation_of(call)
+    assert pause is not None  # _call_index found it
+    originals = {surfaced_ref(call, p.ref): p for p in pause.interrupts}
     respond: list[dict[str, Any]] = []
     restart: list[dict[str, Any]] = []
     for c in answers:
@@ -138,7 +194,7 @@ def _restart(
         entry: ToolRequestPart | ToolResponsePart | None = c.response if c.verb == "respond" else c.restart
         assert entry is not None
         (respond if c.verb == "respond" else restart).append(_down(entry, original).to_json())
-    resumed = {"delegation": record, "resume": {"respond": respond, "restart": restart}}
+    resumed = {"delegation": pause.to_json(), "resume": {"respond": respond, "restart": restart}}
     entry = ToolRequestPart(name=call.name, ref=call.ref, input=call.input, metadata={md.RESUMED: resumed})
     tool = tools.get(call.name)
     return PlannedCall(
