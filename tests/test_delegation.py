@@ -445,3 +445,21 @@ async def test_a_respond_through_the_parent_answers_the_sub_agents_call_without_
     assert done.text == "boss: done" and RUNS == []
     (seen,) = [m for m in model_of(sub).requests[-1].messages if m.role == "tool"]
     assert seen.tool_responses[0].output == "sent by the back office"
+
+
+async def test_a_sub_agent_that_pauses_again_pauses_the_parent_again_with_the_new_interrupt() -> None:
+    store = InMemoryStore()
+    top = boss(store, banker(store))
+    out = await top.run("pay bob")
+    claimed = transfer_money.interrupted(out.interrupts[0])
+    assert claimed is not None
+    again = await top.run(resume=Resume(restart=[claimed.restart()]), snapshot_id=out.snapshot_id)  # no approval
+    assert again.finish_reason == "interrupted" and RUNS == []
+    (part,) = again.interrupts
+    assert (part.name, part.ref, part.meta(md.AGENT_PATH)) == ("transfer_money", "d1/t1", ["banker"])
+    record = (await messages(top, again.snapshot_id))[-1].content[0].meta(md.DELEGATED)
+    assert (
+        record["snapshotId"] != (await messages(top, out.snapshot_id))[-1].content[0].meta(md.DELEGATED)["snapshotId"]
+    )
+    done = await top.run(resume=approve(part), snapshot_id=again.snapshot_id)
+    assert (done.text, len(RUNS)) == ("boss: done", 1)
