@@ -28,6 +28,8 @@ from interlock.delegation import delegate, tool_for
 from interlock.errors import FailedPreconditionError, InvalidArgumentError, PermissionDeniedError
 from interlock.http.inbox.service import answer_options
 from interlock.inbox import Inbox
+from interlock.middleware import approve as approve_hold
+from interlock.middleware import tool_approval
 from interlock.parts import TextPart
 from interlock.runtime import SessionRunner
 from interlock.sessions import Artifact, SessionState
@@ -463,3 +465,27 @@ async def test_a_sub_agent_that_pauses_again_pauses_the_parent_again_with_the_ne
     )
     done = await top.run(resume=approve(part), snapshot_id=again.snapshot_id)
     assert (done.text, len(RUNS)) == ("boss: done", 1)
+
+
+async def test_a_sub_agents_approval_hold_surfaces_as_a_hold_and_approve_lets_it_run() -> None:
+    store = InMemoryStore()
+
+    @tool
+    def balance(req: dict[str, Any]) -> int:
+        """The balance (held: not in the allow list)."""
+        RUNS.append(Transfer(to="balance", amount=0))
+        return 42
+
+    sub = PromptAgent(
+        "banker",
+        ScriptedModel([call("balance", "b1"), "banker: 42"]),
+        tools=[balance],
+        middleware=[tool_approval([])],
+        store=store,
+    )
+    top = boss(store, sub)
+    out = await top.run("what is my balance")
+    (part,) = out.interrupts
+    assert md.is_hold(part) and balance.interrupted(part) is None  # a hold, as in the sub-agent
+    done = await top.run(resume=Resume(restart=[approve_hold(part)]), snapshot_id=out.snapshot_id)
+    assert done.text == "boss: done" and len(RUNS) == 1
