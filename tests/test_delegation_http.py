@@ -139,3 +139,24 @@ async def test_the_genkit_python_client_sees_a_surfaced_interrupt_and_answers_it
         "done": {"finishReason": "stop", "text": "boss: bob is paid"},
     }
     assert RUNS == [{"to": "bob"}]
+
+
+async def test_a_remote_client_managed_sub_agent_pauses_and_is_answered_through_the_parent() -> None:
+    RUNS.clear()
+    banker = PromptAgent("banker", ScriptedModel([call("pay", "p1", to="bob"), "banker: paid"]), tools=[pay])
+    async with serve(AgentServer([banker])) as url, RemoteAgent(f"{url}/banker", state_management="client") as far:
+        boss = PromptAgent(
+            "boss",
+            ScriptedModel([call("delegate_to_banker", "d1", task="pay bob"), "boss: bob is paid"]),
+            tools=delegate([far]),
+            store=InMemoryStore(),
+        )
+        out = await boss.run("pay bob")
+        (part,) = out.interrupts
+        record = out.message.content[0].meta(md.DELEGATED) if out.message else None
+        assert record is not None and record["snapshotId"] is None and record["state"]["messages"]
+        claimed = pay.interrupted(part)
+        assert claimed is not None
+        resume = Resume(restart=[claimed.restart(Approval(approved=True))])
+        done = await boss.run(resume=resume, snapshot_id=out.snapshot_id)
+    assert (done.text, RUNS) == ("boss: bob is paid", [{"to": "bob"}])
