@@ -90,7 +90,8 @@ def chain(
         chunk_transform=dies_at("interrupted" if asks else "stop") if die else None,
     )
     boss_script = [call("delegate_to_banker", "b1", task="have bob paid 5")] if asks else ["boss: bob is paid"]
-    boss = PromptAgent("boss", ScriptedModel(boss_script), tools=delegate([banker]), store=store, claim_ttl=1.0)
+    ttl = 1.0 if die else 60.0  # a dying resume's claim lapses soon, so the next one takes it over
+    boss = PromptAgent("boss", ScriptedModel(boss_script), tools=delegate([banker]), store=store, claim_ttl=ttl)
     return boss, remote
 
 

@@ -142,3 +142,33 @@ async def test_a_first_delegation_that_dies_after_the_sub_agent_paused_is_found_
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["text"] == "boss: bob is paid" and runs() == ["bob 5 True"]
+
+
+async def test_racing_answers_from_four_processes_to_a_surfaced_interrupt_have_one_winner(
+    tmp_path: pathlib.Path, approver_url: str
+) -> None:
+    db = str(tmp_path / "chain.db")
+    async with SQLiteStore(db) as store:
+        boss, remote = chain(store, approver_url, "ask")
+        try:
+            out = await boss.run("have bob paid")
+        finally:
+            await remote.aclose()
+    worker = [sys.executable, "delegation_worker.py", db, approver_url, str(out.snapshot_id)]
+    procs = [
+        subprocess.Popen(
+            [*worker, "race"], cwd=ROOT / "tests", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(4)
+    ]
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob("ready-*"))) < 4:  # all four have read the surfaced interrupt
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
+        time.sleep(0.01)
+    (tmp_path / "go").touch()
+    results = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err for _, err in results]
+    seen = sorted((json.loads(o) for o, _ in results), key=lambda r: "error" in r)
+    assert seen[0] == {"claimed": 1, "finish_reason": "stop", "text": "boss: bob is paid"}
+    assert seen[1:] == [{"claimed": 1, "error": "ABORTED"}] * 3
+    assert runs() == ["bob 5 True"]
