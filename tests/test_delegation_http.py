@@ -18,6 +18,7 @@ from interlock import AgentServer, InMemoryStore, Message, PromptAgent, RemoteAg
 from interlock import metadata as md
 from interlock.delegation import delegate
 from interlock.http.inbox import InboxApp
+from interlock.http.inbox_client import InboxClient
 from interlock.inbox import Inbox
 from interlock.models import ModelChunk
 from interlock.parts import ToolRequestPart
@@ -118,6 +119,9 @@ async def test_the_inbox_web_api_and_page_show_a_surfaced_interrupt_with_its_pat
         (item,) = (await c.get("/api/interrupts")).json()["items"]
         assert (item["snapshot_id"], item["agent"], item["agent_path"]) == (out.snapshot_id, "boss", ["boss", "banker"])
         assert "boss › banker" in (await c.get("/")).text
+        async with InboxClient(url, headers={"x-user": "alice"}) as remote_inbox:
+            (listed,) = await remote_inbox.pending()
+            assert listed.agent_path == ("boss", "banker") and listed.tool == "pay"
         answered = await c.post(f"/api/interrupts/{out.snapshot_id}/answer", json={"decision": "approve"})
         assert answered.status_code == 200, answered.text
         assert answered.json()["finish_reason"] == "stop"
