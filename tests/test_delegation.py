@@ -30,6 +30,7 @@ from interlock.http.inbox.service import answer_options
 from interlock.inbox import Inbox
 from interlock.middleware import approve as approve_hold
 from interlock.middleware import tool_approval
+from interlock.models import ModelRequest, ModelResponse
 from interlock.parts import TextPart
 from interlock.runtime import SessionRunner
 from interlock.sessions import Artifact, SessionState
@@ -489,3 +490,28 @@ async def test_a_sub_agents_approval_hold_surfaces_as_a_hold_and_approve_lets_it
     assert md.is_hold(part) and balance.interrupted(part) is None  # a hold, as in the sub-agent
     done = await top.run(resume=Resume(restart=[approve_hold(part)]), snapshot_id=out.snapshot_id)
     assert done.text == "boss: done" and len(RUNS) == 1
+
+
+async def test_aborting_the_delegating_turn_stops_the_sub_agents_turn_and_commits_nothing_there() -> None:
+    store = InMemoryStore()
+    started, release, stopped = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def slow(request: ModelRequest) -> ModelResponse:
+        started.set()
+        try:
+            await release.wait()
+        except asyncio.CancelledError:
+            stopped.set()
+            raise
+        return ModelResponse(message=Message.model("banker: finally"), finish_reason="stop")
+
+    sub = PromptAgent("banker", ScriptedModel([slow]), store=store)
+    top = boss(store, sub)
+    out = await top.run("pay bob", detach=True)
+    await asyncio.wait_for(started.wait(), 10)
+    assert await top.abort(str(out.snapshot_id)) == "pending"
+    await asyncio.wait_for(stopped.wait(), 10)  # the abort reached the banker's model call
+    release.set()  # had the banker's turn run on, it would commit now
+    await asyncio.sleep(0.2)
+    assert (await top.get_snapshot(out.snapshot_id)).status == "aborted"
+    assert [i.agent for i in await store.list()] == ["boss"]  # the banker's turn was stopped: no snapshot

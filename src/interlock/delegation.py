@@ -21,6 +21,7 @@ so nothing is committed and the interrupts stay answerable.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol, cast
@@ -39,7 +40,7 @@ from .surfacing import Pause, forwarded
 from .tools import Tool, ToolContext, tool
 from .wire import state_from_json, state_to_json
 
-__all__ = ["DelegatedArtifact", "Delegation", "DelegationTask", "SubAgent", "delegate", "tool_for"]
+__all__ = ["DelegatedArtifact", "Delegation", "DelegationTask", "SubAgent", "SubAgentTurn", "delegate", "tool_for"]
 
 REFUSALS = frozenset({"INVALID_ARGUMENT", "PERMISSION_DENIED", "ABORTED", "FAILED_PRECONDITION", "UNAUTHENTICATED"})
 """Statuses of a sub-agent refusing a resume before it ran anything, that another answer (or a later one) may pass.
@@ -47,6 +48,15 @@ REFUSALS = frozenset({"INVALID_ARGUMENT", "PERMISSION_DENIED", "ABORTED", "FAILE
 The resumed turn fails with them and commits nothing. Any other failure (a paused snapshot no
 longer found, say) is the delegation's result: ``"Error calling agent ..."``.
 """
+
+
+class SubAgentTurn(Protocol):
+    """A connection to a sub-agent (a local or a remote one): one turn is sent, its output awaited."""
+
+    async def send(self, value: str | None = None, *, resume: Resume | None = None) -> None: ...
+    async def close(self) -> None: ...
+    async def output(self) -> AgentOutput: ...
+    def cancel(self) -> None: ...
 
 
 class SubAgent(Protocol):
@@ -57,21 +67,42 @@ class SubAgent(Protocol):
     @property
     def state_management(self) -> Literal["server", "client"]: ...
 
-    async def run(
+    def connect(
         self,
-        input: str | None = None,
         *,
-        resume: Resume | None = None,
         snapshot_id: str | None = None,
         session_id: str | None = None,
         state: SessionState | None = None,
         context: dict[str, Any] | None = None,
-        raise_on_error: bool = True,
-    ) -> AgentOutput: ...
+    ) -> SubAgentTurn: ...
 
     async def get_snapshot(
         self, snapshot_id: str | None = None, *, session_id: str | None = None, context: dict[str, Any] | None = None
     ) -> Snapshot: ...
+
+
+async def _turn(
+    agent: SubAgent,
+    task: str | None = None,
+    *,
+    resume: Resume | None = None,
+    snapshot_id: str | None = None,
+    session_id: str | None = None,
+    state: SessionState | None = None,
+    context: dict[str, Any],
+) -> AgentOutput:
+    """One turn of the sub-agent (its output, failed or not); cancelling it stops the sub-agent's turn too.
+
+    So an aborted or cancelled delegating turn gives back the sub-agent's claim and commits nothing there.
+    """
+    conn = agent.connect(snapshot_id=snapshot_id, session_id=session_id, state=state, context=context)
+    await conn.send(task, resume=resume)
+    await conn.close()
+    try:
+        return await conn.output()
+    except asyncio.CancelledError:
+        conn.cancel()
+        raise
 
 
 class DelegationTask(BaseModel):
@@ -161,9 +192,7 @@ def _tool(
         if agent.state_management == "client" and history_length and ctx.session is not None:
             state = SessionState(messages=_recent(ctx.session.messages, history_length))
         try:
-            out = await agent.run(
-                task.task, session_id=session_id, state=state, context=_context(ctx), raise_on_error=False
-            )
+            out = await _turn(agent, task.task, session_id=session_id, state=state, context=_context(ctx))
         except InterlockError as exc:
             return _failed(agent, exc.message)
         return _result(agent, out, ctx)
@@ -231,13 +260,7 @@ async def _continue(agent: SubAgent, resumed: dict[str, Any], ctx: ToolContext[A
     pause, resume = forwarded(resumed)
     state = state_from_json(pause.state) if pause.state is not None else None
     try:
-        out = await agent.run(
-            resume=resume,
-            snapshot_id=pause.snapshot_id,
-            state=state,
-            context=_context(ctx),
-            raise_on_error=False,
-        )
+        out = await _turn(agent, resume=resume, snapshot_id=pause.snapshot_id, state=state, context=_context(ctx))
     except InterlockError as exc:
         error = ErrorInfo(status=exc.status, message=exc.message, details=exc.details)
         out = AgentOutput(session_id=pause.session_id, finish_reason="failed", error=error)
