@@ -223,7 +223,8 @@ class PgRows(ChainCache):
                 base_id, keep, base_mrev = base
             tail = dumps(messages_to_json(list(messages[keep:])))
             mrev = secrets.randbits(47)
-            self.remember(tenant, sid, mrev, messages)
+            based = None if new.parent_id is None or base_mrev is None else (base_id or new.parent_id, base_mrev, keep)
+            self.remember_written(tenant, sid, mrev, messages, tail, based)
         (parent_id, state_session, *rest) = stored
         values = (tenant, sid, new.session_id, parent_id, base_id, keep, tail, mrev, base_mrev, state_session, *rest)
         if row is None:

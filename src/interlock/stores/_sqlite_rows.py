@@ -216,7 +216,8 @@ class SnapshotRows(MessageChains):
                 base_id, keep, base_mrev = base
             tail = dumps(messages_to_json(list(messages[keep:])))
             mrev = secrets.randbits(47)  # 6 bytes on disk; a collision would also need the same row
-            self.remember(tenant, sid, mrev, messages)
+            based = None if new.parent_id is None or base_mrev is None else (base_id or new.parent_id, base_mrev, keep)
+            self.remember_written(tenant, sid, mrev, messages, tail, based)
         (parent_id, state_session, *rest) = stored
         con.execute(
             UPSERT,
@@ -357,8 +358,7 @@ class SnapshotRows(MessageChains):
         for session in sessions:
             con.execute(DROP_SESSION, (session,))
         delete_journal_for(con, tenant, ids)
-        for sid in ids:
-            self.cache.pop((tenant, sid), None)
+        self.forget(tenant, ids)
         return deleted
 
     def prune(
