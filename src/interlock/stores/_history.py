@@ -30,12 +30,25 @@ def common_prefix(new: Sequence[Message], base: Messages) -> int:
     return k
 
 
+ROW_COST = 256
+"""What reading one more row of a base chain costs, in bytes of JSON parsed in the same time (about 6 µs)."""
+CHAIN_LIMIT = 4
+"""A new row is a delta only while loading it cold costs at most this many times reading its history as one
+document (plus :data:`CHAIN_SLACK`); past that it is written as a full checkpoint."""
+CHAIN_SLACK = 16 * ROW_COST
+
+
 class Cached(NamedTuple):
-    """A cached history: the row's content revision, its messages, and their size as stored JSON."""
+    """A cached history: the row's content revision, its messages, their size as stored JSON, and the row's load cost.
+
+    ``chain`` is what loading the row cold costs: the JSON bytes of every tail in its base
+    chain, plus :data:`ROW_COST` per row.
+    """
 
     mrev: int
     messages: Messages
     size: int
+    chain: int
 
 
 def kept_size(base: Cached, keep: int) -> int:
@@ -69,12 +82,12 @@ class ChainCache:
         hit = self.entry(tenant, snapshot_id, mrev)
         return None if hit is None else hit.messages
 
-    def remember(self, tenant: str, snapshot_id: str, mrev: int, messages: Messages, size: int) -> None:
+    def remember(self, tenant: str, snapshot_id: str, mrev: int, messages: Messages, size: int, chain: int) -> None:
         key = (tenant, snapshot_id)
         old = self.cache.pop(key, None)
         if old is not None:
             self.cached_bytes -= old.size
-        self.cache[key] = Cached(mrev, messages, size)
+        self.cache[key] = Cached(mrev, messages, size, chain)
         self.cached_bytes += size
         while self.cached_bytes > self.cache_bytes and len(self.cache) > 1:
             self.cached_bytes -= self.cache.popitem(last=False)[1].size
@@ -84,8 +97,21 @@ class ChainCache:
     ) -> None:
         """Cache a history just written: ``tail`` after ``keep`` messages of ``base``, if any (``(id, mrev, keep)``)."""
         found = None if base is None else self.entry(tenant, base[0], base[1])
-        size = len(tail) + (0 if found is None or base is None else kept_size(found, base[2]))
-        self.remember(tenant, snapshot_id, mrev, messages, size)
+        size, chain = len(tail), len(tail) + ROW_COST
+        if found is not None and base is not None:
+            size, chain = size + kept_size(found, base[2]), chain + found.chain
+        self.remember(tenant, snapshot_id, mrev, messages, size, chain)
+
+    def too_deep(self, tenant: str, base_id: str, base_mrev: int, keep: int) -> bool:
+        """Whether a row keeping ``keep`` messages of the (cached) base should be a full checkpoint instead.
+
+        So that loading any row cold reads at most one checkpoint and a bounded chain of
+        deltas since: at most :data:`CHAIN_LIMIT` times the cost of its history as one
+        document. Appending turns of a few hundred bytes never gets there; rows that add
+        nothing, or keep only part of their base (a compacted history), do.
+        """
+        base = self.entry(tenant, base_id, base_mrev)
+        return base is not None and base.chain + ROW_COST > CHAIN_LIMIT * kept_size(base, keep) + CHAIN_SLACK
 
     def forget(self, tenant: str, snapshot_ids: Sequence[str]) -> None:
         for sid in snapshot_ids:
@@ -110,7 +136,7 @@ class ChainCache:
             if row.keep:
                 raise corrupt(row.snapshot_id, f"keeps {row.keep} messages but has no parent to keep them from")
             messages = tuple(parse_tail(row.snapshot_id, tail))
-            size = len(tail)
+            size, chain = len(tail), len(tail) + ROW_COST
         else:
             base = self.entry(tenant, row.base, row.base_mrev)
             if base is None:
@@ -118,8 +144,8 @@ class ChainCache:
             if row.keep > len(base.messages):
                 raise corrupt(row.snapshot_id, f"keeps {row.keep} messages of a base that has {len(base.messages)}")
             messages = base.messages[: row.keep] + tuple(parse_tail(row.snapshot_id, tail))
-            size = kept_size(base, row.keep) + len(tail)
-        self.remember(tenant, row.snapshot_id, row.mrev, messages, size)
+            size, chain = kept_size(base, row.keep) + len(tail), base.chain + len(tail) + ROW_COST
+        self.remember(tenant, row.snapshot_id, row.mrev, messages, size, chain)
         return messages
 
     def assemble(self, tenant: str, snapshot_id: str, mrev: int | None, links: Sequence[Link]) -> Messages:
@@ -129,7 +155,7 @@ class ChainCache:
         if mrev is not None and links[0].mrev != mrev:
             raise corrupt(snapshot_id, "its message revision changed while its history was read")
         pending: list[Link] = []
-        start = Cached(0, (), 0)
+        start = Cached(0, (), 0, 0)
         for i, link in enumerate(links):
             if link.tail is None:
                 raise corrupt(snapshot_id, f"its history passes through {link.snapshot_id!r}, which has no state")
@@ -146,7 +172,7 @@ class ChainCache:
             last = links[-1]
             raise corrupt(last.snapshot_id, f"its base snapshot {last.base!r} is missing (or the chain is cyclic)")
         messages = list(start.messages)
-        size = start.size
+        size, chain = start.size, start.chain
         for link in reversed(pending):
             if link.keep > len(messages):
                 raise corrupt(link.snapshot_id, f"keeps {link.keep} messages of a base that has {len(messages)}")
@@ -156,6 +182,7 @@ class ChainCache:
             tail = cast(str, link.tail)
             messages.extend(parse_tail(link.snapshot_id, tail))
             size += len(tail)
+            chain += len(tail) + ROW_COST
         result = tuple(messages)
-        self.remember(tenant, links[0].snapshot_id, links[0].mrev, result, size)
+        self.remember(tenant, links[0].snapshot_id, links[0].mrev, result, size, chain)
         return result

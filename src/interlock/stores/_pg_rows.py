@@ -254,7 +254,7 @@ class PgRows(ChainCache):
             except DataLossError:
                 return None  # a corrupt parent: this row becomes a full checkpoint instead
         keep = common_prefix(messages, prefix)
-        if keep == 0:
+        if keep == 0 or self.too_deep(tenant, parent_id, parent.mrev, keep):
             return None
         return (None if parent.session_id == new.session_id else parent_id), keep, parent.mrev
 

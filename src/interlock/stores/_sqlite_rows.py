@@ -283,7 +283,7 @@ class SnapshotRows(MessageChains):
             except DataLossError:
                 return None  # a corrupt parent: this row becomes a full checkpoint instead
         keep = common_prefix(messages, prefix)
-        if keep == 0:
+        if keep == 0 or self.too_deep(tenant, parent_id, mrev, keep):
             return None
         return (None if parent.session == session else parent_id), keep, mrev
 
