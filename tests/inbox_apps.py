@@ -79,6 +79,12 @@ def plan(request: ModelRequest) -> ModelResponse:
     if last.role == "tool":
         return ModelResponse(message=Message.model("done: " + "; ".join(str(r.output) for r in last.tool_responses)))
     match last.text.split():
+        case ["pay", to, amount, "and", to2, amount2]:  # two calls in one turn: the turn waits on both
+            calls = [
+                ToolRequestPart(name="transfer", ref="t1", input={"to": to, "amount": float(amount)}),
+                ToolRequestPart(name="transfer", ref="t2", input={"to": to2, "amount": float(amount2)}),
+            ]
+            return ModelResponse(message=Message(role="model", content=[*calls]))
         case ["pay", to, amount]:
             call = ToolRequestPart(name="transfer", ref="t1", input={"to": to, "amount": float(amount)})
         case ["delete", path]:

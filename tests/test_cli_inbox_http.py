@@ -64,7 +64,7 @@ async def _seed(db: pathlib.Path, *texts: tuple[int, str]) -> list[AgentOutput]:
 
 async def test_inbox_serve_and_the_cli_over_it(tmp_path: pathlib.Path) -> None:
     db = tmp_path / "sessions.db"
-    pay, held = await _seed(db, (0, "pay bob 25"), (1, "delete x.txt"))
+    pay, held, both = await _seed(db, (0, "pay bob 25"), (1, "delete x.txt"), (0, "pay ann 1 and cy 2"))
     port = _port()
     url = f"http://127.0.0.1:{port}"
     serve = ["inbox", "serve", "--store", str(db), "--agents", "inbox_apps:build_agents", "--port", str(port)]
@@ -72,7 +72,8 @@ async def test_inbox_serve_and_the_cli_over_it(tmp_path: pathlib.Path) -> None:
         auth = ["--server", url, "--header", "Authorization: Bearer t0ken"]
         listed = _cli("inbox", "list", *auth, "--json")
         assert listed.returncode == 0, listed.stderr
-        assert [i["snapshot_id"] for i in json.loads(listed.stdout)] == [pay.snapshot_id, held.snapshot_id]
+        ids = [pay.snapshot_id, held.snapshot_id, both.snapshot_id, both.snapshot_id]
+        assert [i["snapshot_id"] for i in json.loads(listed.stdout)] == ids
         only = json.loads(_cli("inbox", "list", *auth, "--agent", "ops", "--json").stdout)
         assert [i["tool"] for i in only] == ["delete_file"]
         shown = _cli("inbox", "show", pay.snapshot_id or "", *auth)
@@ -86,6 +87,11 @@ async def test_inbox_serve_and_the_cli_over_it(tmp_path: pathlib.Path) -> None:
         assert denied.returncode == 1 and "UNAUTHENTICATED" in denied.stderr
         rejected = _cli("inbox", "reject", held.snapshot_id or "", *auth, "--output", '"not today"')
         assert rejected.returncode == 0, rejected.stderr
+        one = _cli("inbox", "approve", both.snapshot_id or "", *auth, "--ref", "t1")
+        assert one.returncode == 1 and '{"answers": [...]}' in one.stderr
+        every = _cli("inbox", "approve", both.snapshot_id or "", *auth, "--all", "--json")
+        assert every.returncode == 0, every.stderr
+        assert json.loads(every.stdout)["finish_reason"] == "stop"
     assert proc.returncode is not None
 
 

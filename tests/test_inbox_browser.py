@@ -131,6 +131,27 @@ async def test_approving_finishes_the_turn(site: Site) -> None:
     await site.shot(page, "approved")
 
 
+async def test_a_turn_waiting_on_two_calls_is_answered_in_one_form(site: Site) -> None:
+    paused = await site.start("bank", "pay kim 15 and lee 16")
+    runs = len(RUNS)
+    page = await site.page("alice")
+    await page.goto(f"{site.url}/interrupts/{paused.snapshot_id}")
+    await expect(page.locator("form.answer.all section.interrupt")).to_have_count(2)
+    await expect(page.locator("form.answer.all button[type=submit]")).to_have_text("Answer all 2")
+    second = page.locator("section.interrupt[data-ref=t2]")
+    await second.locator("input[value=respond]").check()
+    await second.locator("details[data-decision=respond] summary").click()
+    await page.fill("input[name='a2.output.status']", "paid by hand")
+    await site.shot(page, "two-calls")
+    await page.click("form.answer.all button[type=submit]")
+    done = page.locator("#result-all .banner[data-state=answered]")
+    await expect(done).to_contain_text("All 2 calls answered by alice", timeout=WAIT)
+    latest = await site.store.latest(paused.session_id or "")
+    assert latest is not None and latest.parent_id == paused.snapshot_id and latest.finish_reason == "stop"
+    assert latest.state is not None and "paid by hand" in latest.state.messages[-1].text
+    assert RUNS[runs:] == [{"to": "kim", "amount": 15.0}]  # t1 approved and ran; t2 answered, not run
+
+
 async def test_a_second_browser_is_told_who_answered_first(site: Site) -> None:
     paused = await site.start("ops", "delete /srv/old.log")
     alice, bob = await site.page("alice"), await site.page("bob")

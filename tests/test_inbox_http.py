@@ -150,6 +150,42 @@ async def test_approve_finishes_the_turn_and_a_second_answer_gets_409_naming_who
     assert resumed is not None and resumed.finish_reason == "stop" and resumed.parent_id == pay.snapshot_id
 
 
+async def test_a_turn_waiting_on_two_calls_takes_one_answer_for_each_in_one_request(desk: Desk) -> None:
+    pay = await desk.start("bank", "pay ida 5 and jon 6")
+    url = f"/api/interrupts/{pay.snapshot_id}/answer"
+    runs = len(RUNS)
+    async with desk.client() as c:
+        detail = (await c.get(f"/api/interrupts/{pay.snapshot_id}")).json()
+        assert [i["ref"] for i in detail["interrupts"]] == ["t1", "t2"]
+        one = await c.post(url, json={"decision": "approve", "ref": "t1"})
+        assert one.status_code == 400 and '{"answers": [...]}' in one.json()["message"]
+        cases: list[tuple[dict[str, Any], str]] = [
+            ({"answers": []}, "non-empty list"),
+            ({"answers": [{"decision": "approve", "ref": "t1"}]}, "no answer for transfer#t2"),
+            ({"answers": [{"decision": "approve"}, {"decision": "approve"}]}, "must name its interrupt"),
+            ({"answers": [{"decision": "approve", "ref": "t1"}] * 2}, "two answers name 't1'"),
+            ({"answers": [{"decision": "approve", "ref": "t1"}, {"decision": "approve", "ref": "t9"}]}, "t9"),
+            ({"answers": [{"decision": "approve", "ref": "t1"}, "t2"]}, "answers[1] must be an object"),
+            ({"answers": [{"decision": "approve", "ref": "t1"}], "decision": "approve"}, "nothing beside it"),
+        ]
+        for bad, words in cases:
+            refused = await c.post(url, json=bad)
+            assert refused.status_code == 400, (bad, refused.text)
+            assert refused.json()["status"] == "INVALID_ARGUMENT" and words in refused.json()["message"], refused.text
+        assert await _pending_ids(desk.store) == [pay.snapshot_id] * 2 and len(RUNS) == runs
+        both = {"answers": [{"decision": "approve", "ref": "t1"}, {"decision": "reject", "ref": "t2", "reason": "no"}]}
+        done = await c.post(url, json=both)
+        assert done.status_code == 200, done.text
+        result = done.json()
+        again = await c.post(url, json=both)
+    assert result["finish_reason"] == "stop" and result["decision"] is None
+    assert [(d["ref"], d["decision"]) for d in result["decisions"]] == [("t1", "approve"), ("t2", "reject")]
+    assert again.status_code == 409 and again.json()["details"]["answered_by"] == "alice"
+    assert RUNS[runs:] == [{"to": "ida", "amount": 5.0}]
+    [entry] = await Inbox(desk.store).audit(pay.session_id or "")
+    assert entry.by == "alice" and sorted(str(r.decision) for r in entry.restart) == ["approve", "deny"]
+
+
 async def test_reject_with_a_reason_tells_the_model(desk: Desk) -> None:
     pay = await desk.start("bank", "pay frank 9")
     held = await desk.start("ops", "delete b.txt")

@@ -1,9 +1,13 @@
-"""One invocation of an agent: init, the turn loop, detach, abort, claims and snapshots.
+"""One invocation of an agent: its inputs, the turn loop, the stream and the output.
 
 Inputs are read eagerly (a detach is noticed while a turn runs); turns run one after
 another. Server-managed turns reserve their snapshot id up front and write it at the
 turn end; a resume of an interrupted snapshot first *claims* it, atomically, so exactly
 one of several racing resumes runs its tools.
+
+The pieces live by what they hold: loading the state an init names (``_session_load``), a
+turn's claim, commit and give-back (``_turn_commit``), and the detached run: pending row,
+heartbeat, abort watch and final write (``_detached_run``).
 """
 
 from __future__ import annotations
@@ -13,31 +17,23 @@ import contextlib
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
+from ._detached_run import DetachedRun
+from ._session_load import PreTurnFailure, load_state
+from ._turn_commit import TurnWriter, error_info, give_back
 from .agent_io import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnEnd, TurnResult
-from .claims import ClaimHold, Claims, claim_state
-from .decisions import audit_record
-from .effects import Effects
-from .errors import (
-    FailedPreconditionError,
-    InterlockError,
-    InvalidArgumentError,
-    SnapshotNotFoundError,
-    UsageError,
-)
+from .claims import ClaimHold, Claims
+from .errors import InvalidArgumentError, SnapshotNotFoundError, UsageError
 from .interrupts import Resume, ResumePlan
 from .messages import Message
 from .models import ModelChunk
-from .notifications import commit_events
-from .outbox import OutboxEvent
 from .parts import ToolRequestPart
-from .sessions import ErrorInfo, Session, SessionState, Snapshot, new_id, utcnow
+from .sessions import ErrorInfo, Session, SessionState, Snapshot, new_id
 from .signing import Keyring
-from .stores import JournalUpdater, SessionStore, Updater, check_tenant
+from .stores import SessionStore, check_tenant
 from .telemetry import hooks
-from .tokens import TokenDecision, TokenSigner, check_tokens, mint_tokens
-from .tools import to_json
+from .tokens import TokenDecision, TokenSigner, check_tokens
 
 __all__ = ["RunnableAgent", "SessionRunner", "TurnHandler"]
 
@@ -68,21 +64,6 @@ TurnHandler = Callable[[AgentInput, TurnContext], Awaitable[TurnResult | None]]
 END = object()
 """Marks the end of an input or chunk queue."""
 _background: set[asyncio.Task[Any]] = set()
-
-
-def _error_info(exc: BaseException) -> ErrorInfo:
-    if isinstance(exc, InterlockError):
-        return ErrorInfo(status=exc.status, message=exc.message, details=exc.details)
-    return ErrorInfo(status="INTERNAL", message=str(exc) or type(exc).__name__)
-
-
-class _PreTurnFailure(Exception):
-    """A graceful failure before any turn ran (missing or unresumable snapshot)."""
-
-    def __init__(self, error: InterlockError, session_id: str | None) -> None:
-        super().__init__(error.message)
-        self.error = error
-        self.session_id = session_id
 
 
 @dataclass(kw_only=True)
@@ -135,7 +116,17 @@ class Invocation:
         self.init = init
         self.context: dict[str, Any] = dict(context or {})
         self.tenant = check_tenant(self.context.get("tenant"))
-        self.claims = None if agent.store is None else Claims(agent.store, self.tenant, ttl=agent.claim_ttl)
+        self.writer = (
+            None
+            if agent.store is None
+            else TurnWriter(
+                agent=agent,
+                store=agent.store,
+                tenant=self.tenant,
+                context=self.context,
+                claims=Claims(agent.store, self.tenant, ttl=agent.claim_ttl),
+            )
+        )
         self.inputs: asyncio.Queue[AgentInput | object] = asyncio.Queue()
         self.chunks: asyncio.Queue[StreamChunk | object] = asyncio.Queue()
         self.output: asyncio.Future[AgentOutput] = asyncio.get_running_loop().create_future()
@@ -144,12 +135,10 @@ class Invocation:
         self.tip: Snapshot | None = None
         self.last_finish_reason: str | None = None
         self.error: ErrorInfo | None = None
-        self.detached_id: str | None = None
+        self.detached: DetachedRun | None = None
         self._turns: asyncio.Queue[_Turn | object] = asyncio.Queue()
         self._running: _Turn | None = None
-        self._detached_hold: ClaimHold | None = None
         self.trace: hooks.TurnTrace | None = None
-        self._detached_turn: tuple[Snapshot | None, ResumePlan | None] = (None, None)
         self._store_ready = False
         self._loop = asyncio.get_running_loop()
         self._thread = threading.get_ident()
@@ -160,6 +149,11 @@ class Invocation:
         self._tasks: list[asyncio.Task[Any]] = []
         self.main = asyncio.ensure_future(self._main())
         self.main.add_done_callback(self._settle)
+
+    @property
+    def detached_id(self) -> str | None:
+        """The pending row's id once the invocation detached (``None`` before)."""
+        return self.detached.snapshot_id if self.detached is not None else None
 
     # streaming ---------------------------------------------------------------------------
 
@@ -193,10 +187,10 @@ class Invocation:
 
     async def _main(self) -> None:
         try:
-            state, self.tip = await self._load()
-        except _PreTurnFailure as failure:
+            state, self.tip = await load_state(self.agent, self.init, self.tenant)
+        except PreTurnFailure as failure:
             self._resolve(
-                AgentOutput(session_id=failure.session_id, finish_reason="failed", error=_error_info(failure.error))
+                AgentOutput(session_id=failure.session_id, finish_reason="failed", error=error_info(failure.error))
             )
             return
         except BaseException as exc:
@@ -213,7 +207,7 @@ class Invocation:
                 self.error = ErrorInfo(status="CANCELLED", message="the invocation was cancelled")
         except Exception as exc:
             self._failed = True
-            self.error = _error_info(exc)
+            self.error = error_info(exc)
             self._emit_failed_turn_end()
             result = None
         finally:
@@ -225,10 +219,12 @@ class Invocation:
             raise
 
     async def _finish(self, result: AgentResult | None) -> None:
-        if self.detached_id is not None:
+        if self.detached is not None:
             status = "aborted" if self.abort_event.is_set() else "failed" if self.error else "completed"
-            with hooks.detached_finished(self.agent.name, self.detached_id, status, self.trace):
-                await self._finalize_detached()
+            with hooks.detached_finished(self.agent.name, self.detached.snapshot_id, status, self.trace):
+                finish = "failed" if self.error else (self.last_finish_reason or "stop")
+                traced = self.trace.metadata() if self.trace else {}
+                await self.detached.finalize(self.session.state.copy(), self.error, finish, traced, self.abort_event)
             self._stop_tasks()
             return
         self._stop_tasks()
@@ -274,85 +270,6 @@ class Invocation:
         for task in self._tasks:
             task.cancel()
 
-    # init --------------------------------------------------------------------------------
-
-    async def _load(self) -> tuple[SessionState, Snapshot | None]:
-        init, name = self.init, self.agent.name
-        if self.store is None:
-            if init.snapshot_id:
-                raise UsageError(
-                    f"Cannot use 'snapshotId' with agent '{name}': this agent has no store configured "
-                    "(client-managed state). Send 'state' instead."
-                )
-            if init.session_id:
-                raise UsageError(
-                    f"Cannot use 'sessionId' with agent '{name}': this agent has no store configured "
-                    "(client-managed state). Send 'state' instead."
-                )
-            state = init.state.copy() if init.state else SessionState()
-            if self.agent.state_signing is not None:  # before anything runs: a forged history runs nothing
-                try:
-                    state = self.agent.state_signing.verify_state(state)
-                except InterlockError as exc:
-                    raise _PreTurnFailure(exc, state.session_id) from None
-            state.session_id = state.session_id or new_id()
-            return state, None
-        if init.state is not None:
-            raise UsageError(
-                f"Cannot send 'state' to agent '{name}': this agent uses a server-managed store. "
-                "Send 'snapshotId' or 'sessionId' instead."
-            )
-        if init.snapshot_id:
-            return await self._load_snapshot(init.snapshot_id, init.session_id)
-        if init.session_id:
-            return await self._load_session(init.session_id)
-        return SessionState(session_id=new_id()), None
-
-    async def _load_snapshot(self, snapshot_id: str, session_id: str | None) -> tuple[SessionState, Snapshot]:
-        assert self.store is not None
-        snap = await self.store.load(snapshot_id, tenant=self.tenant)
-        if snap is None or not snap.belongs_to(self.agent.name):
-            raise _PreTurnFailure(SnapshotNotFoundError(f"Snapshot {snapshot_id} not found"), session_id)
-        if session_id and snap.session_id != session_id:
-            raise InvalidArgumentError(
-                f"Snapshot {snapshot_id} does not belong to session {session_id} (it belongs to {snap.session_id})."
-            )
-        status = snap.read_status()
-        if status != "completed" or snap.state is None:
-            raise _PreTurnFailure(
-                InvalidArgumentError(
-                    f"Snapshot {snapshot_id} is not resumable (status: {status}). "
-                    "Only 'completed' snapshots can be resumed."
-                ),
-                snap.session_id,
-            )
-        state = snap.state
-        state.session_id = snap.session_id
-        return state, snap
-
-    async def _load_session(self, session_id: str) -> tuple[SessionState, Snapshot | None]:
-        assert self.store is not None
-        snap = await self.store.latest(session_id, tenant=self.tenant)
-        if snap is not None and not snap.belongs_to(self.agent.name):
-            raise _PreTurnFailure(SnapshotNotFoundError(f"Session {session_id} not found"), session_id)
-        seen: set[str] = set()
-        while snap is not None and (snap.status != "completed" or snap.state is None):
-            seen.add(snap.snapshot_id)
-            parent = None if snap.parent_id is None else await self.store.load(snap.parent_id, tenant=self.tenant)
-            if snap.read_status() == "pending" and not _abandoned(snap, parent):
-                raise _PreTurnFailure(
-                    FailedPreconditionError(
-                        f"Session {session_id} has a turn still running (snapshot {snap.snapshot_id}); wait for it, "
-                        "abort it, or resume an earlier snapshot by snapshotId."
-                    ),
-                    session_id,
-                )
-            snap = None if parent is None or parent.snapshot_id in seen else parent
-        if snap is None or snap.state is None:
-            return SessionState(session_id=session_id), None
-        snap.state.session_id = session_id
-        return snap.state, snap
-
     # inputs and detach -------------------------------------------------------------------
 
     async def _read_inputs(self) -> None:
@@ -370,97 +287,25 @@ class Invocation:
                 self._turns.put_nowait(_Turn(input=item, snapshot_id=reserved))
 
     async def _detach(self, reserved: str | None) -> None:
-        if self.detached_id is not None:
+        if self.detached is not None:
             return
-        if self.store is None:
+        if self.writer is None:
             self._fail_thrown(UsageError("Detach is only supported when a session store is provided."))
             self.main.cancel()
             return
         pending_id = reserved or (self._running.snapshot_id if self._running else None) or new_id()
-        self.detached_id = pending_id
+        session_id = self.session.session_id
+        self.detached = DetachedRun(writer=self.writer, snapshot_id=pending_id, session_id=session_id)
         self.session.detach_sink()
-        now = utcnow()
-        pending = Snapshot(
-            snapshot_id=pending_id,
-            session_id=self.session.session_id,
-            parent_id=self.tip.snapshot_id if self.tip else None,
-            created_at=now,
-            heartbeat_at=now,
-            status="pending",
-            metadata={"agent": self.agent.name},
-        )
-        await self.store.save(pending_id, lambda _: pending, tenant=self.tenant)
-        self._tasks.append(asyncio.ensure_future(self._heartbeat(pending_id)))
-        self._tasks.append(asyncio.ensure_future(self._watch_abort(pending_id)))
+        self._tasks += await self.detached.start(self.tip.snapshot_id if self.tip else None, self._aborted)
         _background.add(self.main)
         self.main.add_done_callback(_background.discard)
-        hooks.detached_enqueued(
-            self.agent.name, pending_id, self.session.session_id, self.trace if self._running else None
-        )
-        self._resolve(AgentOutput(session_id=self.session.session_id, snapshot_id=pending_id, finish_reason="detached"))
+        hooks.detached_enqueued(self.agent.name, pending_id, session_id, self.trace if self._running else None)
+        self._resolve(AgentOutput(session_id=session_id, snapshot_id=pending_id, finish_reason="detached"))
 
-    async def _heartbeat(self, snapshot_id: str) -> None:
-        assert self.store is not None
-        while True:
-            await asyncio.sleep(self.agent.heartbeat_interval)
-
-            def beat(cur: Snapshot | None) -> Snapshot | None:
-                return cur.evolve(heartbeat_at=utcnow()) if cur is not None and cur.status == "pending" else None
-
-            with contextlib.suppress(Exception):
-                await self.store.save(snapshot_id, beat, tenant=self.tenant)
-
-    async def _watch_abort(self, snapshot_id: str) -> None:
-        assert self.store is not None
-        async for status in self.store.watch(snapshot_id, tenant=self.tenant):
-            if status == "aborted":
-                self.abort_event.set()
-                self.main.cancel()
-                return
-
-    async def _finalize_detached(self) -> None:
-        """Write the detached run's outcome into its pending row, fenced by the claim of a resumed turn."""
-        assert self.store is not None and self.detached_id is not None
-        hold, self._detached_hold = self._detached_hold, None
-        state = self.session.state.copy()
-        error, finish = self.error, ("failed" if self.error else (self.last_finish_reason or "stop"))
-        traced = self.trace.metadata() if self.trace else {}
-        if finish == "interrupted":
-            state.messages = mint_tokens(
-                self.agent, state.messages, session_id=self.session.session_id, snapshot_id=self.detached_id
-            )
-        parent, plan = self._detached_turn
-        meta = {} if plan is None else {"resume": audit_record(plan.resume, self.context, plan=plan)}
-        events = [] if error else self._events(self.detached_id, parent, finish, state.messages, plan, meta)
-
-        def finalize(cur: Snapshot | None) -> Snapshot | None:
-            if cur is None or cur.status != "pending":  # aborted meanwhile: nothing may commit
-                raise _NotPending(self.detached_id or "")
-            return cur.evolve(
-                status="failed" if error else "completed",
-                finish_reason=finish,
-                error=error,
-                state=state,
-                heartbeat_at=None,
-                metadata={**(cur.metadata or {}), **traced},
-            )
-
-        try:
-            if self.abort_event.is_set():
-                return
-            if hold is None:
-                await self.store.save_all([(self.detached_id, finalize)], tenant=self.tenant, events=events)
-            else:
-                await hold.commit([(self.detached_id, finalize)], events=events)
-        except _NotPending:
-            pass
-        except Exception as exc:  # e.g. the claim lapsed: the row must not stay pending
-            lost = _error_info(exc)
-            with contextlib.suppress(Exception):
-                await self.store.save(self.detached_id, _fail_pending(lost), tenant=self.tenant)
-        finally:
-            if hold is not None:
-                await hold.release()
+    def _aborted(self) -> None:
+        self.abort_event.set()
+        self.main.cancel()
 
     # turns -------------------------------------------------------------------------------
 
@@ -497,11 +342,13 @@ class Invocation:
         self._model_index = 0
         turn_index, self._turn_index = self._turn_index, self._turn_index + 1
         hold: ClaimHold | None = None
-        effects = self._effects(parent, turn_id)
+        writer = self.writer
+        effects = None if writer is None or turn_id is None else writer.effects(session.session_id, parent, turn_id)
         try:
             plan, nonces = self._plan(turn.input)  # before anything runs or is claimed: a refusal changes nothing
             if plan is not None and parent is not None and parent.finish_reason == "interrupted" and turn_id:
-                hold = await self._claim(parent, turn_id, plan, nonces, effects)
+                assert writer is not None and effects is not None
+                hold = await writer.claim(parent, turn_id, plan, nonces, effects, len(session.messages) - 1)
             if plan is not None:
                 hooks.resuming(plan, self.context, hold.turn_id if hold else None)
             if hold is None and store is not None and not self._store_ready:
@@ -520,22 +367,23 @@ class Invocation:
             )
             result = await handler(turn.input, ctx)
             finish = result.finish_reason if result else None
-            if self.detached_id is not None:
+            if self.detached is not None:
                 if effects is not None:
                     await effects.flush()
-                self._detached_hold, hold = hold, None  # the detached run's final write commits it
-                self._detached_turn = (parent, plan)
-            elif store is not None and turn_id is not None:
-                self.tip = await self._commit(turn_id, parent, finish, plan, hold, effects)
+                self.detached.hand_over(hold, parent, plan)  # the detached run's final write commits the claim
+                hold = None
+            elif writer is not None and turn_id is not None and effects is not None:
+                traced = self.trace.metadata() if self.trace else {}
+                self.tip = await writer.commit(session, turn_id, parent, finish, plan, hold, effects, traced)
         except Exception as exc:
             session.state = good
             self._failed = True
-            self.error = _error_info(exc)
-            await _give_back(hold, effects)
+            self.error = error_info(exc)
+            await give_back(hold, effects)
             self._emit_failed_turn_end()
             return
         except asyncio.CancelledError:  # aborted or cancelled mid-turn: give the interrupt back
-            await _give_back(hold, effects)
+            await give_back(hold, effects)
             raise
         self.last_finish_reason = finish
         if finish == "interrupted":
@@ -561,19 +409,6 @@ class Invocation:
         else:
             self.emit(ModelChunk(role="model", index=self._model_index, content=list(interrupts)))
 
-    def _effects(self, parent: Snapshot | None, turn_id: str | None) -> Effects | None:
-        """The turn's effect journal: server-managed agents journal every tool call in their store."""
-        if self.store is None or turn_id is None:
-            return None
-        return Effects(
-            store=self.store,
-            tenant=self.tenant,
-            agent=self.agent.name,
-            session_id=self.session.session_id,
-            snapshot_id=parent.snapshot_id if parent else turn_id,
-            turn_id=turn_id,
-        )
-
     def _plan(self, input: AgentInput) -> tuple[ResumePlan | None, tuple[str, ...]]:
         """The input's resume, validated against the history (``None`` without one), and its tokens' nonces.
 
@@ -594,107 +429,3 @@ class Invocation:
         plan = self.agent.check_resume(input.resume, self.session.messages)
         tip = self.tip.snapshot_id if self.tip else None
         return plan, check_tokens(self.agent, plan, session_id=self.session.session_id, snapshot_id=tip)
-
-    async def _claim(
-        self, parent: Snapshot, turn_id: str, plan: ResumePlan, nonces: tuple[str, ...], effects: Effects | None
-    ) -> ClaimHold:
-        """Claim the interrupted ``parent``; the intents of the calls the resume restarts go in the same write."""
-        assert self.claims is not None
-        journal: list[tuple[str, JournalUpdater]] = []
-        if effects is not None:
-            restarts = [(c.request, to_json(c.value)) for c in plan.calls if c.verb == "restart"]
-            journal = effects.prepare(restarts, len(self.session.messages) - 1)
-        hold = await self.claims.take(parent.snapshot_id, turn_id, nonces=nonces, journal=journal)
-        if effects is not None:
-            effects.claimed()
-        return hold
-
-    async def _commit(
-        self,
-        turn_id: str,
-        parent: Snapshot | None,
-        finish: str | None,
-        plan: ResumePlan | None,
-        hold: ClaimHold | None,
-        effects: Effects | None,
-    ) -> Snapshot:
-        """Write the turn's snapshot; a resumed turn's write is fenced by its claim (ABORTED if it lapsed).
-
-        The journal's deferred outcomes are written in the same transaction (no write of their own).
-        """
-        assert self.store is not None
-        meta: dict[str, Any] = {"agent": self.agent.name, **(self.trace.metadata() if self.trace else {})}
-        if plan is not None:
-            meta["resume"] = audit_record(plan.resume, self.context, plan=plan)
-        if finish == "interrupted":  # each pending interrupt gets a token bound to this snapshot
-            self.session.set_messages(
-                mint_tokens(self.agent, self.session.messages, session_id=self.session.session_id, snapshot_id=turn_id)
-            )
-        snap = Snapshot(
-            snapshot_id=turn_id,
-            session_id=self.session.session_id,
-            parent_id=parent.snapshot_id if parent else None,
-            status="completed",
-            finish_reason=finish,
-            state=self.session.state.copy(),
-            metadata=meta,
-        )
-        journal = effects.commit_updates() if effects is not None else []
-        events = self._events(turn_id, parent, finish, self.session.messages, plan, meta)
-        writes: list[tuple[str, Updater]] = [(turn_id, lambda _: snap)]
-        if hold is None:
-            (written,) = await self.store.save_all(writes, tenant=self.tenant, journal=journal, events=events)
-        else:
-            (written,) = await hold.commit(writes, journal=journal, events=events)
-        assert written is not None
-        return written
-
-    def _events(
-        self,
-        turn_id: str,
-        parent: Snapshot | None,
-        finish: str | None,
-        messages: list[Message],
-        plan: ResumePlan | None,
-        meta: dict[str, Any],
-    ) -> list[OutboxEvent]:
-        """The outbox rows the turn's commit writes with it (:func:`interlock.notifications.commit_events`)."""
-        record: Any = meta.get("resume")
-        return commit_events(
-            agent=self.agent.name,
-            notify=self.agent.notify,
-            tenant=self.tenant,
-            session_id=self.session.session_id,
-            turn_id=turn_id,
-            parent_id=parent.snapshot_id if parent else None,
-            finish=finish,
-            messages=messages,
-            plan=plan,
-            by=cast(dict[str, Any], record).get("by") if isinstance(record, dict) else None,
-        )
-
-
-async def _give_back(hold: ClaimHold | None, effects: Effects | None) -> None:
-    """A turn ends without committing: record its calls' outcomes, then give the interrupt back."""
-    if effects is not None:
-        await effects.flush()
-    if hold is not None:
-        await hold.release()
-
-
-def _abandoned(pending: Snapshot, parent: Snapshot | None) -> bool:
-    """A pending resume whose claim on its parent lapsed: its runner died or stalled, so it no longer runs."""
-    return parent is not None and parent.claimed_by == pending.snapshot_id and claim_state(parent) == "lapsed"
-
-
-class _NotPending(Exception):
-    """A detached run's row is no longer pending (it was aborted): its outcome is dropped."""
-
-
-def _fail_pending(error: ErrorInfo) -> Callable[[Snapshot | None], Snapshot | None]:
-    def fail(cur: Snapshot | None) -> Snapshot | None:
-        if cur is None or cur.status != "pending":
-            return None
-        return cur.evolve(status="failed", finish_reason="failed", error=error, heartbeat_at=None)
-
-    return fail

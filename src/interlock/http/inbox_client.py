@@ -15,6 +15,7 @@ answered). Only needs httpx (not the web app's Starlette and Jinja2).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, cast
@@ -23,7 +24,7 @@ import httpx
 
 from .. import metadata as md
 from ..agent_io import AgentOutput
-from ..answers import Answer, Approve, Edit, Reject, Respond, Restart
+from ..answers import Answer, Approve, Edit, Reject, Respond, Restart, match_all
 from ..errors import UnimplementedError
 from ..inbox import PendingInterrupt
 from ..parts import ToolRequestPart
@@ -131,13 +132,31 @@ class InboxClient:
         result = await self._call("POST", f"/api/interrupts/{_quote(snapshot_id)}/answer", json=body)
         return output_from_json(result["output"])
 
-    async def answer_all(self, snapshot_id: str, answers: Any, **_: Any) -> AgentOutput:
-        """Not over HTTP: the API answers one call per request."""
-        raise UnimplementedError("the inbox's HTTP API answers one call at a time; answer with --ref")
+    async def answer_all(
+        self,
+        snapshot_id: str,
+        answers: Answer | Mapping[str, Answer],
+        *,
+        identity: Any = None,
+        tenant: str | None = None,
+    ) -> AgentOutput:
+        """Answer every interrupt of the snapshot in one request (as :meth:`Inbox.answer_all`)."""
+        if identity is not None or tenant is not None:
+            raise UnimplementedError("over HTTP the server decides who answers, and for which tenant")
+        pairs = match_all(snapshot_id, await self.get(snapshot_id), answers)
+        body = [_answer_json(a) | _naming(item) for item, a in pairs]
+        result = await self._call("POST", f"/api/interrupts/{_quote(snapshot_id)}/answer", json={"answers": body})
+        return output_from_json(result["output"])
 
     async def journal_entry(self, item: PendingInterrupt) -> None:
         """The effect journal is read where the store is (``--store``), not over HTTP."""
         return None
+
+
+def _naming(item: PendingInterrupt) -> dict[str, Any]:
+    """Which call an answer is for, with the call's resume token."""
+    token = md.resume_token(item.part)
+    return {"ref": item.ref, "tool": item.tool} | ({"resume_token": token} if token else {})
 
 
 def _quote(value: str) -> str:

@@ -7,7 +7,9 @@ transactions). The rest lives in private modules:
   and timestamps) and its SQL;
 * :mod:`._sqlite_codec`: column values ↔ Python values, rows ↔ snapshots;
 * :mod:`._sqlite_chain`: message histories from base chains, and their cache;
-* :mod:`._sqlite_rows`: reads, writes (as deltas), deletes and prunes.
+* :mod:`._sqlite_rows`: reads, writes (as deltas), deletes and prunes;
+* :mod:`._sqlite_index`: each session's leaves and the index of open interrupts, written
+  with the rows.
 
 Threads
 -------
@@ -43,6 +45,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from ..errors import InvalidArgumentError, UsageError
+from ..interrupt_index import InterruptQuery, OpenInterrupt
 from ..journal import JournalEntry
 from ..outbox import OutboxEvent
 from ..sessions import TERMINAL, Snapshot
@@ -157,6 +160,9 @@ class SQLiteStore:
 
     async def latest(self, session_id: str, *, tenant: str | None = None) -> Snapshot | None:
         return await self._read(self._rows.latest, _key(tenant), session_id, self.reject_branching)
+
+    async def open_interrupts(self, query: InterruptQuery, *, tenant: str | None = None) -> list[OpenInterrupt]:
+        return await self._read(self._rows.open_interrupts, _key(tenant), query)
 
     async def save(self, snapshot_id: str, update: Updater, *, tenant: str | None = None) -> Snapshot | None:
         return (await self.save_all([(snapshot_id, update)], tenant=tenant))[0]

@@ -11,6 +11,7 @@ Routes (see :data:`interlock.http.inbox.openapi.ROUTES`)::
                                              newer_than, order=oldest|newest, limit, cursor)
     GET  /api/interrupts/{snapshot_id}       one snapshot's interrupts, answer schemas, recent messages
     POST /api/interrupts/{snapshot_id}/answer  {"decision": approve|reject|respond|restart|edit, ...}
+                                             (several interrupts: {"answers": [{..., "ref": ...}, ...]})
     GET  /api/sessions/{session_id}/audit    a session's audit trail
     GET  /api/audit                          the newest answers across the store
     GET  /api/events                         server-sent events: interrupt.created, interrupt.resolved
@@ -193,7 +194,7 @@ class InboxApp:
 
     async def _answer(self, request: Request, who: Who) -> Response:
         check_origin(request)
-        parsed = service.parse_answer(await self.read_json(request))
+        parsed = service.parse_answers(await self.read_json(request))
         result = await service.answer(
             self.inbox, request.path_params["snapshot_id"], parsed, identity=who.identity, tenant=who.tenant
         )

@@ -55,11 +55,20 @@ ROUTES: dict[str, dict[str, dict[str, Any]]] = {
     },
     "/api/interrupts/{snapshot_id}/answer": {
         "post": {
-            "summary": "Answer the snapshot's interrupt (exactly once; validated like any resume)",
+            "summary": "Answer the snapshot's interrupt, or all of them (exactly once; validated like any resume)",
             "parameters": [_param("snapshot_id", "path", "the paused turn's snapshot id")],
             "requestBody": {
                 "required": True,
-                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Answer"}}},
+                "content": {
+                    "application/json": {
+                        "schema": {
+                            "oneOf": [
+                                {"$ref": "#/components/schemas/Answer"},
+                                {"$ref": "#/components/schemas/Answers"},
+                            ]
+                        }
+                    }
+                },
             },
             "responses": _ok("the answer was taken and the turn resumed", "AnswerResult")
             | {"409": {"description": "already answered: details name who and when", **_ERROR}},
@@ -157,10 +166,29 @@ _SCHEMAS: dict[str, Any] = {
             "resume_token": {"type": "string", "description": "the interrupt's resume token (an answer link's)"},
         },
     },
+    "Answers": {
+        "type": "object",
+        "required": ["answers"],
+        "additionalProperties": False,
+        "description": "a snapshot that waits on several calls: one answer per call, each naming its ref",
+        "properties": {
+            "answers": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 100,
+                "items": {"$ref": "#/components/schemas/Answer"},
+            }
+        },
+    },
     "AnswerResult": {
         "type": "object",
         "properties": {
-            "decision": _ID,
+            "decision": {"type": ["string", "null"], "description": "the decision (null: several answers)"},
+            "decisions": {
+                "type": "array",
+                "items": {"type": "object"},
+                "description": "each call's ref, tool, decision",
+            },
             "snapshot_id": {"type": ["string", "null"], "description": "the resumed turn's snapshot"},
             "session_id": {"type": ["string", "null"]},
             "finish_reason": {"type": ["string", "null"]},

@@ -84,6 +84,21 @@ _LOOSE.globals["fields_for"] = fields_for
 Page = Callable[[Request, Who], Awaitable[Response]]
 
 
+_CARRIES = {"respond": ("output",), "restart": ("payload",), "edit": ("input",)}
+"""Which typed fields a decision's form carries (its answer reads those and no others)."""
+MAX_FORM_ANSWERS = 100
+
+
+def _prefixes(form: dict[str, str]) -> list[str]:
+    """Where a form's answers sit: the whole form (one interrupt), or ``a1.``, ``a2.``, ... (``count`` of them)."""
+    count = form.get("count")
+    if count is None:
+        return [""]
+    if not count.isdigit() or not 1 <= int(count) <= MAX_FORM_ANSWERS:
+        raise InvalidArgumentError(f"count must be a whole number from 1 to {MAX_FORM_ANSWERS}, not {count!r}")
+    return [f"a{n}." for n in range(1, int(count) + 1)]
+
+
 def page_routes(app: InboxApp) -> list[BaseRoute]:
     """The page's routes, bound to ``app``."""
     pages = _Pages(app)
@@ -208,10 +223,11 @@ class _Pages:
         snapshot_id = request.path_params["snapshot_id"]
         values: dict[str, Any] = {"snapshot_id": snapshot_id, "form": form}
         try:
-            body = self._answer_body(form, await service.waiting(self.inbox, snapshot_id, who.tenant))
-            parsed = service.parse_answer(body)
+            items = await service.waiting(self.inbox, snapshot_id, who.tenant)
+            parsed = [service.parse_answer(self._answer_body(form, items, p)) for p in _prefixes(form)]
+            given = parsed if "count" in form else parsed[0]
             values["result"] = await service.answer(
-                self.inbox, snapshot_id, parsed, identity=who.identity, tenant=who.tenant
+                self.inbox, snapshot_id, given, identity=who.identity, tenant=who.tenant
             )
         except service.AnsweredError as exc:
             values["answered"] = exc.details
@@ -231,22 +247,23 @@ class _Pages:
         except (UnicodeDecodeError, ValueError) as exc:
             raise InvalidArgumentError(f"the form could not be read ({exc})") from None
 
-    def _answer_body(self, form: dict[str, str], items: list[PendingInterrupt]) -> dict[str, Any]:
-        """The API answer a posted form stands for, its typed fields read with the schemas of the call."""
-        decision = form.get("decision", "")
-        ref = form.get("ref") or None
+    def _answer_body(self, form: dict[str, str], items: list[PendingInterrupt], prefix: str) -> dict[str, Any]:
+        """The API answer a posted form (its fields under ``prefix``) stands for, typed by the call's schemas."""
+        decision = form.get(f"{prefix}decision", "")
+        ref = form.get(f"{prefix}ref") or None
         item = next((i for i in items if i.ref == ref), items[0])
         options = service.answer_options(self.inbox, item).get(decision)
         if options is None:
             raise InvalidArgumentError(f"{item.label} cannot be answered with {decision!r} here")
         body: dict[str, Any] = {"decision": decision, "ref": ref, "tool": item.tool}
-        if form.get("resume_token"):
-            body["resume_token"] = form["resume_token"]
+        if form.get(f"{prefix}resume_token"):
+            body["resume_token"] = form[f"{prefix}resume_token"]
         if decision == "reject":
-            body["reason"] = form.get("reason") or None
-        for key, schema_key in (("output", "output_schema"), ("input", "input_schema"), ("payload", "payload_schema")):
-            if schema_key in options and any(k.startswith(f"{key}.") for k in form):
-                body[key] = read_form(options[schema_key], form, key)
+            body["reason"] = form.get(f"{prefix}reason") or None
+        for key in _CARRIES.get(decision, ()):
+            schema_key = f"{key}_schema"
+            if schema_key in options and any(k.startswith(f"{prefix}{key}.") for k in form):
+                body[key] = read_form(options[schema_key], form, f"{prefix}{key}")
         return body
 
     # the audit trail -----------------------------------------------------------------------

@@ -9,12 +9,13 @@ another answer won is :class:`AnsweredError` (ABORTED, 409) naming who answered 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
 from ... import metadata as md
+from ...agent_io import AgentOutput
 from ...agents import PromptAgent
 from ...durations import parse_duration
 from ...errors import ClaimConflictError, InvalidArgumentError, SnapshotNotFoundError
@@ -22,7 +23,17 @@ from ...inbox import Answer, Approve, AuditEntry, Edit, Inbox, PendingInterrupt,
 from ...tools import Tool
 from ...wire import messages_to_json, output_to_json, part_to_json
 
-__all__ = ["AnsweredError", "Filters", "answer", "audit", "detail", "list_page", "parse_answer", "parse_filters"]
+__all__ = [
+    "AnsweredError",
+    "Filters",
+    "answer",
+    "audit",
+    "detail",
+    "list_page",
+    "parse_answer",
+    "parse_answers",
+    "parse_filters",
+]
 
 MAX_LIMIT = 500
 """The most interrupts one page lists."""
@@ -31,6 +42,8 @@ RECENT_MESSAGES = 20
 DECISIONS = ("approve", "reject", "respond", "restart", "edit")
 _FILTERS = ("agent", "tool", "session", "older_than", "newer_than", "in_doubt", "order", "limit", "cursor")
 _ANSWER_KEYS = ("decision", "ref", "tool", "payload", "output", "input", "reason", "resume_token")
+MAX_ANSWERS = 100
+"""The most answers one request gives (one per interrupt of a snapshot)."""
 
 
 class AnsweredError(ClaimConflictError):
@@ -262,6 +275,27 @@ def parse_answer(body: Mapping[str, Any]) -> AnswerRequest:
     )
 
 
+def parse_answers(body: Mapping[str, Any]) -> AnswerRequest | list[AnswerRequest]:
+    """One answer (``{"decision": ...}``), or one per interrupt (``{"answers": [{...}, ...]}``)."""
+    if "answers" not in body:
+        return parse_answer(body)
+    extra = sorted(set(body) - {"answers"})
+    if extra:
+        raise InvalidArgumentError(f"a body with 'answers' takes nothing beside it (got {extra[0]!r})")
+    given: object = body["answers"]
+    if not isinstance(given, list) or not given:
+        raise InvalidArgumentError("'answers' must be a non-empty list of answers, one per interrupt")
+    items = cast(list[object], given)
+    if len(items) > MAX_ANSWERS:
+        raise InvalidArgumentError(f"at most {MAX_ANSWERS} answers per request, not {len(items)}")
+    parsed: list[AnswerRequest] = []
+    for n, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise InvalidArgumentError(f"answers[{n}] must be an object with a 'decision', not {type(item).__name__}")
+        parsed.append(parse_answer(cast(dict[str, Any], item)))
+    return parsed
+
+
 def _text(body: Mapping[str, Any], key: str) -> str | None:
     value = body.get(key)
     if value is None or value == "":
@@ -272,31 +306,85 @@ def _text(body: Mapping[str, Any], key: str) -> str | None:
 
 
 async def answer(
-    inbox: Inbox, snapshot_id: str, request: AnswerRequest, *, identity: Any, tenant: str | None
+    inbox: Inbox,
+    snapshot_id: str,
+    given: AnswerRequest | Sequence[AnswerRequest],
+    *,
+    identity: Any,
+    tenant: str | None,
 ) -> dict[str, Any]:
-    """Give the answer (one resume, claimed exactly once); returns what the resumed turn did."""
-    try:
-        out = await inbox.answer(
-            snapshot_id,
-            request.answer,
-            ref=request.ref,
-            tool=request.tool,
-            identity=identity,
-            tenant=tenant,
-            token=request.token,
+    """Give the answer, or one per interrupt (one resume, claimed exactly once); returns what the turn did.
+
+    A snapshot that waits on several interrupts takes a list with one answer per interrupt,
+    each naming its ``ref`` (or ``tool``): a resume answers every interrupt of the turn.
+    """
+    items = await waiting(inbox, snapshot_id, tenant)
+    requests = [given] if isinstance(given, AnswerRequest) else list(given)
+    if isinstance(given, AnswerRequest) and len(items) > 1:
+        raise InvalidArgumentError(
+            f"snapshot {snapshot_id} waits on {', '.join(i.label for i in items)}; a resume answers all of them: "
+            'send {"answers": [...]} with one answer per interrupt, each naming its ref'
         )
+    try:
+        if isinstance(given, AnswerRequest):
+            out = await _answer_one(inbox, snapshot_id, given, identity, tenant)
+        else:
+            out = await _answer_all(inbox, snapshot_id, items, requests, identity, tenant)
     except ClaimConflictError as exc:
         raise await answered(inbox, snapshot_id, tenant, exc) from None
     snap = await inbox.store.load(out.snapshot_id, tenant=tenant) if inbox.store and out.snapshot_id else None
     entry = AuditEntry.from_snapshot(snap) if snap is not None else None
+    decisions = [{"ref": r.ref, "tool": r.tool, "decision": r.decision} for r in requests]
     return {
-        "decision": request.decision,
+        "decision": given.decision if isinstance(given, AnswerRequest) else None,
+        "decisions": decisions,
         "snapshot_id": out.snapshot_id,
         "session_id": out.session_id,
         "finish_reason": out.finish_reason,
         "answered": {"by": entry.by, "at": entry.at.isoformat() if entry.at else None} if entry else None,
         "output": output_to_json(out),
     }
+
+
+async def _answer_one(
+    inbox: Inbox, snapshot_id: str, request: AnswerRequest, identity: Any, tenant: str | None
+) -> AgentOutput:
+    return await inbox.answer(
+        snapshot_id,
+        request.answer,
+        ref=request.ref,
+        tool=request.tool,
+        identity=identity,
+        tenant=tenant,
+        token=request.token,
+    )
+
+
+async def _answer_all(
+    inbox: Inbox,
+    snapshot_id: str,
+    items: list[PendingInterrupt],
+    requests: list[AnswerRequest],
+    identity: Any,
+    tenant: str | None,
+) -> AgentOutput:
+    answers: dict[str, Answer] = {}
+    for n, request in enumerate(requests):
+        key = request.ref or request.tool
+        if key is None:
+            raise InvalidArgumentError(f"answers[{n}] must name its interrupt: give its 'ref' (or 'tool')")
+        if key in answers:
+            raise InvalidArgumentError(f"two answers name {key!r}; give one answer per interrupt")
+        answers[key] = request.answer
+    known = {i.ref for i in items if i.ref} | {i.tool for i in items}
+    unknown = [key for key in answers if key not in known]
+    if unknown:
+        raise InvalidArgumentError(f"snapshot {snapshot_id} has no interrupt with ref or tool {unknown[0]!r}")
+    missing = [i.label for i in items if not {i.ref, i.tool} & set(answers)]
+    if missing:
+        raise InvalidArgumentError(f"no answer for {', '.join(missing)}: a resume answers every interrupt of the turn")
+    tokens = {r.ref: r.token for r in requests if r.ref and r.token}
+    return await inbox.answer_all(snapshot_id, answers, identity=identity, tenant=tenant, tokens=tokens)
 
 
 # the audit trail -------------------------------------------------------------------------------

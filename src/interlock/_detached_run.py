@@ -1,0 +1,132 @@
+"""The detached run: the pending row a detach writes, its heartbeat, the abort watch, and its final write.
+
+A detach answers the caller at once with the pending row's id; the invocation runs on in the
+background, keeps the row's heartbeat fresh, stops when the row is aborted, and at its end
+writes its outcome into the row (fenced by the claim of a resumed turn, which it then releases).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ._turn_commit import TurnWriter, error_info
+from .claims import ClaimHold
+from .interrupts import ResumePlan
+from .sessions import ErrorInfo, SessionState, Snapshot, utcnow
+from .tokens import mint_tokens
+
+
+@dataclass(kw_only=True)
+class DetachedRun:
+    """One detached invocation's pending row ``snapshot_id``, and the turn its final write commits."""
+
+    writer: TurnWriter
+    snapshot_id: str
+    session_id: str
+    hold: ClaimHold | None = None
+    parent: Snapshot | None = None
+    plan: ResumePlan | None = None
+
+    async def start(self, parent_id: str | None, on_abort: Callable[[], None]) -> list[asyncio.Task[None]]:
+        """Write the pending row; return the tasks that keep it fresh and watch for its abort."""
+        now = utcnow()
+        pending = Snapshot(
+            snapshot_id=self.snapshot_id,
+            session_id=self.session_id,
+            parent_id=parent_id,
+            created_at=now,
+            heartbeat_at=now,
+            status="pending",
+            metadata={"agent": self.writer.agent.name},
+        )
+        await self.writer.store.save(self.snapshot_id, lambda _: pending, tenant=self.writer.tenant)
+        return [asyncio.ensure_future(self._heartbeat()), asyncio.ensure_future(self._watch_abort(on_abort))]
+
+    def hand_over(self, hold: ClaimHold | None, parent: Snapshot | None, plan: ResumePlan | None) -> None:
+        """The turn that ran detached ended: its claim (if it resumed) is committed by :meth:`finalize`."""
+        self.hold, self.parent, self.plan = hold, parent, plan
+
+    async def _heartbeat(self) -> None:
+        writer = self.writer
+        while True:
+            await asyncio.sleep(writer.agent.heartbeat_interval)
+
+            def beat(cur: Snapshot | None) -> Snapshot | None:
+                return cur.evolve(heartbeat_at=utcnow()) if cur is not None and cur.status == "pending" else None
+
+            with contextlib.suppress(Exception):
+                await writer.store.save(self.snapshot_id, beat, tenant=writer.tenant)
+
+    async def _watch_abort(self, on_abort: Callable[[], None]) -> None:
+        async for status in self.writer.store.watch(self.snapshot_id, tenant=self.writer.tenant):
+            if status == "aborted":
+                on_abort()
+                return
+
+    async def finalize(
+        self,
+        state: SessionState,
+        error: ErrorInfo | None,
+        finish: str,
+        traced: dict[str, Any],
+        aborted: asyncio.Event,
+    ) -> None:
+        """Write the run's outcome into its pending row, fenced by the claim of a resumed turn."""
+        writer, snapshot_id = self.writer, self.snapshot_id
+        hold, self.hold = self.hold, None
+        if finish == "interrupted":
+            state.messages = mint_tokens(
+                writer.agent, state.messages, session_id=self.session_id, snapshot_id=snapshot_id
+            )
+        meta = writer.metadata(self.plan, {})
+        events = (
+            []
+            if error
+            else writer.events(self.session_id, snapshot_id, self.parent, finish, state.messages, self.plan, meta)
+        )
+
+        def finalize(cur: Snapshot | None) -> Snapshot | None:
+            if cur is None or cur.status != "pending":  # aborted meanwhile: nothing may commit
+                raise _NotPending(snapshot_id)
+            return cur.evolve(
+                status="failed" if error else "completed",
+                finish_reason=finish,
+                error=error,
+                state=state,
+                heartbeat_at=None,
+                metadata={**(cur.metadata or {}), **traced},
+            )
+
+        try:
+            if aborted.is_set():
+                return
+            if hold is None:
+                await writer.store.save_all([(snapshot_id, finalize)], tenant=writer.tenant, events=events)
+            else:
+                await hold.commit([(snapshot_id, finalize)], events=events)
+        except _NotPending:
+            pass
+        except Exception as exc:  # e.g. the claim lapsed: the row must not stay pending
+            lost = error_info(exc)
+            with contextlib.suppress(Exception):
+                await writer.store.save(snapshot_id, _fail_pending(lost), tenant=writer.tenant)
+        finally:
+            if hold is not None:
+                await hold.release()
+
+
+class _NotPending(Exception):
+    """A detached run's row is no longer pending (it was aborted): its outcome is dropped."""
+
+
+def _fail_pending(error: ErrorInfo) -> Callable[[Snapshot | None], Snapshot | None]:
+    def fail(cur: Snapshot | None) -> Snapshot | None:
+        if cur is None or cur.status != "pending":
+            return None
+        return cur.evolve(status="failed", finish_reason="failed", error=error, heartbeat_at=None)
+
+    return fail

@@ -1,0 +1,116 @@
+"""Where an invocation starts: the state it loads (client-sent, a snapshot, or a session's latest).
+
+A refusal that needs no turn to run becomes :class:`PreTurnFailure` (the invocation's output
+carries it as ``error``); a contradictory init raises (``output()`` raises it).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .agent_io import AgentInit
+from .claims import claim_state
+from .errors import FailedPreconditionError, InterlockError, InvalidArgumentError, SnapshotNotFoundError, UsageError
+from .sessions import SessionState, Snapshot, new_id
+from .stores import SessionStore
+
+if TYPE_CHECKING:
+    from .runtime import RunnableAgent
+
+
+class PreTurnFailure(Exception):
+    """A graceful failure before any turn ran (missing or unresumable snapshot)."""
+
+    def __init__(self, error: InterlockError, session_id: str | None) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.session_id = session_id
+
+
+async def load_state(agent: RunnableAgent, init: AgentInit, tenant: str | None) -> tuple[SessionState, Snapshot | None]:
+    """The session state ``init`` names, and the snapshot it resumes from (``None`` for a new session)."""
+    store, name = agent.store, agent.name
+    if store is None:
+        return _client_state(agent, init), None
+    if init.state is not None:
+        raise UsageError(
+            f"Cannot send 'state' to agent '{name}': this agent uses a server-managed store. "
+            "Send 'snapshotId' or 'sessionId' instead."
+        )
+    if init.snapshot_id:
+        return await _load_snapshot(store, name, tenant, init.snapshot_id, init.session_id)
+    if init.session_id:
+        return await _load_session(store, name, tenant, init.session_id)
+    return SessionState(session_id=new_id()), None
+
+
+def _client_state(agent: RunnableAgent, init: AgentInit) -> SessionState:
+    for key, given in (("snapshotId", init.snapshot_id), ("sessionId", init.session_id)):
+        if given:
+            raise UsageError(
+                f"Cannot use '{key}' with agent '{agent.name}': this agent has no store configured "
+                "(client-managed state). Send 'state' instead."
+            )
+    state = init.state.copy() if init.state else SessionState()
+    if agent.state_signing is not None:  # before anything runs: a forged history runs nothing
+        try:
+            state = agent.state_signing.verify_state(state)
+        except InterlockError as exc:
+            raise PreTurnFailure(exc, state.session_id) from None
+    state.session_id = state.session_id or new_id()
+    return state
+
+
+async def _load_snapshot(
+    store: SessionStore, agent: str, tenant: str | None, snapshot_id: str, session_id: str | None
+) -> tuple[SessionState, Snapshot]:
+    snap = await store.load(snapshot_id, tenant=tenant)
+    if snap is None or not snap.belongs_to(agent):
+        raise PreTurnFailure(SnapshotNotFoundError(f"Snapshot {snapshot_id} not found"), session_id)
+    if session_id and snap.session_id != session_id:
+        raise InvalidArgumentError(
+            f"Snapshot {snapshot_id} does not belong to session {session_id} (it belongs to {snap.session_id})."
+        )
+    status = snap.read_status()
+    if status != "completed" or snap.state is None:
+        raise PreTurnFailure(
+            InvalidArgumentError(
+                f"Snapshot {snapshot_id} is not resumable (status: {status}). "
+                "Only 'completed' snapshots can be resumed."
+            ),
+            snap.session_id,
+        )
+    state = snap.state
+    state.session_id = snap.session_id
+    return state, snap
+
+
+async def _load_session(
+    store: SessionStore, agent: str, tenant: str | None, session_id: str
+) -> tuple[SessionState, Snapshot | None]:
+    """The session's latest completed snapshot, walking back past failed and abandoned turns."""
+    snap = await store.latest(session_id, tenant=tenant)
+    if snap is not None and not snap.belongs_to(agent):
+        raise PreTurnFailure(SnapshotNotFoundError(f"Session {session_id} not found"), session_id)
+    seen: set[str] = set()
+    while snap is not None and (snap.status != "completed" or snap.state is None):
+        seen.add(snap.snapshot_id)
+        parent = None if snap.parent_id is None else await store.load(snap.parent_id, tenant=tenant)
+        if snap.read_status() == "pending" and not _abandoned(snap, parent):
+            raise PreTurnFailure(
+                FailedPreconditionError(
+                    f"Session {session_id} has a turn still running (snapshot {snap.snapshot_id}); wait for it, "
+                    "abort it, or resume an earlier snapshot by snapshotId."
+                ),
+                session_id,
+            )
+        snap = None if parent is None or parent.snapshot_id in seen else parent
+    if snap is None or snap.state is None:
+        return SessionState(session_id=session_id), None
+    snap.state.session_id = session_id
+    return snap.state, snap
+
+
+def _abandoned(pending: Snapshot, parent: Snapshot | None) -> bool:
+    """A pending resume whose claim on its parent lapsed: its runner died or stalled, so it no longer runs."""
+    return parent is not None and parent.claimed_by == pending.snapshot_id and claim_state(parent) == "lapsed"
