@@ -110,8 +110,8 @@ async def cycles(path: str, sessions: int, width: int) -> tuple[float, float, fl
         start, cpu = time.perf_counter(), time.process_time()
         await asyncio.gather(*(bounded() for _ in range(sessions)))
         elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
-        per = None if worker is None or commits is None else (worker.commits - commits) / sessions
-        return sessions / elapsed, cpu * 1000 / sessions, per
+        per = None if worker is None or commits is None else (worker.commits - commits) / max(1, sessions)
+        return sessions / elapsed, cpu * 1000 / max(1, sessions), per
 
 
 def fsyncs_per_cycle(sessions: int, width: int) -> float | None:
