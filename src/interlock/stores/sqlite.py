@@ -283,7 +283,8 @@ class SQLiteStore:
             return await self._worker.submit(kind, fn, args, durable=durable).future
         except sqlite3.DatabaseError as exc:  # locked (retry) or permanent: read-only, no directory, damaged, ...
             error = sqlite_error(exc, self.path)
-            hooks.store_error(error, store="sqlite", operation=getattr(fn, "__name__", "call").lstrip("_"))
+            name = getattr(fn, "__name__", "call").lstrip("_")
+            hooks.store_error(error, store="sqlite", operation=_OPERATIONS.get((fn.__module__, name), name))
             raise error from exc
 
     def _wake(self) -> None:
@@ -343,6 +344,19 @@ class SQLiteStore:
             journal.update(con, tenant, key, update)
         outbox.insert(con, events)
         return [written for written, _ in results], any(changed for _, changed in results)
+
+
+_OPERATIONS = {
+    (f"{__package__}._sqlite_rows", "read"): "load",
+    (__name__, "nothing"): "ready",
+    (journal.__name__, "put"): "journal_put",
+    (journal.__name__, "get"): "journal_get",
+    (journal.__name__, "entries"): "journal_entries",
+    (outbox.__name__, "claim"): "outbox_claim",
+    (outbox.__name__, "settle"): "outbox_settle",
+    (outbox.__name__, "events"): "outbox_events",
+}
+"""The store method a worker function serves, for telemetry (by the function's module and name)."""
 
 
 def _nothing(con: sqlite3.Connection) -> None:
