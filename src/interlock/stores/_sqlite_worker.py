@@ -38,8 +38,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["Job", "Worker"]
-
 JobKind = Literal["read", "write", "call"]
 
 
