@@ -33,7 +33,7 @@ from .messages import Message
 from .models import Model
 from .parts import ToolRequestPart
 from .runtime import END, Invocation, SessionRunner
-from .sessions import EXPIRY, SessionState, Snapshot, utcnow
+from .sessions import SessionState, Snapshot, utcnow
 from .signing import Keyring
 from .stores import SessionStore, Updater
 from .tokens import TokenDecision, TokenSigner
@@ -278,10 +278,11 @@ class Agent(AgentAPI):
         the wait also ends when its heartbeat would be stale. ``interval`` is not used.
         """
         store = self._require_store()
-        stale = snap.heartbeat_at + EXPIRY - utcnow() if snap.status == "pending" and snap.heartbeat_at else None
-        bounds = [t for t in (timeout, None if stale is None else max(stale.total_seconds(), 0.0)) if t is not None]
+        if (stale := snap.stale_at) is not None:
+            left = max((stale - utcnow()).total_seconds(), 0.0)
+            timeout = left if timeout is None else min(timeout, left)
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(min(bounds) if bounds else None):
+            async with asyncio.timeout(timeout):
                 async for status in store.watch(snap.snapshot_id, tenant=(context or {}).get("tenant")):
                     if status != snap.status:
                         return

@@ -179,10 +179,13 @@ class Snapshot:
 
     def read_status(self, now: datetime | None = None) -> str:
         """The status as a reader sees it: a pending row with a stale heartbeat is ``expired``."""
-        if self.status == "pending" and self.heartbeat_at is not None:
-            if (now or utcnow()) - self.heartbeat_at > EXPIRY:
-                return "expired"
-        return self.status
+        stale = self.stale_at
+        return "expired" if stale is not None and (now or utcnow()) > stale else self.status
+
+    @property
+    def stale_at(self) -> datetime | None:
+        """When a pending row starts to read as ``expired`` (its heartbeat + :data:`EXPIRY`); ``None`` if never."""
+        return self.heartbeat_at + EXPIRY if self.status == "pending" and self.heartbeat_at is not None else None
 
     @property
     def is_terminal(self) -> bool:
