@@ -12,8 +12,8 @@ Run with ``make bench`` (or ``python bench/store.py``; ``--quick`` for smaller r
   (target ≤ 1.3×);
 - the WAL file's size after 10,000 turns (target: near the store's logical size, ≤ 1 MiB).
 
-The ``before`` column is what the same scenario measured on main before this bench's
-change landed (commit de51feb, 2-core machine, load average 1–10): a reference, not a check.
+The ``before`` column is what this bench printed on main before group commit (commit
+de51feb, 2-core machine, load average 11–19, two runs): a reference, not a check.
 """
 
 from __future__ import annotations
@@ -40,16 +40,17 @@ from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import EchoModel, ScriptedModel
 
 BEFORE = {
-    "cycles": "73",
-    "cpu": "",
-    "commits": "4",
+    "cycles": "62-73",
+    "cpu": "4.47",
+    "commits": "6",
     "fsyncs": "4.06",
-    "cold_ms": "6.22",
-    "cold_json": "12.6x",
-    "cold": "1.98x",
-    "rr": "",
+    "cold_ms": "6.2-11.1",
+    "cold_json": "12.6-24.5x",
+    "cold": "1.98-3.5x",
+    "rr": "2.28x",
     "wal": "3.95",
 }
+"""This bench on main at de51feb (before group commit), load average 11-19 on the 2-core machine."""
 
 
 class Transfer(BaseModel):
