@@ -211,7 +211,7 @@ async def test_housekeeping_never_waits_for_another_process_reading(tmp_path: pa
     path = tmp_path / "r.db"
     async with SQLiteStore(path) as store:
         worker = store._worker  # pyright: ignore[reportPrivateUsage]
-        worker.wal_soft, worker.wal_hard = 16 << 10, 32 << 10
+        worker.wal_soft, worker.wal_hard, worker.busy_backoff = 16 << 10, 32 << 10, 10
         await store.save("first", put("first"))
         reader = sqlite3.connect(path, isolation_level=None)
         reader.execute("BEGIN")
@@ -221,11 +221,13 @@ async def test_housekeeping_never_waits_for_another_process_reading(tmp_path: pa
             for i in range(100):
                 await store.save(f"r{i}", lambda _, i=i: snap(f"r{i}", "words " * 100))
             assert time.monotonic() - start < 10  # far below the 30 s busy timeout a waiting checkpoint would take
+            assert worker._retry_after > 0  # pyright: ignore[reportPrivateUsage]  # (a checkpoint found it busy)
         finally:
             reader.execute("COMMIT")
             reader.close()
         checkpoints = worker.checkpoints
-        await store.save("last", put("last"))
+        for i in range(10):  # past the back-off after a busy checkpoint
+            await store.save(f"last{i}", put(f"last{i}"))
         assert await wait_for(lambda: worker.checkpoints > checkpoints and wal_bytes(path) < 16 << 10)
 
 

@@ -24,7 +24,7 @@ WAL housekeeping: SQLite's own checkpoints (which run inside a ``COMMIT``, on th
 path) are off; the worker runs ``wal_checkpoint(TRUNCATE)`` itself when the WAL file has
 grown past :attr:`Worker.wal_soft` and no job is waiting, or past :attr:`Worker.wal_hard`
 whatever is waiting. It never waits for another process's readers: if they keep the WAL
-busy, it copies what it can (``PASSIVE``) and tries again later.
+busy, it copies what it can (``PASSIVE``) and tries again :attr:`Worker.busy_backoff` commits later.
 """
 
 from __future__ import annotations
@@ -87,6 +87,8 @@ class Worker:
     """WAL bytes past which a checkpoint runs when no job is waiting."""
     wal_hard = 8 << 20
     """WAL bytes past which a checkpoint runs before the next batch, whatever is waiting."""
+    busy_backoff = 100
+    """Commits to wait before trying again, when another connection kept a checkpoint from finishing."""
 
     def __init__(self, connect: Callable[[], sqlite3.Connection], wal_path: str | None, *, name: str) -> None:
         self._connect = connect
@@ -96,6 +98,7 @@ class Worker:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._synchronous = "FULL"
+        self._retry_after = 0  # a checkpoint found the WAL busy: not before this many commits
         self.commits = 0
         """Write transactions committed (each is one fsync with ``synchronous=FULL``)."""
         self.writes = 0
@@ -226,7 +229,7 @@ class Worker:
 
     def _housekeep(self, limit: int) -> None:
         """Checkpoint and truncate the WAL if it has grown past ``limit`` bytes; never waits for other processes."""
-        if self._wal_path is None:
+        if self._wal_path is None or self.commits < self._retry_after:
             return
         try:
             if os.path.getsize(self._wal_path) < limit:
@@ -238,8 +241,9 @@ class Worker:
             con.execute("PRAGMA busy_timeout = 0")
             try:
                 busy = con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-                if busy:
+                if busy:  # another connection reads an older version: copy what can be, try again later
                     con.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                    self._retry_after = self.commits + self.busy_backoff
                 else:
                     self.checkpoints += 1
             finally:
