@@ -5,7 +5,10 @@ from __future__ import annotations
 import pathlib
 import sqlite3
 
+import pytest
+
 from interlock import Message, Snapshot
+from interlock.errors import DataLossError
 from interlock.sessions import SessionState
 from interlock.stores._sqlite_codec import id_in
 from interlock.stores._sqlite_schema import MAX_CHAIN, SELECT_CHAIN
@@ -77,3 +80,27 @@ async def test_a_compacted_history_gets_checkpoints(tmp_path: pathlib.Path) -> N
     depth = chain_length(path, leaf)
     assert 1 <= depth <= 40
     assert await cold_load(path, leaf) == histories[-1]
+
+
+async def test_a_damaged_tail_is_named_even_when_the_tails_are_read_together(tmp_path: pathlib.Path) -> None:
+    """The chain's tails are parsed as one document; a damaged one still fails the load, naming its row."""
+    path = tmp_path / "d.db"
+    histories: list[list[Message]] = []
+    for i in range(6):
+        histories.append((histories[-1] if histories else []) + turn(i))
+    async with SQLiteStore(path) as store:
+        await write_session(store, histories)
+    damages = [
+        '{"role": "user", "content": []}',  # valid JSON, not a list of messages
+        '[{"role": "user", "content": []}],[{"role": "user", "content": []}]',  # two arrays: shifts the rest
+        "[5]",
+        "[",
+    ]
+    for damage in damages:
+        con = sqlite3.connect(path)
+        con.execute("UPDATE interlock_snapshots SET tail = ? WHERE snapshot_id = ?", (damage, id_in("r2")))
+        con.commit()
+        con.close()
+        async with SQLiteStore(path) as cold:
+            with pytest.raises(DataLossError, match="'r2'"):
+                await cold.load("r5")

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import NamedTuple, cast
 
 from ..messages import Message
-from ._sqlite_codec import Link, Messages, Row, corrupt, parse_tail
+from ._sqlite_codec import Link, Messages, Row, corrupt, parse_tail, parse_tails
 
 
 def common_prefix(new: Sequence[Message], base: Messages) -> int:
@@ -173,14 +173,16 @@ class ChainCache:
             raise corrupt(last.snapshot_id, f"its base snapshot {last.base!r} is missing (or the chain is cyclic)")
         messages = list(start.messages)
         size, chain = start.size, start.chain
-        for link in reversed(pending):
+        pending.reverse()
+        texts = [cast(str, link.tail) for link in pending]
+        tails = parse_tails([link.snapshot_id for link in pending], texts)
+        for link, tail, parsed in zip(pending, texts, tails, strict=True):
             if link.keep > len(messages):
                 raise corrupt(link.snapshot_id, f"keeps {link.keep} messages of a base that has {len(messages)}")
             if link.keep < len(messages):
                 size = size * link.keep // len(messages)
                 del messages[link.keep :]
-            tail = cast(str, link.tail)
-            messages.extend(parse_tail(link.snapshot_id, tail))
+            messages.extend(parsed)
             size += len(tail)
             chain += len(tail) + ROW_COST
         result = tuple(messages)
