@@ -57,6 +57,7 @@ test: lint typecheck docs unit
 bench: $(STAMP) postgres
 	$(BIN)/python bench/core.py
 	$(BIN)/python bench/agents.py
+	$(BIN)/python bench/store.py
 	$(BIN)/python bench/faults.py
 	$(BIN)/python bench/effects_faults.py
 	$(BIN)/python bench/signing.py

@@ -383,7 +383,7 @@ async def test_custom_state_must_be_json(tmp_path: pathlib.Path) -> None:
 
 
 async def test_a_small_cache_still_loads_everything(tmp_path: pathlib.Path) -> None:
-    async with SQLiteStore(tmp_path / "small.db", cache_size=3) as store:
+    async with SQLiteStore(tmp_path / "small.db", cache_bytes=3_000) as store:
         histories = await write_chain(store, 20)
         for i in (19, 0, 7, 13, 19, 1):
             loaded = await store.load(f"t{i}")

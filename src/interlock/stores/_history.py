@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import cast
+from typing import NamedTuple, cast
 
 from ..messages import Message
-from ._sqlite_codec import Link, Messages, Row, corrupt, parse_tail
+from ._sqlite_codec import Link, Messages, Row, corrupt, parse_tail, parse_tails
 
 
 def common_prefix(new: Sequence[Message], base: Messages) -> int:
@@ -30,31 +30,98 @@ def common_prefix(new: Sequence[Message], base: Messages) -> int:
     return k
 
 
+ROW_COST = 256
+"""What reading one more row of a base chain costs, in bytes of JSON parsed in the same time (about 6 µs)."""
+CHAIN_LIMIT = 4
+"""A new row is a delta only while loading it cold costs at most this many times reading its history as one
+document (plus :data:`CHAIN_SLACK`); past that it is written as a full checkpoint."""
+CHAIN_SLACK = 16 * ROW_COST
+
+
+class Cached(NamedTuple):
+    """A cached history: the row's content revision, its messages, their size as stored JSON, and the row's load cost.
+
+    ``chain`` is what loading the row cold costs: the JSON bytes of every tail in its base
+    chain, plus :data:`ROW_COST` per row.
+    """
+
+    mrev: int
+    messages: Messages
+    size: int
+    chain: int
+
+
+def kept_size(base: Cached, keep: int) -> int:
+    """The stored size of the first ``keep`` messages of ``base`` (in proportion, when not all of them)."""
+    n = len(base.messages)
+    return base.size if keep >= n else base.size * keep // n
+
+
 class ChainCache:
-    """Assembled histories, cached by ``(tenant, snapshot_id)`` and checked against ``mrev``."""
+    """Assembled histories, cached by ``(tenant, snapshot_id)`` and checked against ``mrev``.
 
-    def __init__(self, cache_size: int) -> None:
-        self.cache_size = cache_size
-        self.cache: OrderedDict[tuple[str, str], tuple[int, Messages]] = OrderedDict()
+    The cache holds at most ``cache_bytes`` of histories, counted as the size of their
+    stored JSON. A history shares its messages with its base's (both are tuples of the same
+    objects), but each entry counts them all: the bound errs on the small side.
+    """
 
-    def cached(self, tenant: str, snapshot_id: str, mrev: int | None) -> Messages | None:
+    def __init__(self, cache_bytes: int) -> None:
+        self.cache_bytes = cache_bytes
+        self.cache: OrderedDict[tuple[str, str], Cached] = OrderedDict()
+        self.cached_bytes = 0
+
+    def entry(self, tenant: str, snapshot_id: str, mrev: int | None) -> Cached | None:
         key = (tenant, snapshot_id)
         hit = self.cache.get(key)
-        if hit is None or hit[0] != mrev:
+        if hit is None or hit.mrev != mrev:
             return None
         self.cache.move_to_end(key)
-        return hit[1]
+        return hit
 
-    def remember(self, tenant: str, snapshot_id: str, mrev: int, messages: Messages) -> None:
+    def cached(self, tenant: str, snapshot_id: str, mrev: int | None) -> Messages | None:
+        hit = self.entry(tenant, snapshot_id, mrev)
+        return None if hit is None else hit.messages
+
+    def remember(self, tenant: str, snapshot_id: str, mrev: int, messages: Messages, size: int, chain: int) -> None:
         key = (tenant, snapshot_id)
-        self.cache[key] = (mrev, messages)
-        self.cache.move_to_end(key)
-        while len(self.cache) > self.cache_size:
-            self.cache.popitem(last=False)
+        old = self.cache.pop(key, None)
+        if old is not None:
+            self.cached_bytes -= old.size
+        self.cache[key] = Cached(mrev, messages, size, chain)
+        self.cached_bytes += size
+        while self.cached_bytes > self.cache_bytes and len(self.cache) > 1:
+            self.cached_bytes -= self.cache.popitem(last=False)[1].size
+
+    def remember_written(
+        self, tenant: str, snapshot_id: str, mrev: int, messages: Messages, tail: str, base: tuple[str, int, int] | None
+    ) -> None:
+        """Cache a history just written: ``tail`` after ``keep`` messages of ``base``, if any (``(id, mrev, keep)``)."""
+        found = None if base is None else self.entry(tenant, base[0], base[1])
+        size, chain = len(tail), len(tail) + ROW_COST
+        if found is not None and base is not None:
+            size, chain = size + kept_size(found, base[2]), chain + found.chain
+        self.remember(tenant, snapshot_id, mrev, messages, size, chain)
+
+    def too_deep(self, tenant: str, base_id: str, base_mrev: int, keep: int) -> bool:
+        """Whether a row keeping ``keep`` messages of the (cached) base should be a full checkpoint instead.
+
+        So that loading any row cold reads at most one checkpoint and a bounded chain of
+        deltas since: at most :data:`CHAIN_LIMIT` times the cost of its history as one
+        document. Appending turns of a few hundred bytes never gets there; rows that add
+        nothing, or keep only part of their base (a compacted history), do.
+        """
+        base = self.entry(tenant, base_id, base_mrev)
+        return base is not None and base.chain + ROW_COST > CHAIN_LIMIT * kept_size(base, keep) + CHAIN_SLACK
 
     def forget(self, tenant: str, snapshot_ids: Sequence[str]) -> None:
         for sid in snapshot_ids:
-            self.cache.pop((tenant, sid), None)
+            old = self.cache.pop((tenant, sid), None)
+            if old is not None:
+                self.cached_bytes -= old.size
+
+    def clear(self) -> None:
+        self.cache.clear()
+        self.cached_bytes = 0
 
     def without_chain(self, tenant: str, row: Row) -> Messages | None:
         """A row's history if no base chain must be read (a checkpoint, or a cached base); else ``None``.
@@ -69,14 +136,16 @@ class ChainCache:
             if row.keep:
                 raise corrupt(row.snapshot_id, f"keeps {row.keep} messages but has no parent to keep them from")
             messages = tuple(parse_tail(row.snapshot_id, tail))
+            size, chain = len(tail), len(tail) + ROW_COST
         else:
-            base = self.cached(tenant, row.base, row.base_mrev)
+            base = self.entry(tenant, row.base, row.base_mrev)
             if base is None:
                 return None
-            if row.keep > len(base):
-                raise corrupt(row.snapshot_id, f"keeps {row.keep} messages of a base that has {len(base)}")
-            messages = base[: row.keep] + tuple(parse_tail(row.snapshot_id, tail))
-        self.remember(tenant, row.snapshot_id, row.mrev, messages)
+            if row.keep > len(base.messages):
+                raise corrupt(row.snapshot_id, f"keeps {row.keep} messages of a base that has {len(base.messages)}")
+            messages = base.messages[: row.keep] + tuple(parse_tail(row.snapshot_id, tail))
+            size, chain = kept_size(base, row.keep) + len(tail), base.chain + len(tail) + ROW_COST
+        self.remember(tenant, row.snapshot_id, row.mrev, messages, size, chain)
         return messages
 
     def assemble(self, tenant: str, snapshot_id: str, mrev: int | None, links: Sequence[Link]) -> Messages:
@@ -86,13 +155,13 @@ class ChainCache:
         if mrev is not None and links[0].mrev != mrev:
             raise corrupt(snapshot_id, "its message revision changed while its history was read")
         pending: list[Link] = []
-        start: Messages = ()
+        start = Cached(0, (), 0, 0)
         for i, link in enumerate(links):
             if link.tail is None:
                 raise corrupt(snapshot_id, f"its history passes through {link.snapshot_id!r}, which has no state")
             if i > 0 and links[i - 1].base_mrev != link.mrev:
                 raise corrupt(links[i - 1].snapshot_id, f"its base {link.snapshot_id!r} changed under it")
-            hit = self.cached(tenant, link.snapshot_id, link.mrev)
+            hit = self.entry(tenant, link.snapshot_id, link.mrev)
             if hit is not None:
                 start = hit
                 break
@@ -102,12 +171,20 @@ class ChainCache:
         else:
             last = links[-1]
             raise corrupt(last.snapshot_id, f"its base snapshot {last.base!r} is missing (or the chain is cyclic)")
-        messages = list(start)
-        for link in reversed(pending):
+        messages = list(start.messages)
+        size, chain = start.size, start.chain
+        pending.reverse()
+        texts = [cast(str, link.tail) for link in pending]
+        tails = parse_tails([link.snapshot_id for link in pending], texts)
+        for link, tail, parsed in zip(pending, texts, tails, strict=True):
             if link.keep > len(messages):
                 raise corrupt(link.snapshot_id, f"keeps {link.keep} messages of a base that has {len(messages)}")
-            del messages[link.keep :]
-            messages.extend(parse_tail(link.snapshot_id, cast(str, link.tail)))
+            if link.keep < len(messages):
+                size = size * link.keep // len(messages)
+                del messages[link.keep :]
+            messages.extend(parsed)
+            size += len(tail)
+            chain += len(tail) + ROW_COST
         result = tuple(messages)
-        self.remember(tenant, links[0].snapshot_id, links[0].mrev, result)
+        self.remember(tenant, links[0].snapshot_id, links[0].mrev, result, size, chain)
         return result

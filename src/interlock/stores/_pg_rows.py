@@ -235,7 +235,8 @@ class PgRows(ChainCache):
                 base_id, keep, base_mrev = base
             tail = dumps(messages_to_json(list(messages[keep:])))
             mrev = secrets.randbits(47)
-            self.remember(tenant, sid, mrev, messages)
+            based = None if new.parent_id is None or base_mrev is None else (base_id or new.parent_id, base_mrev, keep)
+            self.remember_written(tenant, sid, mrev, messages, tail, based)
         (parent_id, state_session, *rest) = stored
         values = (tenant, sid, new.session_id, parent_id, base_id, keep, tail, mrev, base_mrev, state_session, *rest)
         if row is None:
@@ -265,7 +266,7 @@ class PgRows(ChainCache):
             except DataLossError:
                 return None  # a corrupt parent: this row becomes a full checkpoint instead
         keep = common_prefix(messages, prefix)
-        if keep == 0:
+        if keep == 0 or self.too_deep(tenant, parent_id, parent.mrev, keep):
             return None
         return (None if parent.session_id == new.session_id else parent_id), keep, parent.mrev
 

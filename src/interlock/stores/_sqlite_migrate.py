@@ -44,7 +44,7 @@ def _index(con: sqlite3.Connection) -> None:
     con.execute(SCHEMA[2])
     for statement in index.DDL:
         con.execute(statement)
-    rows = SnapshotRows(cache_size=64)
+    rows = SnapshotRows(cache_bytes=4 << 20)
     index.backfill(con, lambda tenant, snapshot_id: rows.read(con, tenant, snapshot_id))
 
 

@@ -219,7 +219,8 @@ class SnapshotRows(MessageChains):
                 base_id, keep, base_mrev = base
             tail = dumps(messages_to_json(list(messages[keep:])))
             mrev = secrets.randbits(47)  # 6 bytes on disk; a collision would also need the same row
-            self.remember(tenant, sid, mrev, messages)
+            based = None if new.parent_id is None or base_mrev is None else (base_id or new.parent_id, base_mrev, keep)
+            self.remember_written(tenant, sid, mrev, messages, tail, based)
         content = {"session": session, "base_id": id_or_none(base_id), "keep": keep, "tail": tail, "mrev": mrev}
         con.execute(UPSERT, values | content | {"base_mrev": base_mrev})
         return session
@@ -271,7 +272,7 @@ class SnapshotRows(MessageChains):
             except DataLossError:
                 return None  # a corrupt parent: this row becomes a full checkpoint instead
         keep = common_prefix(messages, prefix)
-        if keep == 0:
+        if keep == 0 or self.too_deep(tenant, parent_id, mrev, keep):
             return None
         return (None if parent.session == session else parent_id), keep, mrev
 
@@ -342,8 +343,7 @@ class SnapshotRows(MessageChains):
                 (tenant, *chunk),
             ).fetchall()
         delete_journal_for(con, tenant, ids)
-        for sid in ids:
-            self.cache.pop((tenant, sid), None)
+        self.forget(tenant, ids)
         for raw, session, _ in gone:
             index.forget(con, tenant, session, id_out(raw))
         dropped = set(ids)

@@ -111,7 +111,8 @@ class PostgresStore:
         min_size: the connection pool's lower bound.
         max_size: the connection pool's upper bound.
         connect_timeout: seconds to wait for the server (and for a free pooled connection).
-        cache_size: how many snapshots' message lists the LRU cache keeps.
+        cache_bytes: how much the LRU cache of message lists may hold, in bytes of their
+            stored JSON (a history's objects take a few times that in memory).
     """
 
     SCHEMA_VERSION = CURRENT
@@ -126,7 +127,7 @@ class PostgresStore:
         min_size: int = 1,
         max_size: int = 10,
         connect_timeout: float = 30.0,
-        cache_size: int = 256,
+        cache_bytes: int = 64 << 20,
     ) -> None:
         if not isinstance(dsn, str) or not dsn.strip():  # pyright: ignore[reportUnnecessaryIsInstance]
             raise InvalidArgumentError("the PostgreSQL store needs a connection string, e.g. postgresql://user@host/db")
@@ -136,7 +137,7 @@ class PostgresStore:
         self.connect_timeout = connect_timeout
         self.upgraded_from: int | None = None
         """The schema version found on open when migrations ran (``None``: none were needed)."""
-        self._rows = PgRows(cache_size)
+        self._rows = PgRows(cache_bytes)
         self._pool = AsyncConnectionPool(
             dsn,
             min_size=min_size,

@@ -13,10 +13,13 @@ transactions). The rest lives in private modules:
 
 Threads
 -------
-Each store owns one connection, used only by one dedicated worker thread; the async
-methods hand work to it with :meth:`asyncio.loop.run_in_executor`, so no blocking call
-runs on the event loop. The worker keeps an LRU cache of message lists keyed by each
-row's content revision, so it is never stale, even when another process writes the file.
+Each store owns one connection, used only by its worker thread
+(:mod:`._sqlite_worker`): the async methods queue work for it, so no blocking call runs on
+the event loop. The worker takes the work in batches and commits the writes waiting
+together in one transaction (group commit: one fsync for them all, each write isolated by
+a savepoint, none acknowledged before its commit is durable). It keeps an LRU cache of
+message lists, bounded by their size and keyed by each row's content revision, so it is
+never stale, even when another process writes the file.
 
 Concurrency
 -----------
@@ -24,7 +27,9 @@ WAL journal, ``synchronous=FULL`` and a 30 s busy timeout; every write transacti
 with ``BEGIN IMMEDIATE`` (creating the schema too, so concurrent processes opening a new
 file are safe), and :meth:`SQLiteStore.save` runs read → updater → write inside that one
 transaction, so it is atomic across processes. The updater therefore runs on the worker
-thread: like every updater, it must be a pure function.
+thread: like every updater, it must be a pure function. The worker checkpoints and
+truncates the WAL itself, off the hot path, so a long-running store stays near its
+logical size.
 """
 
 from __future__ import annotations
@@ -33,8 +38,7 @@ import asyncio
 import contextlib
 import os
 import sqlite3
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from types import TracebackType
@@ -53,6 +57,7 @@ from ._sqlite_errors import check_layout, sqlite_error
 from ._sqlite_migrate import CURRENT, prepare
 from ._sqlite_rows import SnapshotRows
 from ._sqlite_schema import create_indexes, path_of
+from ._sqlite_worker import JobKind, Worker
 
 __all__ = ["SQLiteStore"]
 
@@ -76,7 +81,8 @@ class SQLiteStore:
             session with several leaves instead of returning the newest.
         poll_interval: how often :meth:`watch` polls for changes made by other store
             objects or processes (changes through this object wake it at once).
-        cache_size: how many snapshots' message lists the LRU cache keeps.
+        cache_bytes: how much the LRU cache of message lists may hold, in bytes of their
+            stored JSON (a history's objects take a few times that in memory).
         upgrade: migrate a file of an older schema version on open (what ``interlock db
             upgrade`` does); without it such a file is refused with ``FAILED_PRECONDITION``.
     """
@@ -90,7 +96,7 @@ class SQLiteStore:
         *,
         reject_branching: bool = False,
         poll_interval: float = 0.05,
-        cache_size: int = 256,
+        cache_bytes: int = 64 << 20,
         upgrade: bool = False,
     ) -> None:
         self.path = os.fspath(path)
@@ -104,9 +110,10 @@ class SQLiteStore:
         self.upgrade = upgrade
         self.upgraded_from: int | None = None
         """The schema version found on open when migrations ran (``None``: none were needed)."""
-        self._rows = SnapshotRows(cache_size)
+        self._rows = SnapshotRows(cache_bytes)
         self._con: sqlite3.Connection | None = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="interlock-sqlite")
+        wal = None if self.path == ":memory:" else os.path.abspath(self.path) + "-wal"
+        self._worker = Worker(self._db, wal, name="interlock-sqlite")
         self._closed = False
         self._watchers: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
 
@@ -141,22 +148,21 @@ class SQLiteStore:
         if self._closed:
             return
         self._closed = True
-        loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(self._executor, self._close_db)
+            await self._worker.submit("call", self._close_db, ()).future
         finally:
-            self._executor.shutdown(wait=True)
+            self._worker.stop()
 
     # SessionStore ---------------------------------------------------------------------------
 
     async def load(self, snapshot_id: str, *, tenant: str | None = None) -> Snapshot | None:
-        return await self._call(self._load, _key(tenant), snapshot_id)
+        return await self._read(self._rows.read, _key(tenant), snapshot_id)
 
     async def latest(self, session_id: str, *, tenant: str | None = None) -> Snapshot | None:
-        return await self._call(self._latest, _key(tenant), session_id)
+        return await self._read(self._rows.latest, _key(tenant), session_id, self.reject_branching)
 
     async def open_interrupts(self, query: InterruptQuery, *, tenant: str | None = None) -> list[OpenInterrupt]:
-        return await self._call(self._open_interrupts, _key(tenant), query)
+        return await self._read(self._rows.open_interrupts, _key(tenant), query)
 
     async def save(self, snapshot_id: str, update: Updater, *, tenant: str | None = None) -> Snapshot | None:
         return (await self.save_all([(snapshot_id, update)], tenant=tenant))[0]
@@ -169,7 +175,7 @@ class SQLiteStore:
         journal: Sequence[tuple[str, JournalUpdater]] = (),
         events: Sequence[OutboxEvent] = (),
     ) -> list[Snapshot | None]:
-        written, status_changed = await self._call(
+        written, status_changed = await self._write(
             self._save_all, _key(tenant), list(updates), list(journal), list(events)
         )
         if status_changed:
@@ -179,28 +185,32 @@ class SQLiteStore:
     async def outbox_claim(
         self, *, channel: str, holder: str, lease: float, limit: int = 100, now: datetime | None = None
     ) -> list[OutboxEvent]:
-        return await self._call(self._write_txn, outbox.claim, channel, holder, lease, limit, now)
+        return await self._write(outbox.claim, channel, holder, lease, limit, now)
 
     async def outbox_settle(self, event: OutboxEvent, *, holder: str) -> bool:
-        return await self._call(self._write_txn, outbox.settle, event, holder)
+        return await self._write(outbox.settle, event, holder)
 
     async def outbox_events(self, *, channel: str | None = None, status: str | None = None) -> list[OutboxEvent]:
-        return await self._call(self._outbox_events, channel, status)
+        return await self._read(outbox.events, channel, status)
 
     async def journal_get(self, key: str, *, tenant: str | None = None) -> JournalEntry | None:
-        return await self._call(self._journal_get, _key(tenant), key)
+        return await self._read(journal.get, _key(tenant), key)
 
     async def journal_put(
         self, entry: JournalEntry, *, expect: int, tenant: str | None = None, durable: bool = True
     ) -> None:
-        await self._call(self._journal_put, _key(tenant), entry, expect, durable)
+        # durable=False: committed with synchronous=NORMAL (WAL: it survives a process crash without an fsync),
+        # unless a durable write shares its transaction
+        await self._run("write", journal.put, (_key(tenant), entry, expect), durable=durable)
 
     async def journal_entries(self, *, session_id: str | None = None, tenant: str | None = None) -> list[JournalEntry]:
-        return await self._call(self._journal_entries, _key(tenant), session_id)
+        return await self._read(journal.entries, _key(tenant), session_id)
 
     async def ready(self) -> None:
         """Open the file (creating the schema) and check that it takes writes."""
-        await self._call(self._check_writable)
+        # BEGIN IMMEDIATE takes the write lock: it fails now, before a turn runs, where a commit would fail later.
+        # Nothing is written, so a group of these alone commits without an fsync.
+        await self._run("write", _nothing, (), durable=False)
 
     async def watch(self, snapshot_id: str, *, tenant: str | None = None) -> AsyncIterator[str]:
         loop = asyncio.get_running_loop()
@@ -211,7 +221,7 @@ class SQLiteStore:
             last: str | None = None
             while True:
                 wake.clear()
-                status = await self._call(self._status, _key(tenant), snapshot_id)
+                status = await self._read(self._rows.status, _key(tenant), snapshot_id)
                 if status is None:
                     return
                 if status != last:
@@ -228,11 +238,11 @@ class SQLiteStore:
     async def list(
         self, *, tenant: str | None = None, session_id: str | None = None, finish_reason: str | None = None
     ) -> list[SnapshotInfo]:
-        return await self._call(self._list, _key(tenant), session_id, finish_reason)
+        return await self._read(self._rows.list, _key(tenant), session_id, finish_reason)
 
     async def delete(self, snapshot_ids: Iterable[str], *, tenant: str | None = None) -> int:
         ids = list(dict.fromkeys(snapshot_ids))
-        return await self._call(self._delete, _key(tenant), ids)
+        return await self._write(self._rows.delete, _key(tenant), ids)
 
     async def prune(
         self,
@@ -250,19 +260,31 @@ class SQLiteStore:
         ``keep_last`` (≥ 1) and ``older_than`` is required. Every remaining snapshot stays
         loadable with its full history (see :meth:`delete`).
         """
-        return await self._call(self._prune, _key(tenant), session_id, keep_last, older_than)
+        return await self._write(self._rows.prune, _key(tenant), session_id, keep_last, older_than)
 
     # plumbing -------------------------------------------------------------------------------
 
+    async def _read(self, fn: Callable[..., _R], *args: Any) -> _R:
+        """``fn(con, *args)`` on the worker thread, in a read transaction (one version of the file)."""
+        return await self._run("read", fn, args)
+
+    async def _write(self, fn: Callable[..., _R], *args: Any) -> _R:
+        """``fn(con, *args)`` on the worker thread, in a write transaction, acknowledged once durable."""
+        return await self._run("write", fn, args)
+
     async def _call(self, fn: Callable[..., _R], *args: Any) -> _R:
-        """Run ``fn(*args)`` on the worker thread."""
+        """``fn(*args)`` on the worker thread, outside any transaction."""
+        return await self._run("call", fn, args)
+
+    async def _run(self, kind: JobKind, fn: Callable[..., _R], args: tuple[Any, ...], *, durable: bool = True) -> _R:
         if self._closed:
             raise UsageError(f"the SQLite store at {self.path!r} is closed")
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+            return await self._worker.submit(kind, fn, args, durable=durable).future
         except sqlite3.DatabaseError as exc:  # locked (retry) or permanent: read-only, no directory, damaged, ...
             error = sqlite_error(exc, self.path)
-            hooks.store_error(error, store="sqlite", operation=getattr(fn, "__name__", "call").lstrip("_"))
+            name = getattr(fn, "__name__", "call").lstrip("_")
+            hooks.store_error(error, store="sqlite", operation=_OPERATIONS.get((fn.__module__, name), name))
             raise error from exc
 
     def _wake(self) -> None:
@@ -285,6 +307,7 @@ class SQLiteStore:
             con.execute("PRAGMA busy_timeout = 30000")
             con.execute("PRAGMA journal_mode = WAL")
             con.execute("PRAGMA synchronous = FULL")
+            con.execute("PRAGMA wal_autocheckpoint = 0")  # the worker checkpoints, between batches
             con.execute("BEGIN IMMEDIATE")
             try:
                 self.upgraded_from = prepare(con, self.path, upgrade=self.upgrade)
@@ -304,100 +327,36 @@ class SQLiteStore:
         if self._con is not None:
             self._con.close()
             self._con = None
-        self._rows.cache.clear()
-
-    @contextlib.contextmanager
-    def _read_txn(self) -> Generator[sqlite3.Connection, None, None]:
-        """A read transaction: every query inside sees one consistent version of the file."""
-        con = self._db()
-        con.execute("BEGIN")
-        try:
-            yield con
-        finally:
-            if con.in_transaction:
-                con.execute("COMMIT")
-
-    def _write_txn(self, fn: Callable[..., _R], *args: Any) -> _R:
-        con = self._db()
-        con.execute("BEGIN IMMEDIATE")
-        try:
-            result = fn(con, *args)
-            con.execute("COMMIT")
-        except BaseException:
-            if con.in_transaction:
-                con.execute("ROLLBACK")
-            raise
-        return result
+        self._rows.clear()
 
     # work on the worker thread ---------------------------------------------------------------
 
-    def _load(self, tenant: str, snapshot_id: str) -> Snapshot | None:
-        with self._read_txn() as con:
-            return self._rows.read(con, tenant, snapshot_id)
-
-    def _latest(self, tenant: str, session_id: str) -> Snapshot | None:
-        with self._read_txn() as con:
-            return self._rows.latest(con, tenant, session_id, self.reject_branching)
-
-    def _open_interrupts(self, tenant: str, query: InterruptQuery) -> list[OpenInterrupt]:
-        with self._read_txn() as con:
-            return self._rows.open_interrupts(con, tenant, query)
-
-    def _status(self, tenant: str, snapshot_id: str) -> str | None:
-        return self._rows.status(self._db(), tenant, snapshot_id)
-
-    def _list(self, tenant: str, session_id: str | None, finish_reason: str | None) -> list[SnapshotInfo]:
-        with self._read_txn() as con:
-            return self._rows.list(con, tenant, session_id, finish_reason)
-
     def _save_all(
         self,
+        con: sqlite3.Connection,
         tenant: str,
         updates: list[tuple[str, Updater]],
         entries: list[tuple[str, JournalUpdater]],
         events: list[OutboxEvent],
     ) -> tuple[list[Snapshot | None], bool]:
-        def save_each(con: sqlite3.Connection) -> tuple[list[Snapshot | None], bool]:
-            results = [self._rows.save(con, tenant, sid, update) for sid, update in updates]
-            for key, update in entries:
-                journal.update(con, tenant, key, update)
-            outbox.insert(con, events)
-            return [written for written, _ in results], any(changed for _, changed in results)
+        results = [self._rows.save(con, tenant, sid, update) for sid, update in updates]
+        for key, update in entries:
+            journal.update(con, tenant, key, update)
+        outbox.insert(con, events)
+        return [written for written, _ in results], any(changed for _, changed in results)
 
-        return self._write_txn(save_each)
 
-    def _check_writable(self) -> None:
-        # BEGIN IMMEDIATE takes the write lock: it fails now, before a turn runs, where a commit would fail later.
-        self._write_txn(_nothing)
-
-    def _journal_put(self, tenant: str, entry: JournalEntry, expect: int, durable: bool) -> None:
-        if durable:
-            self._write_txn(journal.put, tenant, entry, expect)
-            return
-        con = self._db()
-        con.execute("PRAGMA synchronous = NORMAL")  # WAL: the commit survives a process crash without an fsync
-        try:
-            self._write_txn(journal.put, tenant, entry, expect)
-        finally:
-            con.execute("PRAGMA synchronous = FULL")
-
-    def _outbox_events(self, channel: str | None, status: str | None) -> list[OutboxEvent]:
-        with self._read_txn() as con:
-            return outbox.events(con, channel, status)
-
-    def _journal_get(self, tenant: str, key: str) -> JournalEntry | None:
-        with self._read_txn() as con:
-            return journal.get(con, tenant, key)
-
-    def _journal_entries(self, tenant: str, session_id: str | None) -> list[JournalEntry]:
-        with self._read_txn() as con:
-            return journal.entries(con, tenant, session_id)
-
-    def _delete(self, tenant: str, ids: list[str]) -> int:
-        return self._write_txn(self._rows.delete, tenant, ids)
-
-    def _prune(self, tenant: str, session_id: str | None, keep_last: int | None, older_than: datetime | None) -> int:
-        return self._write_txn(self._rows.prune, tenant, session_id, keep_last, older_than)
+_OPERATIONS = {
+    (f"{__package__}._sqlite_rows", "read"): "load",
+    (__name__, "nothing"): "ready",
+    (journal.__name__, "put"): "journal_put",
+    (journal.__name__, "get"): "journal_get",
+    (journal.__name__, "entries"): "journal_entries",
+    (outbox.__name__, "claim"): "outbox_claim",
+    (outbox.__name__, "settle"): "outbox_settle",
+    (outbox.__name__, "events"): "outbox_events",
+}
+"""The store method a worker function serves, for telemetry (by the function's module and name)."""
 
 
 def _nothing(con: sqlite3.Connection) -> None:

@@ -1,0 +1,266 @@
+"""The SQLite store's worker thread: one connection, work taken in batches, writes committed as a group.
+
+Callers on any event loop :meth:`Worker.submit` a job and await its future. The thread
+takes every job waiting when it wakes (a *batch*) and runs:
+
+* the reads in one read transaction (one consistent version of the file);
+* the writes in one write transaction (``BEGIN IMMEDIATE`` … ``COMMIT``): *group commit*.
+  Each write runs under its own ``SAVEPOINT``, so one that raises (an updater's refusal,
+  a fencing conflict, a bad value) is rolled back alone and fails alone; the others
+  commit together, with one fsync. If an error ends the whole transaction (SQLite rolls
+  back on some I/O and disk-full errors), the write that raised fails and the others run
+  again in a new transaction (updaters are pure, and may run again);
+* the other calls (opening, closing), one by one.
+
+Only then are the batch's futures resolved, with one hand-off per event loop: no write is
+acknowledged before the ``COMMIT`` that made it durable returned, exactly as when every
+save had a transaction of its own. The group's transaction is ``synchronous=FULL`` unless
+every write in it asked for less (:data:`Job.durable`).
+
+Reordering within a batch is safe: every job in it was submitted before any of them
+finished, so none can depend on another's result.
+
+WAL housekeeping: SQLite's own checkpoints (which run inside a ``COMMIT``, on the hot
+path) are off; the worker runs ``wal_checkpoint(TRUNCATE)`` itself when the WAL file has
+grown past :attr:`Worker.wal_soft` and no job is waiting, or past :attr:`Worker.wal_hard`
+whatever is waiting. It never waits for another process's readers: if they keep the WAL
+busy, it copies what it can (``PASSIVE``) and tries again :attr:`Worker.busy_backoff` commits later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+JobKind = Literal["read", "write", "call"]
+
+
+@dataclass(slots=True, eq=False)
+class Job:
+    """One piece of work for the worker: ``fn(con, *args)`` (``fn(*args)`` for a ``call``)."""
+
+    kind: JobKind
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[Any]
+    durable: bool = True
+    """A write that must be flushed to disk before it is acknowledged (else: survive a process crash)."""
+    ok: bool = False
+    value: Any = None
+    error: BaseException | None = field(default=None, repr=False)
+
+    def run(self, *con: sqlite3.Connection) -> None:
+        try:
+            self.succeed(self.fn(*con, *self.args))
+        except BaseException as exc:  # delivered to the caller, whatever it is
+            self.fail(exc)
+
+    def succeed(self, value: Any) -> None:
+        self.ok, self.value, self.error = True, value, None
+
+    def fail(self, exc: BaseException) -> None:
+        self.ok, self.value, self.error = False, None, exc
+
+
+def _settle(jobs: list[Job]) -> None:
+    """On the caller's loop: hand each job's outcome to its future (unless the caller gave up waiting)."""
+    for job in jobs:
+        if job.future.done():
+            continue
+        if job.ok:
+            job.future.set_result(job.value)
+        else:
+            job.future.set_exception(job.error or RuntimeError("the SQLite worker lost a job's outcome"))
+
+
+class Worker:
+    """The thread that owns one connection (``connect()`` returns it, opening it on first use)."""
+
+    wal_soft = 1 << 20
+    """WAL bytes past which a checkpoint runs when no job is waiting."""
+    wal_hard = 8 << 20
+    """WAL bytes past which a checkpoint runs before the next batch, whatever is waiting."""
+    busy_backoff = 100
+    """Commits to wait before trying again, when another connection kept a checkpoint from finishing."""
+
+    def __init__(self, connect: Callable[[], sqlite3.Connection], wal_path: str | None, *, name: str) -> None:
+        self._connect = connect
+        self._wal_path = wal_path
+        self._name = name
+        self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._synchronous = "FULL"
+        self._retry_after = 0  # a checkpoint found the WAL busy: not before this many commits
+        self.commits = 0
+        """Write transactions committed (each is one fsync with ``synchronous=FULL``)."""
+        self.writes = 0
+        """Write jobs committed."""
+        self.checkpoints = 0
+        """WAL checkpoints that truncated the file."""
+
+    def submit(self, kind: JobKind, fn: Callable[..., Any], args: tuple[Any, ...], *, durable: bool = True) -> Job:
+        """Queue a job (from a running event loop); await ``job.future`` for its outcome."""
+        loop = asyncio.get_running_loop()
+        job = Job(kind, fn, args, loop, loop.create_future(), durable)
+        self._start()
+        self._queue.put(job)
+        return job
+
+    def stop(self) -> None:
+        """Let the thread finish what is queued and exit; waits for it."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            self._queue.put(None)
+            thread.join()
+
+    def _start(self) -> None:
+        if self._thread is not None:
+            return
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._main, name=self._name, daemon=True)
+                self._thread.start()
+
+    # on the worker thread ---------------------------------------------------------------------
+
+    def _main(self) -> None:
+        while True:
+            batch: list[Job] = []
+            item = self._queue.get()
+            stopping = item is None
+            if item is not None:
+                batch.append(item)
+            while not stopping:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    stopping = True
+                else:
+                    batch.append(item)
+            if batch:
+                self._housekeep(self.wal_hard)
+                self._execute(batch)
+            if stopping:
+                return
+            if self._queue.empty():
+                self._housekeep(self.wal_soft)
+
+    def _execute(self, batch: list[Job]) -> None:
+        reads = [job for job in batch if job.kind == "read"]
+        writes = [job for job in batch if job.kind == "write"]
+        if reads:
+            self._read(reads)
+        todo = writes
+        while todo:
+            todo = self._write(todo)
+        for job in batch:
+            if job.kind == "call":
+                job.run()
+        by_loop: dict[asyncio.AbstractEventLoop, list[Job]] = {}
+        for job in batch:
+            by_loop.setdefault(job.loop, []).append(job)
+        for loop, jobs in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_settle, jobs)
+            except RuntimeError:  # the loop is closed: nobody waits for these
+                pass
+
+    def _read(self, jobs: list[Job]) -> None:
+        try:
+            con = self._connect()
+            con.execute("BEGIN")
+        except BaseException as exc:
+            for job in jobs:
+                job.fail(exc)
+            return
+        try:
+            for job in jobs:
+                job.run(con)
+        finally:
+            if con.in_transaction:
+                con.execute("COMMIT")
+
+    def _write(self, jobs: list[Job]) -> list[Job]:
+        """Run ``jobs`` in one transaction; returns those to run again (an error ended the transaction)."""
+        try:
+            con = self._connect()
+            self._set_synchronous(con, "FULL" if any(job.durable for job in jobs) else "NORMAL")
+            con.execute("BEGIN IMMEDIATE")
+        except BaseException as exc:
+            for job in jobs:
+                job.fail(exc)
+            return []
+        applied: list[Job] = []
+        for i, job in enumerate(jobs):
+            con.execute("SAVEPOINT job")
+            job.run(con)
+            if job.ok:
+                con.execute("RELEASE job")
+                applied.append(job)
+            elif not _undo(con):
+                return [*applied, *jobs[i + 1 :]]  # the transaction is gone, and the work of those with it
+        try:
+            con.execute("COMMIT")
+        except BaseException as exc:
+            if con.in_transaction:
+                con.execute("ROLLBACK")
+            for job in applied:
+                job.fail(exc)
+            return []
+        self.commits += 1
+        self.writes += len(applied)
+        return []
+
+    def _set_synchronous(self, con: sqlite3.Connection, level: str) -> None:
+        if level != self._synchronous:
+            con.execute(f"PRAGMA synchronous = {level}")
+            self._synchronous = level
+
+    def _housekeep(self, limit: int) -> None:
+        """Checkpoint and truncate the WAL if it has grown past ``limit`` bytes; never waits for other processes."""
+        if self._wal_path is None or self.commits < self._retry_after:
+            return
+        try:
+            if os.path.getsize(self._wal_path) < limit:
+                return
+            con = self._connect()
+        except (OSError, sqlite3.Error):
+            return
+        try:
+            con.execute("PRAGMA busy_timeout = 0")
+            try:
+                busy = con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                if busy:  # another connection reads an older version: copy what can be, try again later
+                    con.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                    self._retry_after = self.commits + self.busy_backoff
+                else:
+                    self.checkpoints += 1
+            finally:
+                con.execute("PRAGMA busy_timeout = 30000")
+        except sqlite3.Error:
+            pass  # housekeeping only: the next commit says what is wrong, if anything is
+
+
+def _undo(con: sqlite3.Connection) -> bool:
+    """Roll back to the job's savepoint; ``False`` if the transaction itself is gone."""
+    if not con.in_transaction:
+        return False
+    try:
+        con.execute("ROLLBACK TO job")
+        con.execute("RELEASE job")
+    except sqlite3.Error:
+        if con.in_transaction:
+            con.execute("ROLLBACK")
+        return False
+    return True

@@ -1,0 +1,106 @@
+"""Cold loads stay bounded: a row is a delta on its parent only while its base chain is cheap to read."""
+
+from __future__ import annotations
+
+import pathlib
+import sqlite3
+
+import pytest
+
+from interlock import Message, Snapshot
+from interlock.errors import DataLossError
+from interlock.sessions import SessionState
+from interlock.stores._sqlite_codec import id_in
+from interlock.stores._sqlite_schema import MAX_CHAIN, SELECT_CHAIN
+from interlock.stores.sqlite import SQLiteStore
+
+
+def chain_length(path: pathlib.Path, snapshot_id: str) -> int:
+    """How many rows a cold load of ``snapshot_id`` reads: the row, its base, ..., down to a full checkpoint."""
+    con = sqlite3.connect(path)
+    try:
+        return len(con.execute(SELECT_CHAIN, ("", id_in(snapshot_id), MAX_CHAIN)).fetchall())
+    finally:
+        con.close()
+
+
+async def write_session(store: SQLiteStore, histories: list[list[Message]]) -> str:
+    """One snapshot per history, each the child of the one before; returns the last one's id."""
+    parent: str | None = None
+    for i, messages in enumerate(histories):
+        snap = Snapshot(
+            snapshot_id=f"r{i}", session_id="s", parent_id=parent, state=SessionState(messages=list(messages))
+        )
+        await store.save(snap.snapshot_id, lambda _, snap=snap: snap)
+        parent = snap.snapshot_id
+    assert parent is not None
+    return parent
+
+
+def turn(i: int) -> list[Message]:
+    return [Message.user(f"question {i} " + "q" * 300), Message.model(f"answer {i} " + "a" * 300)]
+
+
+async def cold_load(path: pathlib.Path, snapshot_id: str) -> list[Message]:
+    async with SQLiteStore(path) as store:
+        snap = await store.load(snapshot_id)
+    assert snap is not None and snap.state is not None
+    return snap.state.messages
+
+
+async def test_appended_turns_are_stored_as_deltas(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "a.db"
+    histories: list[list[Message]] = []
+    for i in range(60):
+        histories.append((histories[-1] if histories else []) + turn(i))
+    async with SQLiteStore(path) as store:
+        leaf = await write_session(store, histories)
+    assert chain_length(path, leaf) == 60  # every row adds its turn only: storage stays linear
+    assert await cold_load(path, leaf) == histories[-1]
+
+
+async def test_rows_that_add_nothing_get_checkpoints_so_a_cold_load_stays_bounded(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "b.db"
+    same = turn(0)
+    async with SQLiteStore(path) as store:
+        leaf = await write_session(store, [same] * 150)  # e.g. a pending row per resume, with no new message
+    depth = chain_length(path, leaf)
+    assert 1 <= depth <= 40  # not 150: one checkpoint and the deltas since
+    assert await cold_load(path, leaf) == same
+
+
+async def test_a_compacted_history_gets_checkpoints(tmp_path: pathlib.Path) -> None:
+    """Each row keeps only the last messages of its parent's: without checkpoints its chain would hold them all."""
+    path = tmp_path / "c.db"
+    histories: list[list[Message]] = [turn(0)]
+    for i in range(1, 150):
+        histories.append(histories[-1][-3:] + turn(i))
+    async with SQLiteStore(path) as store:
+        leaf = await write_session(store, histories)
+    depth = chain_length(path, leaf)
+    assert 1 <= depth <= 40
+    assert await cold_load(path, leaf) == histories[-1]
+
+
+async def test_a_damaged_tail_is_named_even_when_the_tails_are_read_together(tmp_path: pathlib.Path) -> None:
+    """The chain's tails are parsed as one document; a damaged one still fails the load, naming its row."""
+    path = tmp_path / "d.db"
+    histories: list[list[Message]] = []
+    for i in range(6):
+        histories.append((histories[-1] if histories else []) + turn(i))
+    async with SQLiteStore(path) as store:
+        await write_session(store, histories)
+    damages = [
+        '{"role": "user", "content": []}',  # valid JSON, not a list of messages
+        '[{"role": "user", "content": []}],[{"role": "user", "content": []}]',  # two arrays: shifts the rest
+        "[5]",
+        "[",
+    ]
+    for damage in damages:
+        con = sqlite3.connect(path)
+        con.execute("UPDATE interlock_snapshots SET tail = ? WHERE snapshot_id = ?", (damage, id_in("r2")))
+        con.commit()
+        con.close()
+        async with SQLiteStore(path) as cold:
+            with pytest.raises(DataLossError, match="'r2'"):
+                await cold.load("r5")
