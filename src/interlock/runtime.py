@@ -24,6 +24,7 @@ from ._session_load import PreTurnFailure, load_state
 from ._turn_commit import TurnWriter, error_info, give_back
 from .agent_io import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnEnd, TurnResult
 from .claims import ClaimHold, Claims
+from .connection import END, Ended
 from .errors import InvalidArgumentError, SnapshotNotFoundError, UsageError
 from .interrupts import Resume, ResumePlan
 from .messages import Message
@@ -61,8 +62,6 @@ class RunnableAgent(Protocol):
 TurnHandler = Callable[[AgentInput, TurnContext], Awaitable[TurnResult | None]]
 """A custom agent's per-turn function."""
 
-END = object()
-"""Marks the end of an input or chunk queue."""
 _background: set[asyncio.Task[Any]] = set()
 
 
@@ -127,8 +126,8 @@ class Invocation:
                 claims=Claims(agent.store, self.tenant, ttl=agent.claim_ttl),
             )
         )
-        self.inputs: asyncio.Queue[AgentInput | object] = asyncio.Queue()
-        self.chunks: asyncio.Queue[StreamChunk | object] = asyncio.Queue()
+        self.inputs: asyncio.Queue[AgentInput | Ended] = asyncio.Queue()
+        self.chunks: asyncio.Queue[StreamChunk | Ended] = asyncio.Queue()
         self.output: asyncio.Future[AgentOutput] = asyncio.get_running_loop().create_future()
         self.abort_event = asyncio.Event()
         self.session = Session(SessionState(), sink=self._put_chunk, transform=agent.custom_transform)
@@ -136,7 +135,7 @@ class Invocation:
         self.last_finish_reason: str | None = None
         self.error: ErrorInfo | None = None
         self.detached: DetachedRun | None = None
-        self._turns: asyncio.Queue[_Turn | object] = asyncio.Queue()
+        self._turns: asyncio.Queue[_Turn | Ended] = asyncio.Queue()
         self._running: _Turn | None = None
         self.trace: hooks.TurnTrace | None = None
         self._store_ready = False
@@ -278,7 +277,6 @@ class Invocation:
             if item is END:
                 self._turns.put_nowait(END)
                 return
-            assert isinstance(item, AgentInput)
             has_payload = item.message is not None or item.resume is not None
             reserved = new_id() if self.store is not None and has_payload else None
             if item.detach:
@@ -314,7 +312,6 @@ class Invocation:
             item = await self._turns.get()
             if item is END:
                 return
-            assert isinstance(item, _Turn)
             self._running = item
             try:
                 with hooks.turn(
