@@ -25,6 +25,7 @@ from ._turn_commit import TurnWriter, error_info, give_back
 from .agent_io import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnEnd, TurnResult
 from .claims import ClaimHold, Claims
 from .connection import END, Ended
+from .effects import Effects
 from .errors import InvalidArgumentError, SnapshotNotFoundError, UsageError
 from .interrupts import Resume, ResumePlan
 from .messages import Message
@@ -340,11 +341,11 @@ class Invocation:
         turn_index, self._turn_index = self._turn_index, self._turn_index + 1
         hold: ClaimHold | None = None
         writer = self.writer
-        effects = None if writer is None or turn_id is None else writer.effects(session.session_id, parent, turn_id)
+        effects = self._effects(parent, turn_id)
         try:
             plan, nonces = self._plan(turn.input)  # before anything runs or is claimed: a refusal changes nothing
             if plan is not None and parent is not None and parent.finish_reason == "interrupted" and turn_id:
-                assert writer is not None and effects is not None
+                assert writer is not None
                 hold = await writer.claim(parent, turn_id, plan, nonces, effects, len(session.messages) - 1)
             if plan is not None:
                 hooks.resuming(plan, self.context, hold.turn_id if hold else None)
@@ -369,7 +370,7 @@ class Invocation:
                     await effects.flush()
                 self.detached.hand_over(hold, parent, plan)  # the detached run's final write commits the claim
                 hold = None
-            elif writer is not None and turn_id is not None and effects is not None:
+            elif writer is not None and turn_id is not None:
                 traced = self.trace.metadata() if self.trace else {}
                 self.tip = await writer.commit(session, turn_id, parent, finish, plan, hold, effects, traced)
         except Exception as exc:
@@ -405,6 +406,12 @@ class Invocation:
             self.emit(ModelChunk(role="tool", content=list(interrupts)))
         else:
             self.emit(ModelChunk(role="model", index=self._model_index, content=list(interrupts)))
+
+    def _effects(self, parent: Snapshot | None, turn_id: str | None) -> Effects | None:
+        """The turn's effect journal: server-managed agents journal every tool call in their store."""
+        if self.writer is None or turn_id is None:
+            return None
+        return self.writer.effects(self.session.session_id, parent, turn_id)
 
     def _plan(self, input: AgentInput) -> tuple[ResumePlan | None, tuple[str, ...]]:
         """The input's resume, validated against the history (``None`` without one), and its tokens' nonces.
