@@ -72,10 +72,10 @@ class Effects:
         default_factory=dict[str, "tuple[JournalEntry | None, JournalEntry | None]"]
     )
     """What the claim's updates read and wrote, until the claim is known to be taken."""
-    _keys: dict[tuple[str, str | None, int], tuple[Any, str]] = field(
-        default_factory=dict[tuple[str, "str | None", int], tuple[Any, str]]
+    _keys: dict[tuple[str, str | None, int], tuple[Any, str, str]] = field(
+        default_factory=dict[tuple[str, "str | None", int], tuple[Any, str, str]]
     )
-    """Keys computed this turn, with the input each is of (a digest is not free)."""
+    """Keys computed this turn, with the input each is of and its digest (a digest is not free)."""
 
     # folding journal writes into the claim and the commit (one transaction each) ---------------
 
@@ -126,12 +126,19 @@ class Effects:
 
     def key(self, tool: str, ref: str | None, input: Any, index: int) -> str:
         """The idempotency key of a call asked for by the model message at ``index`` of the history."""
+        return self._key(tool, ref, input, index)[0]
+
+    def _key(self, tool: str, ref: str | None, input: Any, index: int) -> tuple[str, str]:
+        """The call's key and its input's digest, each computed once per turn."""
         known = self._keys.get((tool, ref, index))
         if known is not None and known[0] == input:  # the claim computed it (same input: same key)
-            return known[1]
-        key = call_key(agent=self.agent, session_id=self.session_id, index=index, tool=tool, ref=ref, input=input)
-        self._keys[(tool, ref, index)] = (input, key)
-        return key
+            return known[1], known[2]
+        input_digest = digest(input)
+        key = call_key(
+            agent=self.agent, session_id=self.session_id, index=index, tool=tool, ref=ref, input_digest=input_digest
+        )
+        self._keys[(tool, ref, index)] = (input, key, input_digest)
+        return key, input_digest
 
     async def run(
         self,
@@ -148,7 +155,7 @@ class Effects:
         ``retry`` is set when a person answered this call's in-doubt interrupt by restarting it.
         Raises :class:`~interlock.errors.Interrupt` (an in-doubt pause, or the tool's own).
         """
-        key = self.key(tool.name, ctx.request.ref, input, index)
+        key, input_digest = self._key(tool.name, ctx.request.ref, input, index)
         ctx.idempotency_key = key
         if key in self._prepared:  # a restart whose intent the claim wrote (with or without a payload)
             return await self._run_body(ctx, self._prepared.pop(key)[0], body)
@@ -158,7 +165,7 @@ class Effects:
             entry = await self.store.journal_get(key, tenant=self.tenant)
         else:
             try:  # a call the model just asked for is usually new: its intent in one write
-                return await self._run_body(ctx, await self._start(tool, ctx, key, input, None), body)
+                return await self._run_body(ctx, await self._start(tool, ctx, key, input_digest, None), body)
             except _SeenBefore:
                 entry = await self.store.journal_get(key, tenant=self.tenant)
         if entry is not None and entry.status == "done":
@@ -176,7 +183,7 @@ class Effects:
                 return known
         elif entry is not None and entry.status == "running":
             hooks.journal("retried", entry)
-        entry = await self._start(tool, ctx, key, input, entry)
+        entry = await self._start(tool, ctx, key, input_digest, entry)
         return await self._run_body(ctx, entry, body)
 
     async def _run_body(self, ctx: ToolContext[Any], entry: JournalEntry, body: Callable[[], Awaitable[Any]]) -> Any:
@@ -211,9 +218,14 @@ class Effects:
         return _NOT_HAPPENED if found is None else tool.validate_output(found)
 
     async def _start(
-        self, tool: Tool[Any, Any, Any], ctx: ToolContext[Any], key: str, input: Any, entry: JournalEntry | None
+        self,
+        tool: Tool[Any, Any, Any],
+        ctx: ToolContext[Any],
+        key: str,
+        input_digest: str,
+        entry: JournalEntry | None,
     ) -> JournalEntry:
-        intent = self._intent(tool.name, ctx.request.ref, key, digest(input), entry)
+        intent = self._intent(tool.name, ctx.request.ref, key, input_digest, entry)
         try:
             await self.store.journal_put(intent, expect=0 if entry is None else entry.attempt, tenant=self.tenant)
         except ClaimConflictError:

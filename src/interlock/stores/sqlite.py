@@ -12,8 +12,8 @@ transactions). The rest lives in private modules:
 Threads
 -------
 Each store owns one connection, used only by one dedicated worker thread; the async
-methods hand work to it with :meth:`asyncio.loop.run_in_executor`, so no blocking call
-runs on the event loop. The worker keeps an LRU cache of message lists keyed by each
+methods hand work to it (:mod:`._sqlite_worker`: a lighter hop than ``run_in_executor``),
+so no blocking call runs on the event loop. The worker keeps an LRU cache of message lists keyed by each
 row's content revision, so it is never stale, even when another process writes the file.
 
 Concurrency
@@ -32,7 +32,6 @@ import contextlib
 import os
 import sqlite3
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from datetime import datetime
 from types import TracebackType
@@ -50,6 +49,7 @@ from ._sqlite_errors import check_layout, sqlite_error
 from ._sqlite_migrate import CURRENT, prepare
 from ._sqlite_rows import SnapshotRows
 from ._sqlite_schema import create_indexes, path_of
+from ._sqlite_worker import Worker
 
 __all__ = ["SQLiteStore"]
 
@@ -103,7 +103,7 @@ class SQLiteStore:
         """The schema version found on open when migrations ran (``None``: none were needed)."""
         self._rows = SnapshotRows(cache_size)
         self._con: sqlite3.Connection | None = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="interlock-sqlite")
+        self._worker = Worker("interlock-sqlite")
         self._closed = False
         self._watchers: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
 
@@ -138,11 +138,10 @@ class SQLiteStore:
         if self._closed:
             return
         self._closed = True
-        loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(self._executor, self._close_db)
+            await self._worker.call(self._close_db)
         finally:
-            self._executor.shutdown(wait=True)
+            self._worker.stop()
 
     # SessionStore ---------------------------------------------------------------------------
 
@@ -253,7 +252,7 @@ class SQLiteStore:
         if self._closed:
             raise UsageError(f"the SQLite store at {self.path!r} is closed")
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+            return await self._worker.call(fn, *args)
         except sqlite3.DatabaseError as exc:  # locked (retry) or permanent: read-only, no directory, damaged, ...
             error = sqlite_error(exc, self.path)
             hooks.store_error(error, store="sqlite", operation=getattr(fn, "__name__", "call").lstrip("_"))
