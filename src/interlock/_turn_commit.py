@@ -8,8 +8,9 @@ fenced by the claim (ABORTED if it lapsed); a turn that does not commit gives th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
+from ._json_object import is_object
 from .claims import ClaimHold, Claims
 from .decisions import audit_record
 from .effects import Effects
@@ -145,7 +146,7 @@ class TurnWriter:
             finish=finish,
             messages=messages,
             plan=plan,
-            by=cast(dict[str, Any], record).get("by") if isinstance(record, dict) else None,
+            by=record.get("by") if is_object(record) else None,
         )
 
 

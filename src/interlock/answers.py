@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from . import metadata as md
+from ._json_object import is_object
 from .agents import PromptAgent
 from .decisions import Decision, DecisionLabel
 from .errors import InvalidArgumentError, UsageError
@@ -180,7 +181,7 @@ def _in_doubt(item: PendingInterrupt, answer: Answer) -> ToolRequestPart | ToolR
         note = skip_note(item) if answer.output is None else to_json(answer.output)
         return Decision.respond(note, decision="deny").answer(part)
     data: Any = item.data
-    had: Any = cast(dict[str, Any], data).get(md.RESUMED) if isinstance(data, dict) else None
+    had: Any = data.get(md.RESUMED) if is_object(data) else None
     payload: Any = had if answer.payload is None else to_json(answer.payload)
     if payload is True:  # a bare restart: the runtime uses the payload the call had
         payload = None
@@ -189,6 +190,6 @@ def _in_doubt(item: PendingInterrupt, answer: Answer) -> ToolRequestPart | ToolR
 
 def _payload_dict(payload: Any, item: PendingInterrupt) -> dict[str, Any]:
     value: Any = {} if payload is None else to_json(payload)
-    if not isinstance(value, dict):
+    if not is_object(value):
         raise InvalidArgumentError(f"the approval of hold {item.label} takes a JSON object as payload, not {value!r}")
-    return cast(dict[str, Any], value)
+    return value

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import metadata as md
+from ._json_object import is_object
 from .parts import ToolRequestPart, ToolResponsePart
 
 if TYPE_CHECKING:
@@ -117,9 +118,9 @@ class Decision:
         if self.decision is None:
             return True if self.payload is None else self.payload
         base: Any = {} if self.payload is None else self.payload
-        if not isinstance(base, dict):
+        if not is_object(base):
             return base  # a scalar payload has no room for the marker; a tool rule may label it
-        return {**cast(dict[str, Any], base), md.APPROVAL: self.decision == "approve"}
+        return {**base, md.APPROVAL: self.decision == "approve"}
 
 
 def decision_of(entry: ToolRequestPart | ToolResponsePart) -> DecisionLabel | None:
@@ -128,7 +129,7 @@ def decision_of(entry: ToolRequestPart | ToolResponsePart) -> DecisionLabel | No
         said = md.approval(entry.meta(md.RESUMED))
         return None if said is None else ("approve" if said else "deny")
     note = entry.meta(md.INTERRUPT_RESPONSE)
-    label = cast(dict[str, Any], note).get(md.DECISION) if isinstance(note, dict) else None
+    label = note.get(md.DECISION) if is_object(note) else None
     return label if label in ("approve", "deny") else None
 
 

@@ -63,6 +63,7 @@ from typing import Any, Protocol, TypeVar, cast
 from pydantic import TypeAdapter
 
 from . import metadata as md
+from ._json_object import is_array, is_object
 from .agent_io import AgentOutput
 from .answers import Answer, Approve, Edit, Reject, Respond, Restart, entry, match_all
 from .claims import claim_state, is_answerable
@@ -222,7 +223,7 @@ class AuditEntry:
         ``false`` (it was set for every ordinary restart too).
         """
         record: Any = (snap.metadata or {}).get("resume")
-        return _entry_of(snap, cast(dict[str, Any], record)) if isinstance(record, dict) else None
+        return _entry_of(snap, record) if is_object(record) else None
 
 
 class Inbox:
@@ -601,11 +602,7 @@ def _doubt(part: ToolRequestPart) -> dict[str, Any]:
 def _entry_of(snap: Snapshot, record: dict[str, Any]) -> AuditEntry:
     def answers(kind: str) -> list[AuditAnswer]:
         rows: Any = record.get(kind)
-        found = (
-            [cast(dict[str, Any], r) for r in cast(list[Any], rows) if isinstance(r, dict)]
-            if isinstance(rows, list)
-            else []
-        )
+        found = [r for r in rows if is_object(r)] if is_array(rows) else []
         return [
             AuditAnswer(
                 kind=kind,

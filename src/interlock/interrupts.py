@@ -17,6 +17,7 @@ from pydantic import TypeAdapter
 
 from . import metadata as md
 from ._json import check_json, check_part, type_name
+from ._json_object import is_array, is_object
 from .decisions import DecisionLabel, decision_of
 from .errors import InvalidArgumentError, ResumeError, UsageError
 from .messages import Message
@@ -143,15 +144,12 @@ def json_equal(a: Any, b: Any) -> bool:
         return _same_type(a, b) and cast(bool, a == b)
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         return a == b
-    if isinstance(a, dict) and isinstance(b, dict):
-        da, db = cast(dict[str, Any], a), cast(dict[str, Any], b)
-        return da.keys() == db.keys() and all(json_equal(v, db[k]) for k, v in da.items())
-    if isinstance(a, list) and isinstance(b, list):
-        la: list[Any] = cast(list[Any], a)
-        lb: list[Any] = cast(list[Any], b)
-        return len(la) == len(lb) and all(json_equal(x, y) for x, y in zip(la, lb, strict=True))
-    x: object = cast(object, a)
-    y: object = cast(object, b)
+    if is_object(a) and is_object(b):
+        return a.keys() == b.keys() and all(json_equal(v, b[k]) for k, v in a.items())
+    if is_array(a) and is_array(b):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    x: object = a
+    y: object = b
     return _same_type(x, y) and x == y
 
 
@@ -324,11 +322,11 @@ def check_resume_shape(resume: Any, where: str = "resume") -> None:
         ("restart", ToolRequestPart, "call.restart(payload)"),
     ):
         parts: Any = getattr(resume, name)
-        if not isinstance(parts, list):
+        if not is_array(parts):
             raise InvalidArgumentError(
                 f"{where}.{name} must be a list of {kind.__name__} (e.g. [{hint}]), not {type_name(parts)}"
             )
-        for index, part in enumerate(cast(list[Any], parts)):
+        for index, part in enumerate(parts):
             label = f"{where}.{name}[{index}]"
             if not isinstance(part, kind):
                 raise InvalidArgumentError(

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias, cast
+from typing import Any, Literal, TypeAlias
 
-from ._json_object import json_object, optional_object, unknown_keys
+from ._json_object import is_array, json_object, optional_object, unknown_keys
 from .errors import InvalidArgumentError
 from .parts import Part, ReasoningPart, TextPart, ToolRequestPart, ToolResponsePart, part_from_json, part_to_json
 
@@ -89,11 +89,11 @@ def message_from_json(data: Any) -> Message:
     if not isinstance(role, str):
         raise InvalidArgumentError("a message needs a string 'role' (system, user, model or tool)")
     content: Any = d.get("content") or []
-    if not isinstance(content, list):
+    if not is_array(content):
         raise InvalidArgumentError("a message's 'content' must be a list of parts")
     return Message(
         role=role,
-        content=[part_from_json(p) for p in cast(list[Any], content)],
+        content=[part_from_json(p) for p in content],
         metadata=optional_object(d, "metadata"),
         extra=unknown_keys(d, ("role", "content", "metadata")),
     )
@@ -111,9 +111,9 @@ def message_to_json(message: Message) -> dict[str, Any]:
 
 def messages_from_json(data: Any) -> list[Message]:
     """Read a list of messages."""
-    if not isinstance(data, list):
+    if not is_array(data):
         raise InvalidArgumentError("messages must be a JSON list")
-    return [message_from_json(m) for m in cast(list[Any], data)]
+    return [message_from_json(m) for m in data]
 
 
 def messages_to_json(messages: list[Message]) -> list[dict[str, Any]]:

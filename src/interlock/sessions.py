@@ -14,11 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any, cast
+from typing import Any
 
 import jsonpatch
 
 from ._json import check_json, check_messages, check_object, check_parts, type_name
+from ._json_object import is_array
 from .errors import InvalidArgumentError
 from .messages import Message
 from .parts import Part
@@ -108,9 +109,9 @@ class SessionState:
             raise InvalidArgumentError(f"state.session_id must be a string, not {type_name(session_id)}")
         for name, kind in (("messages", Message), ("artifacts", Artifact)):
             items: Any = getattr(self, name)
-            if not isinstance(items, list):
+            if not is_array(items):
                 raise InvalidArgumentError(f"state.{name} must be a list of {kind.__name__}, not {type_name(items)}")
-            for index, item in enumerate(cast(list[Any], items)):
+            for index, item in enumerate(items):
                 if not isinstance(item, kind):
                     raise InvalidArgumentError(
                         f"state.{name}[{index}] must be a {kind.__name__}, not {type_name(item)}"

@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
-from ._json_object import json_object, optional_object, put_present, unknown_keys
+from ._json_object import is_array, is_object, json_object, optional_object, put_present, unknown_keys
 from .agent_io import AgentInit, AgentInput, AgentOutput, StreamChunk, TurnEnd
 from .claims import claim_state
 from .errors import InvalidArgumentError
@@ -65,10 +65,12 @@ def artifact_to_json(artifact: Artifact) -> dict[str, Any]:
 def artifact_from_json(data: Any) -> Artifact:
     """Read an artifact."""
     d = json_object(data, "an artifact")
-    parts: Any = d.get("parts") or []
+    parts: object = d.get("parts") or []
+    if not is_array(parts):
+        raise InvalidArgumentError("an artifact's 'parts' must be a list of parts")
     return Artifact(
         name=d.get("name"),
-        parts=[part_from_json(p) for p in cast(list[Any], parts)],
+        parts=[part_from_json(p) for p in parts],
         metadata=optional_object(d, "metadata"),
     )
 
@@ -138,7 +140,7 @@ def snapshot_from_json(data: Any) -> Snapshot:
     """Read a ``SessionSnapshot`` (unknown statuses are kept; a missing status reads as completed)."""
     d = json_object(data, "a snapshot")
     state: Any = d.get("state")
-    inner: Any = cast(dict[str, Any], state).get("sessionId") if isinstance(state, dict) else None
+    inner: Any = state.get("sessionId") if is_object(state) else None
     session_id: Any = d.get("sessionId") or inner or ""
     return Snapshot(
         snapshot_id=str(d.get("snapshotId", "")),
@@ -156,9 +158,9 @@ def snapshot_from_json(data: Any) -> Snapshot:
 
 
 def _claim_from_json(data: Any) -> dict[str, Any]:
-    if not isinstance(data, dict) or not isinstance(cast(dict[str, Any], data).get("holder"), str):
+    if not is_object(data) or not isinstance(data.get("holder"), str):
         return {}
-    claim = cast(dict[str, Any], data)
+    claim = data
     expires = parse_time(claim.get("expiresAt"))
     if expires is None and claim.get("state") != "answered":
         expires = datetime.fromtimestamp(0, UTC)  # held without a readable expiry: treat as lapsed
@@ -179,13 +181,14 @@ def resume_to_json(resume: Resume) -> dict[str, Any]:
 def _parts_of(data: Any, kind: type[T], what: str) -> list[T]:
     if data is None:
         return []
-    if not isinstance(data, list):
+    if not is_array(data):
         raise InvalidArgumentError(f"resume.{what} must be a list of parts")
-    parts = [part_from_json(p) for p in cast(list[Any], data)]
-    for p in parts:
+    parts: list[T] = []
+    for p in map(part_from_json, data):
         if not isinstance(p, kind):
             raise InvalidArgumentError(f"resume.{what} takes only {kind.__name__} parts, got {p.kind}")
-    return cast(list[T], parts)
+        parts.append(p)
+    return parts
 
 
 def resume_from_json(data: Any) -> Resume:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from .._json import MAX_DEPTH, check_json
+from .._json_object import is_object
 from ..errors import (
     DeadlineExceededError,
     InterlockError,
@@ -172,9 +173,9 @@ def json_body(body: bytes) -> dict[str, Any]:
         raise bad(f"the request body is nested too deeply (at most {MAX_DEPTH} levels)") from None
     except ValueError as exc:
         raise bad(f"the request body is not valid JSON ({exc})") from None
-    if not isinstance(payload, dict):
+    if not is_object(payload):
         raise bad('the request body must be a JSON object: {"data": ..., "init": ...}')
-    body_object = cast(dict[str, Any], payload)
+    body_object = payload
     try:
         check_json(body_object, "the request body")
     except InterlockError as exc:

@@ -26,6 +26,7 @@ from typing import Any, Literal, cast
 
 import httpx
 
+from .._json_object import is_object
 from ..agent_interface import AgentAPI
 from ..agent_io import AgentInit, AgentInput, AgentOutput, StreamChunk
 from ..connection import END, BaseConnection
@@ -174,7 +175,7 @@ class RemoteAgent(AgentAPI):
     async def abort(self, snapshot_id: str, *, context: dict[str, Any] | None = None) -> str | None:
         """Abort a detached turn; returns the snapshot's status before the abort, or ``None``."""
         result = await self._post(self.abort_url, {"snapshotId": snapshot_id})
-        status = cast(dict[str, Any], result).get("status") if isinstance(result, dict) else None
+        status = result.get("status") if is_object(result) else None
         return status if isinstance(status, str) else None
 
     # HTTP ----------------------------------------------------------------------------------
@@ -208,9 +209,9 @@ class RemoteAgent(AgentAPI):
             body: Any = response.json()
         except ValueError:
             raise InternalError(f"{url} answered with a body that is not JSON: {response.text[:200]!r}") from None
-        if not isinstance(body, dict):
+        if not is_object(body):
             return body
-        d = cast(dict[str, Any], body)
+        d = body
         if "error" in d:
             raise error_from_wire(d["error"], response.status_code)
         return d["result"] if "result" in d else d
@@ -353,9 +354,9 @@ def read_event(event: str, on_chunk: Callable[[StreamChunk], None] | None) -> Ag
         payload: Any = json.loads(event)
     except ValueError:
         raise InternalError(f"unreadable stream frame: {event[:200]!r}") from None
-    if not isinstance(payload, dict):
+    if not is_object(payload):
         raise InternalError(f"unexpected stream frame: {event[:200]!r}")
-    d = cast(dict[str, Any], payload)
+    d = payload
     if "result" in d:
         return output_from_json(d["result"] or {})
     if "error" in d:

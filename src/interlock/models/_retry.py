@@ -16,8 +16,9 @@ import random
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Self, TypeVar, cast
+from typing import Any, Self, TypeVar
 
+from .._json_object import is_object
 from ..errors import (
     DeadlineExceededError,
     InterlockError,
@@ -163,9 +164,9 @@ async def call_with_retries(
 
 def _retry_after(error: InterlockError) -> float | None:
     details: object = error.details
-    if not isinstance(details, dict):
+    if not is_object(details):
         return None
-    value = cast(dict[str, Any], details).get("retryAfter")
+    value = details.get("retryAfter")
     return float(value) if isinstance(value, int | float) else None
 
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple, cast
 
+from .._json_object import is_object
 from ..errors import DataLossError
 from ..messages import messages_to_json
 from ..sessions import Artifact, Snapshot
@@ -82,7 +83,7 @@ class SnapshotRows(MessageChains):
     def session_key(con: sqlite3.Connection, tenant: str, session_id: str) -> int | None:
         """The interned key of a session, or ``None`` if it has no snapshots."""
         found = con.execute(SELECT_SESSION, (tenant, id_in(session_id))).fetchone()
-        return None if found is None else cast(int, found[0])
+        return None if found is None else int(found[0])
 
     def read(self, con: sqlite3.Connection, tenant: str, snapshot_id: str) -> Snapshot | None:
         row = self.fetch(con, tenant, snapshot_id)
@@ -135,7 +136,7 @@ class SnapshotRows(MessageChains):
             if raw_session is None:
                 raise corrupt(sid, f"its session is missing from {SESSIONS!r}")
             metadata: Any = None if meta is None else loads(sid, "metadata", meta)
-            agent = cast(dict[str, Any], metadata).get("agent") if isinstance(metadata, dict) else None
+            agent = metadata.get("agent") if is_object(metadata) else None
             out.append(
                 SnapshotInfo(
                     snapshot_id=sid,
@@ -353,7 +354,7 @@ class SnapshotRows(MessageChains):
                 (tenant, *chunk),
             ).fetchall()
             deleted += len(gone)
-            sessions.update(cast(int, s) for (s,) in gone)
+            sessions.update(int(s) for (s,) in gone)
         for session in sessions:
             con.execute(DROP_SESSION, (session,))
         delete_journal_for(con, tenant, ids)
