@@ -1,10 +1,12 @@
 """The bank the notification and deadline tests share, in the test process and in served or worker processes.
 
 Served: ``NOTIFY_DB=... NOTIFY_HOOK=http://127.0.0.1:PORT/ interlock serve notify_app:server
---webhooks notify_app:webhooks [--deadlines]``. Environment: ``NOTIFY_DB`` (the SQLite file),
-``NOTIFY_HOOK`` (the receiver), ``NOTIFY_LOG`` (a file each tool run and model call appends a line
-to), ``NOTIFY_POLICY`` (``reject``/``respond``/``escalate``), ``NOTIFY_EXPIRES`` (seconds),
-``NOTIFY_LEASE`` (the webhook lease, seconds).
+--webhooks notify_app:webhooks [--deadlines]``. Environment: ``NOTIFY_DB`` (the store: a SQLite
+file, or a :mod:`store_kinds` location naming a PostgreSQL schema), ``NOTIFY_HOOK`` (the
+receiver), ``NOTIFY_LOG`` (a file each tool run and model call appends a line to),
+``NOTIFY_POLICY`` (``reject``/``respond``/``escalate``; ``all``: three agents ``bank-reject``,
+``bank-respond`` and ``bank-escalate``), ``NOTIFY_EXPIRES`` (seconds), ``NOTIFY_LEASE`` (the
+webhook lease, seconds).
 """
 
 from __future__ import annotations
@@ -52,12 +54,13 @@ class BankModel:
 
     name = "test/bank"
 
-    def __init__(self, log: pathlib.Path | None = None) -> None:
+    def __init__(self, log: pathlib.Path | None = None, agent: str = "bank") -> None:
         self.log = log
+        self.suffix = "" if agent == "bank" else f" {agent}"
 
     async def generate(self, request: ModelRequest, *, on_chunk: Any = None) -> ModelResponse:
         last = request.messages[-1]
-        _log(self.log, f"model {last.role}")
+        _log(self.log, f"model {last.role}{self.suffix}")
         if last.role == "user":
             call = ToolRequestPart(name="transfer", ref="t1", input={"to": "bob", "amount": 5})
             return ModelResponse(message=Message(role="model", content=[call]), finish_reason="stop")
@@ -73,20 +76,23 @@ def bank(
     on_expire: OnExpire | None = None,
     notify: bool = True,
     tokens: bool = True,
+    name: str = "bank",
 ) -> PromptAgent:
-    """The bank agent: ``transfer`` pauses for approval (with the deadline given), then runs."""
+    """The bank agent: ``transfer`` pauses for approval (with the deadline given), then runs.
+
+    Log lines of an agent not named ``bank`` end with its name."""
 
     @tool(expires_in=expires_in, on_expire=on_expire)
     async def transfer(req: Transfer, ctx: ToolContext[Any], approval: Approval | None) -> str:
         """Move money once approved."""
         if approval is None:
             ctx.interrupt({"to": req.to, "amount": req.amount})
-        _log(log, f"transfer {req.to} {req.amount:g}")
+        _log(log, f"transfer {req.to} {req.amount:g}{'' if name == 'bank' else ' ' + name}")
         return "sent" if approval.approved else "cancelled"
 
     return PromptAgent(
-        "bank",
-        BankModel(log),
+        name,
+        BankModel(log, name),
         tools=[transfer],
         store=store,
         notify=notify,
@@ -101,19 +107,19 @@ def _env_path(name: str) -> pathlib.Path | None:
 
 def _served() -> tuple[Any, Any]:
     """The served app and its webhooks, from the environment (only when NOTIFY_DB is set)."""
+    from store_kinds import store_at
+
     from interlock.http.server import AgentServer
-    from interlock.stores.sqlite import SQLiteStore
     from interlock.webhooks import Endpoint, Webhooks
 
-    store = SQLiteStore(os.environ["NOTIFY_DB"])
+    store = store_at(os.environ["NOTIFY_DB"])
     policy = os.environ.get("NOTIFY_POLICY")
-    expires = os.environ.get("NOTIFY_EXPIRES")
-    agent = bank(
-        store,
-        log=_env_path("NOTIFY_LOG"),
-        expires_in=float(expires) if expires else None,
-        on_expire=POLICIES[policy] if policy else None,
-    )
+    expires = float(os.environ["NOTIFY_EXPIRES"]) if os.environ.get("NOTIFY_EXPIRES") else None
+    log = _env_path("NOTIFY_LOG")
+    if policy == "all":
+        agents = [bank(store, log=log, expires_in=expires, on_expire=p, name=f"bank-{k}") for k, p in POLICIES.items()]
+    else:
+        agents = [bank(store, log=log, expires_in=expires, on_expire=POLICIES[policy] if policy else None)]
     hook = os.environ.get("NOTIFY_HOOK", "http://127.0.0.1:9/")
     hooks = Webhooks(
         [Endpoint(url=hook), Endpoint(url=hook.rstrip("/") + "/managers", groups=frozenset({"managers"}))],
@@ -123,7 +129,7 @@ def _served() -> tuple[Any, Any]:
         retry_cap=1.0,
         poll_interval=0.1,
     )
-    return AgentServer([agent]), hooks
+    return AgentServer(agents), hooks
 
 
 if os.environ.get("NOTIFY_DB"):

@@ -16,12 +16,13 @@ from typing import Any
 
 import psycopg
 import pytest
-from banking import APPROVE, Approval, Transfer
+from banking import APPROVE, PAY, Approval, Transfer
 from pg import fresh_dsn
 
 from interlock import PromptAgent, ToolContext, tool
 from interlock.cli.main import main
 from interlock.errors import FailedPreconditionError
+from interlock.inbox import Inbox
 from interlock.stores.postgres import PostgresStore
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
@@ -31,7 +32,7 @@ OLD = FIXTURES / "sqlite-831404f.db"
 IDS: dict[str, str] = json.loads((FIXTURES / "sqlite-831404f.json").read_text())
 
 
-def bank(store: Any, runs: list[str]) -> PromptAgent:
+def bank(store: Any, runs: list[str], script: list[Any] | None = None) -> PromptAgent:
     """The agent that wrote the fixture (same name, tool and schema), counting tool runs."""
 
     @tool(idempotent=True)
@@ -42,7 +43,7 @@ def bank(store: Any, runs: list[str]) -> PromptAgent:
         runs.append(req.to)
         return "sent"
 
-    return PromptAgent("bank", ScriptedModel(["paid", "paid"]), tools=[transfer], store=store)
+    return PromptAgent("bank", ScriptedModel(script or ["paid", "paid"]), tools=[transfer], store=store)
 
 
 async def upgrade(capsys: pytest.CaptureFixture[str], url: str) -> tuple[int, str, str]:
@@ -61,7 +62,7 @@ def old_file(tmp_path: pathlib.Path) -> pathlib.Path:
 
 async def test_an_old_sqlite_file_is_refused_naming_the_command_and_left_unchanged(old_file: pathlib.Path) -> None:
     before = old_file.read_bytes()
-    with pytest.raises(FailedPreconditionError, match=r"schema version 1, older than this interlock's 3") as caught:
+    with pytest.raises(FailedPreconditionError, match=r"schema version 1, older than this interlock's 4") as caught:
         async with SQLiteStore(old_file) as store:
             await store.load(IDS["paused"])
     assert f"interlock db upgrade --store sqlite:///{old_file}" in caught.value.message
@@ -72,10 +73,10 @@ async def test_an_old_sqlite_file_upgrades_and_its_interrupts_resume(
     old_file: pathlib.Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url = f"sqlite:///{old_file}"
-    assert await upgrade(capsys, url) == (0, f"{url}: upgraded from schema version 1 to 3\n", "")
-    assert await upgrade(capsys, url) == (0, f"{url}: schema version 3, nothing to do\n", "")
+    assert await upgrade(capsys, url) == (0, f"{url}: upgraded from schema version 1 to 4\n", "")
+    assert await upgrade(capsys, url) == (0, f"{url}: schema version 4, nothing to do\n", "")
     with sqlite3.connect(old_file) as con:
-        assert con.execute("SELECT component, version FROM interlock_schema").fetchall() == [("interlock", 3)]
+        assert con.execute("SELECT component, version FROM interlock_schema").fetchall() == [("interlock", 4)]
     runs: list[str] = []
     async with SQLiteStore(old_file) as store:
         agent = bank(store, runs)
@@ -84,6 +85,12 @@ async def test_an_old_sqlite_file_upgrades_and_its_interrupts_resume(
         assert done is not None and done.status == "completed" and done.state is not None
         assert [m.role for m in done.state.messages] == ["user", "model", "tool", "model"]
         assert len(await store.journal_entries(session_id=IDS["completed_session"])) == 1
+        # the upgrade filled the index of open interrupts and the leaves from the rows
+        inbox = Inbox(store, agents=[agent])
+        assert [i.snapshot_id for i in await inbox.pending()] == [IDS["paused"]]
+        assert [i.snapshot_id for i in await inbox.pending(tenant="acme")] == [IDS["acme"]]
+        latest = await store.latest(IDS["completed_session"])
+        assert latest is not None and latest.snapshot_id == IDS["completed"]
         # both paused transfers (one per tenant) are pending and resume, each running its tool once
         for snap, context in ((IDS["paused"], {}), (IDS["acme"], {"tenant": "acme"})):
             pending = await agent.pending_interrupts(snap, context=context)
@@ -91,6 +98,7 @@ async def test_an_old_sqlite_file_upgrades_and_its_interrupts_resume(
             out = await agent.run(resume=APPROVE, snapshot_id=snap, context=context)
             assert out.finish_reason == "stop", out.error
             assert await agent.pending_interrupts(snap, context=context) == []
+        assert await inbox.pending() == [] and await inbox.pending(tenant="acme") == []
     assert runs == ["bob", "bob"]
 
 
@@ -124,11 +132,11 @@ async def test_postgres_creates_its_schema_and_refuses_an_older_one_until_upgrad
         await store.ready()
         assert store.upgraded_from is None
     _set_version(url, 1)  # as if written before version 2 (the outbox)
-    with pytest.raises(FailedPreconditionError, match=r"schema version 1, older than this interlock's 2") as caught:
+    with pytest.raises(FailedPreconditionError, match=r"schema version 1, older than this interlock's 3") as caught:
         async with PostgresStore(url) as store:
             await store.ready()
     assert f"interlock db upgrade --store {url}" in caught.value.message
-    assert await upgrade(capsys, url) == (0, f"{url}: upgraded from schema version 1 to 2\n", "")
+    assert await upgrade(capsys, url) == (0, f"{url}: upgraded from schema version 1 to 3\n", "")
     async with PostgresStore(url) as store:
         await store.ready()
     _set_version(url, 7)
@@ -146,3 +154,35 @@ async def test_postgres_refuses_a_foreign_table_of_the_same_name() -> None:
     with pytest.raises(FailedPreconditionError, match=r"without a schema version: not interlock's"):
         async with PostgresStore(url) as store:
             await store.ready()
+
+
+def _as_version_2(url: str) -> None:
+    """Put a database back to schema version 2's layout: no leaves, no index of open interrupts."""
+    with psycopg.connect(url, autocommit=True) as con:
+        con.execute("DROP TABLE interlock_leaves, interlock_open_interrupts")
+        con.execute("DROP INDEX interlock_snapshots_children")
+        con.execute("CREATE INDEX interlock_snapshots_session ON interlock_snapshots (tenant, session_id)")
+        con.execute("UPDATE interlock_schema SET version = 2")
+
+
+async def test_postgres_version_2_upgrades_and_fills_its_index(capsys: pytest.CaptureFixture[str]) -> None:
+    url = fresh_dsn()
+    runs: list[str] = []
+    async with PostgresStore(url) as store:
+        agent = bank(store, runs, [PAY])
+        paused = await agent.run("pay bob 5", context={"tenant": "acme"})
+        assert paused.finish_reason == "interrupted" and paused.snapshot_id is not None
+    _as_version_2(url)
+    assert await upgrade(capsys, url) == (0, f"{url}: upgraded from schema version 2 to 3\n", "")
+    async with PostgresStore(url) as store:
+        agent = bank(store, runs)
+        inbox = Inbox(store, agents=[agent])
+        assert await inbox.pending() == []
+        (item,) = await inbox.pending(tenant="acme")
+        assert (item.snapshot_id, item.tool) == (paused.snapshot_id, "transfer")
+        assert paused.session_id is not None
+        latest = await store.latest(paused.session_id, tenant="acme")
+        assert latest is not None and latest.snapshot_id == paused.snapshot_id
+        out = await inbox.approve(paused.snapshot_id, tenant="acme")
+        assert out.finish_reason == "stop" and runs == ["bob"]
+        assert await inbox.pending(tenant="acme") == []

@@ -1,23 +1,28 @@
 """Real processes: a SIGKILLed ``interlock serve`` still delivers its webhook after a restart, and two
-processes racing on one SQLite store apply each passed deadline exactly once."""
+``interlock serve --deadlines`` processes racing on one store (SQLite, PostgreSQL) apply each passed
+deadline's policy exactly once."""
 
 from __future__ import annotations
 
 import asyncio
 import pathlib
 import signal
-import subprocess
-import sys
+from typing import Any
 
+import httpx
 import pytest
 from hook_receiver import receiver
-from notify_app import KEYRING, POLICIES, bank
-from notify_serve import TESTS, ready, serve, wait_for
+from notify_app import KEYRING, POLICIES
+from notify_serve import ready, serve, wait_for
+from server_pair import started
+from store_kinds import KINDS, locate, store_at
 
+from interlock.agent_io import AgentOutput
 from interlock.deadlines import IDENTITY
 from interlock.http.client import RemoteAgent
 from interlock.inbox import Inbox
-from interlock.outbox import WEBHOOK
+from interlock.outbox import DEADLINE, WEBHOOK, OutboxEvent
+from interlock.stores import SessionStore
 from interlock.stores.sqlite import SQLiteStore
 from interlock.webhooks import verify
 
@@ -57,40 +62,69 @@ async def test_a_sigkilled_server_delivers_after_restart(tmp_path: pathlib.Path,
 
 
 SESSIONS = 8
+"""Paused turns per policy in the deadline race (three policies: 24 deadlines passing together)."""
+RACE = ("--deadlines", "--deadline-interval", "0.05", "--deadline-lease", "0.001", "--webhooks", "notify_app:webhooks")
+"""Both servers sweep every 50 ms with a lease so short that both take every due timer: the claim decides."""
 
 
-@pytest.mark.parametrize("policy", ["reject", "respond", "escalate"])
-async def test_two_sweeping_processes_apply_each_deadline_once(tmp_path: pathlib.Path, policy: str) -> None:
-    db, log = tmp_path / "bank.db", tmp_path / "log"
-    async with SQLiteStore(db) as store:
-        agent = bank(store, log=log, expires_in=1, on_expire=POLICIES[policy])
-        outs = await asyncio.gather(*(agent.run("pay bob 5") for _ in range(SESSIONS)))
-    await asyncio.sleep(1.2)  # every deadline has passed: the workers start racing at once
-    workers = [
-        subprocess.Popen(
-            [sys.executable, str(TESTS / "deadline_worker.py"), str(db), str(log), policy, "6"],
-            cwd=TESTS,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
-    results = [w.communicate(timeout=120) for w in workers]
-    assert all(w.returncode == 0 for w in workers), results
-    applied = [int(out.split()[-1]) for out, _ in results]
-    assert sum(applied) == SESSIONS, applied  # between them, once per interrupt
-    async with SQLiteStore(db) as store:
-        types = [e.type for e in await store.outbox_events(channel=WEBHOOK)]
-        inbox = Inbox(store)
+@pytest.mark.parametrize("kind", KINDS)
+async def test_two_servers_racing_apply_each_deadline_once(tmp_path: pathlib.Path, kind: str) -> None:
+    db, log = locate(kind, tmp_path / "bank.db"), tmp_path / "log"
+    async with store_at(db) as store:
+        await store.ready()  # the tables exist before the servers open the store
+    with receiver() as hook:
+        env = {"NOTIFY_DB": str(db), "NOTIFY_HOOK": hook.url, "NOTIFY_LOG": str(log)}
+        env |= {"NOTIFY_POLICY": "all", "NOTIFY_EXPIRES": "1.5", "NOTIFY_LEASE": "30"}
+        with started(tmp_path, "notify_app:server", *RACE, env=env) as servers:
+            async with httpx.AsyncClient(timeout=60) as http:
+                runs = [
+                    RemoteAgent(f"{servers[i % 2].url}/bank-{policy}", http=http).run("pay bob 5")
+                    for policy in POLICIES
+                    for i in range(SESSIONS)
+                ]
+                outs = await asyncio.gather(*runs)  # paused through both servers at once
+            assert {o.finish_reason for o in outs} == {"interrupted"}
+            async with store_at(db) as store:
+                await _settled(store, DEADLINE, 3 * SESSIONS)
+                events = await _settled(store, WEBHOOK, 6 * SESSIONS)  # created x 3, expired x 2, escalated x 1
+                await _check_policies(store, outs, log)
+            each = [sum(line.endswith(" applied") for line in s.output().splitlines()) for s in servers]
+    print(f"deadlines applied by each server: {each}")
+    assert sum(each) == 3 * SESSIONS  # between the two servers, once per deadline
+    types = [e.type for e in events]
+    assert types.count("interrupt.expired") == 2 * SESSIONS and types.count("interrupt.escalated") == SESSIONS
+    assert {e.data["snapshotId"] for e in events if e.type != "interrupt.created"} == {o.snapshot_id for o in outs}
+    delivered = [verify(r.body, r.headers, KEYRING)["id"] for r in hook.requests]
+    assert sorted(set(delivered)) == sorted(e.id for e in events)  # each event delivered (at least once)
+
+
+async def _settled(store: SessionStore, channel: str, count: int) -> list[OutboxEvent]:
+    """Wait until the outbox holds ``count`` rows of ``channel``, all done; returns them."""
+    async with asyncio.timeout(60):
+        while True:
+            rows = await store.outbox_events(channel=channel)
+            if len(rows) >= count and all(r.status == "done" for r in rows):
+                assert len(rows) == count, [(r.type, r.data.get("snapshotId")) for r in rows]
+                return rows
+            await asyncio.sleep(0.1)
+
+
+async def _check_policies(store: SessionStore, outs: list[AgentOutput], log: pathlib.Path) -> None:
+    """reject/respond: one resume by the sweeper per session, its model call once; escalate: still waiting."""
+    inbox = Inbox(store)
+    waiting = {i.snapshot_id for i in await inbox.pending()}
+    lines = log.read_text().splitlines()
+    for k, policy in enumerate(POLICIES):  # the turns were started policy by policy
+        mine = outs[k * SESSIONS : (k + 1) * SESSIONS]
+        assert {(await store.load(o.snapshot_id or "") or _none()).agent for o in mine} == {f"bank-{policy}"}
         if policy == "escalate":
-            assert types.count("interrupt.escalated") == SESSIONS
-            assert len(await inbox.pending()) == SESSIONS  # still waiting for a person
-        else:
-            assert types.count("interrupt.expired") == SESSIONS
-            for out in outs:
-                audit = await inbox.audit(out.session_id or "")
-                assert [e.by for e in audit] == [IDENTITY]
-            lines = log.read_text().splitlines()
-            assert lines.count("model tool") == SESSIONS  # each resumed turn ran once
-            assert not [line for line in lines if line.startswith("transfer")]  # the tool never ran
+            assert {o.snapshot_id for o in mine} <= waiting  # still waiting for a person
+            continue
+        for out in mine:
+            assert [e.by for e in await inbox.audit(out.session_id or "")] == [IDENTITY]
+        assert lines.count(f"model tool bank-{policy}") == SESSIONS  # each resumed turn ran once
+    assert not [line for line in lines if line.startswith("transfer")]  # the tool never ran
+
+
+def _none() -> Any:
+    raise AssertionError("a paused snapshot is missing")

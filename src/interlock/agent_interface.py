@@ -168,13 +168,30 @@ class AgentAPI:
         interval: float | None = None,
         context: dict[str, Any] | None = None,
     ) -> Snapshot:
-        """Poll a snapshot until it is completed, failed, aborted or expired."""
+        """Wait until a snapshot is completed, failed, aborted or expired (see :meth:`changed`)."""
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         while True:
             snap = await self.get_snapshot(snapshot_id, context=context)
             if snap.status in SETTLED:
                 return snap
-            if deadline is not None and loop.time() >= deadline:
+            left = None if deadline is None else deadline - loop.time()
+            if left is not None and left <= 0:
                 raise DeadlineExceededError(f"snapshot {snapshot_id} is still {snap.status} after {timeout} s")
-            await asyncio.sleep(self.wait_interval if interval is None else interval)
+            await self.changed(snap, timeout=left, interval=interval, context=context)
+
+    async def changed(
+        self,
+        snap: Snapshot,
+        *,
+        timeout: float | None = None,
+        interval: float | None = None,
+        context: dict[str, Any] | None = None,
+    ) -> None:
+        """Return once ``snap``'s status may have changed, or after ``timeout`` seconds.
+
+        Here: after ``interval`` (default :attr:`wait_interval`), a poll. A local agent
+        overrides it to wake on its store's :meth:`~interlock.stores.SessionStore.watch`.
+        """
+        pause = self.wait_interval if interval is None else interval
+        await asyncio.sleep(pause if timeout is None else min(pause, timeout))

@@ -8,6 +8,8 @@ snapshots. The remote client (:mod:`interlock.http.client`) has the same interfa
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
@@ -29,7 +31,7 @@ from .messages import Message
 from .models import Model
 from .parts import ToolRequestPart
 from .runtime import Invocation, SessionRunner
-from .sessions import SessionState, Snapshot
+from .sessions import EXPIRY, SessionState, Snapshot, utcnow
 from .signing import Keyring
 from .stores import SessionStore, Updater
 from .tokens import TokenDecision, TokenSigner
@@ -223,6 +225,28 @@ class Agent(AgentAPI):
             raise SnapshotNotFoundError(f"{what} not found for agent {self.name!r}")
         state = self.transform_state(snap.state) if snap.state is not None else None
         return snap.evolve(status=snap.read_status(), state=state)
+
+    async def changed(
+        self,
+        snap: Snapshot,
+        *,
+        timeout: float | None = None,
+        interval: float | None = None,
+        context: dict[str, Any] | None = None,
+    ) -> None:
+        """Return once the store reports another status for ``snap`` (no polling interval), or after ``timeout``.
+
+        A pending snapshot whose heartbeat stops reads as ``expired`` without a write, so
+        the wait also ends when its heartbeat would be stale. ``interval`` is not used.
+        """
+        store = self._require_store()
+        stale = snap.heartbeat_at + EXPIRY - utcnow() if snap.status == "pending" and snap.heartbeat_at else None
+        bounds = [t for t in (timeout, None if stale is None else max(stale.total_seconds(), 0.0)) if t is not None]
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(min(bounds) if bounds else None):
+                async for status in store.watch(snap.snapshot_id, tenant=(context or {}).get("tenant")):
+                    if status != snap.status:
+                        return
 
     async def abort(self, snapshot_id: str, *, context: dict[str, Any] | None = None) -> str | None:
         """Abort a detached turn: flips ``pending`` to ``aborted``; returns the status before, or ``None``.

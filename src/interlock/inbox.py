@@ -66,7 +66,7 @@ from . import metadata as md
 from ._json_object import is_array, is_object
 from .agent_io import AgentOutput
 from .answers import Answer, Approve, Edit, Reject, Respond, Restart, entry, match_all
-from .claims import claim_state, is_answerable
+from .claims import claim_state
 from .decisions import DecisionLabel
 from .errors import (
     ClaimConflictError,
@@ -76,11 +76,12 @@ from .errors import (
     UnimplementedError,
     UsageError,
 )
+from .interrupt_index import InterruptQuery, OpenInterrupt, entries_of
 from .interrupts import Resume
 from .journal import JournalEntry
 from .parts import ToolRequestPart, ToolResponsePart
 from .sessions import Snapshot, utcnow
-from .stores import SessionStore, SnapshotInfo
+from .stores import SessionStore
 
 __all__ = [
     "Answer",
@@ -274,33 +275,24 @@ class Inbox:
         Paging: ``newest_first`` reverses the order; ``after`` is the ``(created_at,
         snapshot_id)`` of the last item of the previous page (:attr:`PendingInterrupt.position`);
         ``limit`` stops once that many interrupts were found (a snapshot's interrupts are
-        never split across pages). Only the snapshots of the page are loaded.
+        never split across pages). It reads the store's index of open interrupts
+        (:mod:`interlock.interrupt_index`), filtered and paged in the query: no snapshot is loaded.
         """
         store = self._require_store("listing pending interrupts")
         now = now or utcnow()
-        infos = _waiting(await store.list(tenant=tenant, session_id=session_id))
-        if newest_first:
-            infos.reverse()
-        found: list[PendingInterrupt] = []
-        for info in infos:
-            age = now - info.created_at
-            if agent is not None and info.agent != agent:
-                continue
-            if (older_than is not None and age < older_than) or (newer_than is not None and age >= newer_than):
-                continue
-            if after is not None and not _beyond((info.created_at, info.snapshot_id), after, newest_first):
-                continue
-            if limit is not None and len(found) >= limit:
-                break
-            snap = await store.load(info.snapshot_id, tenant=tenant)
-            if snap is None or snap.read_status() != "completed" or not is_answerable(snap, now):
-                continue
-            found += [
-                i
-                for i in _items(snap, now, tenant, info.agent)
-                if tool in (None, i.tool) and in_doubt in (None, i.in_doubt)
-            ]
-        return found
+        query = InterruptQuery(
+            now=now,
+            agent=agent,
+            tool=tool,
+            session_id=session_id,
+            in_doubt=in_doubt,
+            created_before=None if older_than is None else now - older_than,
+            created_after=None if newer_than is None else now - newer_than,
+            newest_first=newest_first,
+            after=after,
+            limit=limit,
+        )
+        return [_item(e, now, tenant, e.agent) for e in await store.open_interrupts(query, tenant=tenant)]
 
     async def get(self, snapshot_id: str, *, tenant: str | None = None) -> list[PendingInterrupt]:
         """The interrupts ``snapshot_id`` waits on; raises when it waits on none.
@@ -331,7 +323,9 @@ class Inbox:
         if status != "completed" or not snap.interrupts:
             how = f"is {status}" if status != "completed" else f"finished with {snap.finish_reason or 'no reason'!r}"
             raise FailedPreconditionError(f"{missing}: its turn {how}")
-        if self.store is not None:
+        if self.store is not None and not await self.store.open_interrupts(
+            InterruptQuery(now=utcnow(), snapshot_id=snapshot_id), tenant=tenant
+        ):  # not in the index: find the snapshot the session went on with (a claim taken meanwhile: go on)
             infos = await self.store.list(tenant=tenant, session_id=snap.session_id)
             child = next(
                 (i.snapshot_id for i in infos if i.parent_id == snap.snapshot_id and i.status == "completed"), None
@@ -536,54 +530,32 @@ def _context(identity: Any, tenant: str | None) -> dict[str, Any]:
     return {"identity": identity, "tenant": tenant}
 
 
-def _beyond(key: tuple[datetime, str], after: tuple[datetime, str], newest_first: bool) -> bool:
-    """True when ``key`` sorts past ``after`` (the previous page's last item) in the listing's order."""
-    return key < after if newest_first else key > after
-
-
 def _agent_of(snap: Snapshot) -> str | None:
     name = (snap.metadata or {}).get("agent")
     return name if isinstance(name, str) else None
 
 
-def _waiting(infos: list[SnapshotInfo]) -> list[SnapshotInfo]:
-    """Each session's latest completed leaf, when it is an interrupted turn; the oldest first.
-
-    Only completed rows count: a resume that failed, was aborted or is still running (its
-    claim then says whether the interrupt is taken) does not move the session on.
-    """
-    infos = [i for i in infos if i.status == "completed"]
-    parents = {i.parent_id for i in infos if i.parent_id}
-    latest: dict[str, SnapshotInfo] = {}
-    for info in infos:
-        current = latest.get(info.session_id)
-        if info.snapshot_id not in parents and (
-            current is None or (info.created_at, info.snapshot_id) > (current.created_at, current.snapshot_id)
-        ):
-            latest[info.session_id] = info
-    waiting = [i for i in latest.values() if i.finish_reason == "interrupted" and i.status == "completed"]
-    return sorted(waiting, key=lambda i: (i.created_at, i.snapshot_id))
-
-
 def _items(snap: Snapshot, now: datetime, tenant: str | None, agent: str | None) -> list[PendingInterrupt]:
-    return [
-        PendingInterrupt(
-            snapshot_id=snap.snapshot_id,
-            session_id=snap.session_id,
-            agent=agent,
-            tool=part.name,
-            ref=part.ref,
-            input=part.input,
-            data=part.meta(md.INTERRUPT),
-            is_hold=md.is_hold(part),
-            created_at=snap.created_at,
-            age=now - snap.created_at,
-            tenant=tenant,
-            **_doubt(part),
-            part=part,
-        )
-        for part in cast(list[ToolRequestPart], snap.interrupts)
-    ]
+    return [_item(e, now, tenant, agent) for e in entries_of(snap)]
+
+
+def _item(entry: OpenInterrupt, now: datetime, tenant: str | None, agent: str | None) -> PendingInterrupt:
+    part = entry.part
+    return PendingInterrupt(
+        snapshot_id=entry.snapshot_id,
+        session_id=entry.session_id,
+        agent=agent,
+        tool=part.name,
+        ref=part.ref,
+        input=part.input,
+        data=part.meta(md.INTERRUPT),
+        is_hold=md.is_hold(part),
+        created_at=entry.created_at,
+        age=now - entry.created_at,
+        tenant=tenant,
+        **_doubt(part),
+        part=part,
+    )
 
 
 def _doubt(part: ToolRequestPart) -> dict[str, Any]:

@@ -11,7 +11,9 @@ and list that module in :data:`COMMAND_MODULES` (imported when the command line 
 ``interlock serve module:attr`` serves an agent, a list or dict of agents, an
 :class:`~interlock.http.server.AgentServer` or any ASGI app on uvicorn, logging one line per
 turn; anything else is refused, naming what it found. ``--workers N`` starts N worker
-processes (each imports the target); ``--timeout-keep-alive`` is passed to uvicorn. Exit
+processes (each imports the target); ``--timeout-keep-alive`` is passed to uvicorn. ``--http``
+and ``--loop`` pick uvicorn's HTTP parser and event loop: by default httptools and uvloop when
+they are installed (``interlock[server]`` installs them), else h11 and asyncio. Exit
 codes: 0 success, 1 runtime failure, 2 bad usage (e.g. a target that cannot be imported),
 130 interrupted. ``--webhooks module:attr`` (a
 :class:`~interlock.webhooks.Webhooks`) and ``--deadlines`` run the outbox's delivery and
@@ -237,6 +239,15 @@ def _configure_serve(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout-keep-alive", type=float, default=5.0, metavar="S", help="close idle keep-alive connections after S s"
     )
+    parser.add_argument(
+        "--http",
+        choices=["auto", "httptools", "h11"],
+        default="auto",
+        help="HTTP parser (auto: httptools if present)",
+    )
+    parser.add_argument(
+        "--loop", choices=["auto", "uvloop", "asyncio"], default="auto", help="event loop (auto: uvloop if installed)"
+    )
     for extension in SERVE_EXTENSIONS:
         extension.configure(parser)
 
@@ -280,6 +291,8 @@ def run_app(app: Any, args: argparse.Namespace, loops: Sequence[ServeLoop] = ())
         "log_config": None,  # uvicorn's records go through the handler configure_logging installed (text or JSON)
         "lifespan": "auto",
         "timeout_keep_alive": getattr(args, "timeout_keep_alive", 5.0),
+        "http": getattr(args, "http", "auto"),
+        "loop": getattr(args, "loop", "auto"),
     }
     workers = cast(int, getattr(args, "workers", 1))
     if workers > 1:  # workers import the app themselves, so uvicorn needs an import string
@@ -289,8 +302,10 @@ def run_app(app: Any, args: argparse.Namespace, loops: Sequence[ServeLoop] = ())
         del options["log_config"]  # worker processes log through uvicorn's own configuration
         uvicorn.run(f"{__name__}:worker_app", factory=True, workers=workers, **options)
         return 0
+    config = uvicorn.Config(app, **options)
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the Ctrl-C it shut down on
-        asyncio.run(_serve_with(uvicorn.Server(uvicorn.Config(app, **options)), loops))
+        with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:  # uvloop when it is installed
+            runner.run(_serve_with(uvicorn.Server(config), loops))
     return 0
 
 

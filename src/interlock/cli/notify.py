@@ -8,6 +8,7 @@
     interlock webhooks list --store sessions.db [--status pending|done|failed] [--json]
     interlock deadlines run --store sessions.db --agents app:agents [--once] [--interval 1]
     interlock serve app:server --webhooks app:webhooks --deadlines           # both inside the server
+                           [--deadline-interval 1] [--deadline-lease 120]
 
 The signing secret is read from an environment variable, never from the command line.
 """
@@ -115,6 +116,23 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
     """``interlock serve``'s ``--webhooks`` and ``--deadlines``."""
     parser.add_argument("--webhooks", metavar="MODULE:ATTR", help="deliver webhooks with this Webhooks object")
     parser.add_argument("--deadlines", action="store_true", help="apply passed deadlines of the served agents")
+    parser.add_argument(
+        "--deadline-interval", type=_seconds, default=1.0, metavar="S", help="with --deadlines: seconds between sweeps"
+    )
+    parser.add_argument(
+        "--deadline-lease",
+        type=_seconds,
+        default=120.0,
+        metavar="S",
+        help="with --deadlines: seconds one timer's work may take before another process may take it over",
+    )
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
 
 
 def serve_loops(args: argparse.Namespace, agents: list[Any]) -> list[ServeLoop]:
@@ -134,7 +152,7 @@ def serve_loops(args: argparse.Namespace, agents: list[Any]) -> list[ServeLoop]:
             raise CommandError(f"--webhooks {args.webhooks} is a {type(found).__name__}, not a Webhooks")
         loops += [_hook_loop(found, s) for s in stores]
     if args.deadlines:
-        loops += [_deadline_loop(s, agents) for s in stores]
+        loops += [_deadline_loop(s, agents, args.deadline_interval, args.deadline_lease) for s in stores]
     return loops
 
 
@@ -142,8 +160,8 @@ def _hook_loop(hooks: Webhooks, store: SessionStore) -> ServeLoop:
     return lambda stop: hooks.run(store, stop=stop)
 
 
-def _deadline_loop(store: SessionStore, agents: list[Any]) -> ServeLoop:
-    return lambda stop: run_deadlines(store, agents, stop=stop)
+def _deadline_loop(store: SessionStore, agents: list[Any], interval: float, lease: float) -> ServeLoop:
+    return lambda stop: run_deadlines(store, agents, interval=interval, lease=lease, stop=stop)
 
 
 SERVE_EXTENSIONS.append(ServeExtension(configure=add_serve_options, loops=serve_loops))

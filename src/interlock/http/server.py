@@ -309,21 +309,31 @@ class AgentServer:
     async def _wait(
         self, agent: Agent, snapshot_id: str | None, session_id: str | None, context: dict[str, Any], receive: Receive
     ) -> Snapshot:
-        """Poll until the snapshot settles, ``wait_timeout`` passes, or the client goes away (ClientGone)."""
+        """Wait until the snapshot settles, ``wait_timeout`` passes, or the client goes away (ClientGone).
+
+        Woken by the store's watch (:meth:`Agent.changed`: LISTEN/NOTIFY on PostgreSQL), so a
+        commit by any process answers at once.
+        """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.wait_timeout
         gone = asyncio.ensure_future(disconnected(receive))
+        change: asyncio.Future[None] | None = None
         try:
             while True:
                 snap = await agent.get_snapshot(snapshot_id, session_id=session_id, context=context)
-                if snap.status in _SETTLED or loop.time() >= deadline:
+                left = deadline - loop.time()
+                if snap.status in _SETTLED or left <= 0:
                     return snap
-                await asyncio.wait({gone}, timeout=0.1)
+                change = asyncio.ensure_future(agent.changed(snap, timeout=left, context=context))
+                await asyncio.wait({gone, change}, return_when=asyncio.FIRST_COMPLETED)
                 if gone.done():
                     raise ClientGone
+                change.result()
         finally:
-            gone.cancel()
-            await asyncio.gather(gone, return_exceptions=True)
+            for task in (gone, change):
+                if task is not None:
+                    task.cancel()
+            await asyncio.gather(*(t for t in (gone, change) if t is not None), return_exceptions=True)
 
     # turns -------------------------------------------------------------------------------
 

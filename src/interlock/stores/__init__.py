@@ -1,7 +1,8 @@
 """Session stores: where snapshots live.
 
 A store is a small Protocol: :meth:`SessionStore.load` a snapshot by id,
-:meth:`SessionStore.latest` (the leaf) of a session, an atomic read-modify-write
+:meth:`SessionStore.latest` (the leaf) of a session, the index of open interrupts
+(:meth:`SessionStore.open_interrupts`, :mod:`interlock.interrupt_index`), an atomic read-modify-write
 :meth:`SessionStore.save` of one row and :meth:`SessionStore.save_all` of several in one
 transaction (a resume's commit is fenced by its claim that way), a
 :meth:`SessionStore.watch` of a snapshot's status, and :meth:`SessionStore.ready`, which
@@ -18,12 +19,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ..errors import FailedPreconditionError, InvalidArgumentError
 from ..journal import JournalEntry
 from ..outbox import OutboxEvent
 from ..sessions import Snapshot, utcnow
+
+if TYPE_CHECKING:  # the index module reads claims, which import this package
+    from ..interrupt_index import InterruptQuery, OpenInterrupt
 
 __all__ = [
     "JournalUpdater",
@@ -32,7 +36,7 @@ __all__ = [
     "Updater",
     "apply_update",
     "check_tenant",
-    "pick_leaf",
+    "choose_leaf",
 ]
 
 Updater = Callable[[Snapshot | None], Snapshot | None]
@@ -69,7 +73,19 @@ class SessionStore(Protocol):
         ...
 
     async def latest(self, session_id: str, *, tenant: str | None = None) -> Snapshot | None:
-        """The session's leaf snapshot, whatever its status, or ``None`` for an unknown session."""
+        """The session's leaf snapshot, whatever its status, or ``None`` for an unknown session.
+
+        Stores keep each session's leaves as they write (a branching session has several),
+        so this reads the leaves, not the session's rows (the rule is :func:`choose_leaf`'s).
+        """
+        ...
+
+    async def open_interrupts(self, query: InterruptQuery, *, tenant: str | None = None) -> list[OpenInterrupt]:
+        """The page of the index of open interrupts that ``query`` asks for (see :mod:`interlock.interrupt_index`).
+
+        The index is written in the transaction of every snapshot write (and delete), so it
+        always agrees with the snapshots; a listing reads nothing else.
+        """
         ...
 
     async def save(self, snapshot_id: str, update: Updater, *, tenant: str | None = None) -> Snapshot | None:
@@ -194,16 +210,13 @@ def apply_update(current: Snapshot | None, update: Updater, snapshot_id: str) ->
     return new.evolve(version=1, updated_at=new.updated_at or new.created_at)
 
 
-def pick_leaf(session_id: str, rows: list[tuple[str, str | None, datetime]], *, reject_branching: bool) -> str | None:
-    """Choose a session's latest snapshot among ``(id, parent_id, created_at)`` rows: its leaf.
+def choose_leaf(session_id: str, leaves: list[tuple[datetime, str]], *, reject_branching: bool) -> str:
+    """Choose a session's latest snapshot among its leaves' ``(created_at, snapshot_id)``.
 
-    Several leaves (a branching session): the newest, ties broken by id, unless
-    ``reject_branching``. No leaf at all means a cycle: corrupt history.
+    A leaf is a snapshot that no snapshot of its session names as its parent. Several
+    leaves (a branching session): the newest, ties broken by id, unless
+    ``reject_branching``. A session with snapshots but no leaf has a cycle: corrupt history.
     """
-    if not rows:
-        return None
-    parents = {parent for _, parent, _ in rows if parent}
-    leaves = [(created, sid) for sid, _, created in rows if sid not in parents]
     if not leaves:
         raise FailedPreconditionError(
             f"Session {session_id!r} has no leaf snapshot (corrupt or cyclic history); resume by snapshotId instead."

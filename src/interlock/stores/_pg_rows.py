@@ -25,10 +25,12 @@ from psycopg import AsyncConnection
 
 from .._json_object import is_object
 from ..errors import DataLossError
+from ..interrupt_index import InterruptQuery, OpenInterrupt
 from ..journal import JournalEntry, superseded
 from ..sessions import Artifact, Snapshot
 from ..wire import messages_to_json
-from . import JournalUpdater, SnapshotInfo, Updater, apply_update, pick_leaf
+from . import JournalUpdater, SnapshotInfo, Updater, apply_update, choose_leaf
+from . import _pg_index as index
 from ._history import ChainCache, common_prefix
 from ._pg_schema import (
     CHECKPOINT,
@@ -45,7 +47,7 @@ from ._pg_schema import (
     UPSERT,
 )
 from ._prune import prunable
-from ._sqlite_codec import EPOCH, Link, Messages, Row, bookkeeping, corrupt, decode, dumps, from_us, loads, plain
+from ._sqlite_codec import Link, Messages, Row, bookkeeping, corrupt, decode, dumps, from_us, loads, plain
 
 Conn = AsyncConnection[tuple[Any, ...]]
 
@@ -119,15 +121,19 @@ class PgRows(ChainCache):
         return decode(row, await self.messages_of(con, tenant, row))[0]
 
     async def latest(self, con: Conn, tenant: str, session_id: str, reject_branching: bool) -> Snapshot | None:
-        cur = await con.execute(
-            f"SELECT snapshot_id, parent_id, created_us FROM {TABLE} WHERE tenant = %s AND session_id = %s",
-            (tenant, session_id),
-        )
-        found = cast(list[tuple[str, str | None, int]], await cur.fetchall())
-        parents = {parent for _, parent, _ in found if parent}
-        rows = [(sid, parent, from_us(us) if sid not in parents else EPOCH) for sid, parent, us in found]
-        leaf = pick_leaf(session_id, rows, reject_branching=reject_branching)
-        return None if leaf is None else await self.read(con, tenant, leaf)
+        leaves = await index.leaves(con, tenant, session_id)
+        if not leaves:
+            cur = await con.execute(
+                f"SELECT 1 FROM {TABLE} WHERE tenant = %s AND session_id = %s LIMIT 1", (tenant, session_id)
+            )
+            if await cur.fetchone() is None:
+                return None  # an unknown session (with rows but no leaf, it has a cycle: choose_leaf says so)
+        leaf = choose_leaf(session_id, leaves, reject_branching=reject_branching)
+        return await self.read(con, tenant, leaf)
+
+    @staticmethod
+    async def open_interrupts(con: Conn, tenant: str, query: InterruptQuery) -> list[OpenInterrupt]:
+        return await index.page(con, tenant, query)
 
     @staticmethod
     async def status(con: Conn, tenant: str, snapshot_id: str) -> str | None:
@@ -186,6 +192,8 @@ class PgRows(ChainCache):
         if new is None:
             return None, False
         await self.write(con, tenant, row, old, old_artifacts, new)
+        before = None if row is None else (row.parent_id, row.status, row.finish_reason)
+        await index.written(con, tenant, before, new, lambda sid: self.read(con, tenant, sid))
         return new, row is None or row.status != new.status
 
     async def write(
@@ -292,17 +300,23 @@ class PgRows(ChainCache):
         if not ids:
             return 0
         cur = await con.execute(
-            f"SELECT snapshot_id, session_id FROM {TABLE} WHERE tenant = %s AND snapshot_id = ANY(%s) "
+            f"SELECT snapshot_id, session_id, parent_id FROM {TABLE} WHERE tenant = %s AND snapshot_id = ANY(%s) "
             "ORDER BY snapshot_id FOR UPDATE",
             (tenant, ids),
         )
-        locked = cast(list[tuple[str, str]], await cur.fetchall())
+        locked = cast(list[tuple[str, str, str | None]], await cur.fetchall())
         if locked:
-            bases: dict[str, Messages | None] = {sid: None for sid, _ in locked}
-            await self.checkpoint_dependents(con, tenant, bases, {s for _, s in locked}, exclude=ids)
+            bases: dict[str, Messages | None] = {sid: None for sid, _, _ in locked}
+            await self.checkpoint_dependents(con, tenant, bases, {s for _, s, _ in locked}, exclude=ids)
             await con.execute(f"DELETE FROM {TABLE} WHERE tenant = %s AND snapshot_id = ANY(%s)", (tenant, ids))
         await con.execute(f"DELETE FROM {JOURNAL} WHERE tenant = %s AND snapshot_id = ANY(%s)", (tenant, ids))
         self.forget(tenant, ids)
+        for sid, session_id, _ in locked:
+            await index.forget(con, tenant, session_id, sid)
+        dropped = set(ids)
+        for session_id, parent in sorted({(s, p) for _, s, p in locked if p is not None and p not in dropped}):
+            # a child of it went away: it may be a leaf again, and wait again
+            await index.refresh(con, tenant, session_id, parent, lambda sid: self.read(con, tenant, sid))
         return len(locked)
 
     async def prune(

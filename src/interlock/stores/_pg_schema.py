@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import LiteralString
 
+from ._pg_index import V3 as INDEX_V3
 from ._pg_outbox import V2 as OUTBOX_V2
 from ._versions import COMPONENT, SCHEMA_TABLE
 
@@ -67,8 +68,13 @@ V1 = (
     f"CREATE INDEX IF NOT EXISTS {JOURNAL}_snapshot ON {JOURNAL} (tenant, snapshot_id)",
 )
 
-MIGRATIONS: dict[int, tuple[LiteralString, ...]] = {1: V1, 2: OUTBOX_V2}
-"""Version → the statements that bring the previous version to it. Append only."""
+MIGRATIONS: dict[int, tuple[LiteralString, ...]] = {1: V1, 2: OUTBOX_V2, 3: INDEX_V3}
+"""Version → the statements that bring the previous version to it. Append only.
+
+Version 3 (each session's leaves and the index of open interrupts, :mod:`._pg_index`) also
+fills the index from the rows after its statements (:func:`._pg_index.backfill`).
+"""
+INDEX_VERSION = 3
 CURRENT = max(MIGRATIONS)
 
 CREATE_VERSIONS = f"CREATE TABLE IF NOT EXISTS {SCHEMA_TABLE} (component text PRIMARY KEY, version integer NOT NULL)"

@@ -26,5 +26,10 @@ class MessageChains(ChainCache):
 
     def chain(self, con: sqlite3.Connection, tenant: str, snapshot_id: str, mrev: int | None) -> Messages:
         """Assemble a row's messages from its base chain, read in one query (``mrev``: expected, if known)."""
-        links = [link_of(r) for r in con.execute(SELECT_CHAIN, (tenant, id_in(snapshot_id), MAX_CHAIN))]
+        links = [
+            link_of(r)
+            for r in con.execute(
+                SELECT_CHAIN, {"tenant": tenant, "snapshot_id": id_in(snapshot_id), "max_depth": MAX_CHAIN}
+            )
+        ]
         return self.assemble(tenant, snapshot_id, mrev, links)

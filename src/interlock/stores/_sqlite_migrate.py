@@ -8,6 +8,9 @@ Versions:
 2. ``interlock_schema`` records the version; the journal table is created if a file from
    before the journal lacks it.
 3. the webhook and deadline outbox (:mod:`interlock.outbox`).
+4. each session's leaves and the index of open interrupts (:mod:`._sqlite_index`),
+   filled from the rows; the session index becomes ``(session, parent_id)``, which finds
+   a snapshot's children.
 
 A migration runs inside the write transaction (``BEGIN IMMEDIATE``) that read the version,
 so two processes cannot both migrate a file, and a failed migration leaves it unchanged.
@@ -20,8 +23,10 @@ import sqlite3
 from collections.abc import Callable
 
 from ..errors import FailedPreconditionError
+from . import _sqlite_index as index
 from ._sqlite_journal import create_journal
 from ._sqlite_outbox import create_outbox
+from ._sqlite_rows import SnapshotRows
 from ._sqlite_schema import SCHEMA, TABLE
 from ._versions import COMPONENT, SCHEMA_TABLE, plan_upgrade
 
@@ -34,7 +39,16 @@ def _record_versions(con: sqlite3.Connection) -> None:
     create_journal(con)
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _record_versions, 3: create_outbox}
+def _index(con: sqlite3.Connection) -> None:
+    con.execute(f"DROP INDEX IF EXISTS {TABLE}_session")  # (session): (session, parent_id) replaces it
+    con.execute(SCHEMA[2])
+    for statement in index.DDL:
+        con.execute(statement)
+    rows = SnapshotRows(cache_size=64)
+    index.backfill(con, lambda tenant, snapshot_id: rows.read(con, tenant, snapshot_id))
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _record_versions, 3: create_outbox, 4: _index}
 """Version → what brings the previous version to it. Append only."""
 CURRENT = max(MIGRATIONS)
 

@@ -17,14 +17,15 @@ from typing import Any, NamedTuple, cast
 
 from .._json_object import is_object
 from ..errors import DataLossError
+from ..interrupt_index import InterruptQuery, OpenInterrupt
 from ..messages import messages_to_json
 from ..sessions import Artifact, Snapshot
-from . import SnapshotInfo, Updater, apply_update, pick_leaf
+from . import SnapshotInfo, Updater, apply_update, choose_leaf
+from . import _sqlite_index as index
 from ._history import common_prefix
 from ._prune import prunable
 from ._sqlite_chain import MessageChains
 from ._sqlite_codec import (
-    EPOCH,
     DbId,
     Messages,
     Row,
@@ -47,6 +48,7 @@ from ._sqlite_codec import (
 )
 from ._sqlite_journal import delete_for as delete_journal_for
 from ._sqlite_schema import (
+    BOOKKEEPING,
     DROP_SESSION,
     INSERT_SESSION,
     SELECT_PARENT,
@@ -76,13 +78,13 @@ class SnapshotRows(MessageChains):
 
     @staticmethod
     def fetch(con: sqlite3.Connection, tenant: str, snapshot_id: str) -> Row | None:
-        found = con.execute(SELECT_ROW, (tenant, id_in(snapshot_id))).fetchone()
+        found = con.execute(SELECT_ROW, {"tenant": tenant, "snapshot_id": id_in(snapshot_id)}).fetchone()
         return None if found is None else row_of(found)
 
     @staticmethod
     def session_key(con: sqlite3.Connection, tenant: str, session_id: str) -> int | None:
         """The interned key of a session, or ``None`` if it has no snapshots."""
-        found = con.execute(SELECT_SESSION, (tenant, id_in(session_id))).fetchone()
+        found = con.execute(SELECT_SESSION, {"tenant": tenant, "session_id": id_in(session_id)}).fetchone()
         return None if found is None else int(found[0])
 
     def read(self, con: sqlite3.Connection, tenant: str, snapshot_id: str) -> Snapshot | None:
@@ -95,16 +97,12 @@ class SnapshotRows(MessageChains):
         session = self.session_key(con, tenant, session_id)
         if session is None:
             return None
-        found = cast(
-            list[tuple[DbId, DbId | None, int]],
-            con.execute(f"SELECT snapshot_id, parent_id, created_us FROM {TABLE} WHERE session = ?", (session,)),
-        )
-        decoded = [(id_out(sid), id_out_or_none(parent), us) for sid, parent, us in found]
-        parents = {parent for _, parent, _ in decoded if parent}
-        # pick_leaf only looks at the leaves' created_at: convert just those.
-        rows = [(sid, parent, from_us(us) if sid not in parents else EPOCH) for sid, parent, us in decoded]
-        leaf = pick_leaf(session_id, rows, reject_branching=reject_branching)
-        return None if leaf is None else self.read(con, tenant, leaf)
+        leaf = choose_leaf(session_id, index.leaves(con, session), reject_branching=reject_branching)
+        return self.read(con, tenant, leaf)
+
+    @staticmethod
+    def open_interrupts(con: sqlite3.Connection, tenant: str, query: InterruptQuery) -> list[OpenInterrupt]:
+        return index.page(con, tenant, query)
 
     @staticmethod
     def status(con: sqlite3.Connection, tenant: str, snapshot_id: str) -> str | None:
@@ -169,7 +167,9 @@ class SnapshotRows(MessageChains):
         new = apply_update(current, update, snapshot_id)
         if new is None:
             return None, False
-        self.write(con, tenant, row, old, old_artifacts, new)
+        session = self.write(con, tenant, row, old, old_artifacts, new)
+        before = None if row is None else (row.parent_id, row.status, row.finish_reason)
+        index.written(con, tenant, session, before, new, lambda sid: self.read(con, tenant, sid))
         return new, row is None or row.status != new.status
 
     def write(
@@ -180,10 +180,12 @@ class SnapshotRows(MessageChains):
         old: Messages | None,
         old_artifacts: list[Artifact],
         new: Snapshot,
-    ) -> None:
+    ) -> int:
+        """Write ``new`` over ``row``; returns the row's session key."""
         sid = new.snapshot_id
         state = new.state
-        stored = bookkeeping(new, row, old_artifacts)
+        values = dict(zip(BOOKKEEPING, bookkeeping(new, row, old_artifacts), strict=True))
+        values |= {"tenant": tenant, "snapshot_id": id_in(sid)}
         if old is None or state is None:
             unchanged = old is None and state is None
         else:
@@ -193,8 +195,8 @@ class SnapshotRows(MessageChains):
             kept_base = row.base_id
             if kept_base is None and row.keep > 0 and new.parent_id != row.parent_id:
                 kept_base = row.parent_id  # the implicit base (the old parent) must be named now
-            con.execute(UPDATE_BOOKKEEPING, (id_or_none(kept_base), *stored, tenant, id_in(sid)))
-            return
+            con.execute(UPDATE_BOOKKEEPING, values | {"base_id": id_or_none(kept_base)})
+            return row.session
         if row is not None and old is not None:
             self.checkpoint_dependents(con, tenant, {sid: old}, exclude=())
         needs_parent = row is None or (state is not None and bool(state.messages))  # for the session, the base
@@ -218,27 +220,13 @@ class SnapshotRows(MessageChains):
             tail = dumps(messages_to_json(list(messages[keep:])))
             mrev = secrets.randbits(47)  # 6 bytes on disk; a collision would also need the same row
             self.remember(tenant, sid, mrev, messages)
-        (parent_id, state_session, *rest) = stored
-        con.execute(
-            UPSERT,
-            (
-                tenant,
-                id_in(sid),
-                session,
-                parent_id,
-                id_or_none(base_id),
-                keep,
-                tail,
-                mrev,
-                base_mrev,
-                state_session,
-                *rest,
-            ),
-        )
+        content = {"session": session, "base_id": id_or_none(base_id), "keep": keep, "tail": tail, "mrev": mrev}
+        con.execute(UPSERT, values | content | {"base_mrev": base_mrev})
+        return session
 
     def intern(self, con: sqlite3.Connection, tenant: str, session_id: str) -> int:
         """The session's interned key, added if new (in the caller's write transaction)."""
-        added = con.execute(INSERT_SESSION, (tenant, id_in(session_id)))
+        added = con.execute(INSERT_SESSION, {"tenant": tenant, "session_id": id_in(session_id)})
         if added.rowcount == 1:
             return cast(int, added.lastrowid)
         session = self.session_key(con, tenant, session_id)
@@ -252,7 +240,7 @@ class SnapshotRows(MessageChains):
         parent_id = new.parent_id
         if parent_id is None or parent_id == new.snapshot_id:
             return None
-        found = con.execute(SELECT_PARENT, (tenant, id_in(parent_id))).fetchone()
+        found = con.execute(SELECT_PARENT, {"tenant": tenant, "snapshot_id": id_in(parent_id)}).fetchone()
         if found is None:
             return None
         mrev, stateless, session, session_id = found
@@ -346,21 +334,25 @@ class SnapshotRows(MessageChains):
             return 0
         bases: dict[str, Messages | None] = {sid: None for sid in ids}
         self.checkpoint_dependents(con, tenant, bases, exclude=ids)
-        deleted = 0
-        sessions: set[int] = set()
+        gone: list[tuple[DbId, int, DbId | None]] = []
         for marks, chunk in batches([id_in(sid) for sid in ids]):
-            gone = con.execute(
-                f"DELETE FROM {TABLE} WHERE tenant = ? AND snapshot_id IN ({marks}) RETURNING session",
+            gone += con.execute(
+                f"DELETE FROM {TABLE} WHERE tenant = ? AND snapshot_id IN ({marks}) "
+                "RETURNING snapshot_id, session, parent_id",
                 (tenant, *chunk),
             ).fetchall()
-            deleted += len(gone)
-            sessions.update(int(s) for (s,) in gone)
-        for session in sessions:
-            con.execute(DROP_SESSION, (session,))
         delete_journal_for(con, tenant, ids)
         for sid in ids:
             self.cache.pop((tenant, sid), None)
-        return deleted
+        for raw, session, _ in gone:
+            index.forget(con, tenant, session, id_out(raw))
+        dropped = set(ids)
+        for session, parent in {(s, id_out(p)) for _, s, p in gone if p is not None}:
+            if parent not in dropped:  # a child of it went away: it may be a leaf again, and wait again
+                index.refresh(con, tenant, session, parent, lambda sid: self.read(con, tenant, sid))
+        for session in {s for _, s, _ in gone}:
+            con.execute(DROP_SESSION, {"session": session})
+        return len(gone)
 
     def prune(
         self,

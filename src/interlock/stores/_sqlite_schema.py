@@ -101,49 +101,61 @@ SCHEMA = (
         metadata      TEXT,
         PRIMARY KEY (tenant, snapshot_id)
     )""",
-    f"CREATE INDEX IF NOT EXISTS {TABLE}_session ON {TABLE} (session)",
+    f"CREATE INDEX IF NOT EXISTS {TABLE}_children ON {TABLE} (session, parent_id)",
     f"CREATE INDEX IF NOT EXISTS {TABLE}_base ON {TABLE} (tenant, base_id) WHERE base_id IS NOT NULL",
 )
 
-COLUMNS = (
-    "snapshot_id, session, parent_id, base_id, keep, tail, mrev, base_mrev, state_session, custom, artifacts, "
-    "created_us, updated_us, heartbeat_us, status, finish_reason, error, version, claimed_by, claimed_us, metadata"
+BOOKKEEPING = (
+    "parent_id",
+    "state_session",
+    "custom",
+    "artifacts",
+    "created_us",
+    "updated_us",
+    "heartbeat_us",
+    "status",
+    "finish_reason",
+    "error",
+    "version",
+    "claimed_by",
+    "claimed_us",
+    "metadata",
 )
+"""The columns of :func:`~._sqlite_codec.bookkeeping`'s values, in its order."""
+_CONTENT = ("session", "base_id", "keep", "tail", "mrev", "base_mrev")
+_COLUMNS = ("snapshot_id", *_CONTENT, *BOOKKEEPING)
+COLUMNS = ", ".join(_COLUMNS)
+_UPDATED = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS if c not in ("snapshot_id", "session"))
+
 SELECT_ROW = f"""SELECT s.snapshot_id, n.session_id, s.session, s.parent_id, s.base_id, s.keep, s.tail, s.mrev,
         s.base_mrev, s.state_session, s.custom, s.artifacts, s.created_us, s.updated_us, s.heartbeat_us, s.status,
         s.finish_reason, s.error, s.version, s.claimed_by, s.claimed_us, s.metadata
     FROM {TABLE} AS s LEFT JOIN {SESSIONS} AS n ON n.id = s.session
-    WHERE s.tenant = ? AND s.snapshot_id = ?"""
-UPSERT = f"""INSERT INTO {TABLE} (tenant, {COLUMNS})
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-    ON CONFLICT (tenant, snapshot_id) DO UPDATE SET
-        parent_id = excluded.parent_id, base_id = excluded.base_id, keep = excluded.keep, tail = excluded.tail,
-        mrev = excluded.mrev, base_mrev = excluded.base_mrev, state_session = excluded.state_session,
-        custom = excluded.custom, artifacts = excluded.artifacts, created_us = excluded.created_us,
-        updated_us = excluded.updated_us, heartbeat_us = excluded.heartbeat_us, status = excluded.status,
-        finish_reason = excluded.finish_reason, error = excluded.error, version = excluded.version,
-        claimed_by = excluded.claimed_by, claimed_us = excluded.claimed_us, metadata = excluded.metadata"""
-UPDATE_BOOKKEEPING = f"""UPDATE {TABLE} SET
-        base_id = ?, parent_id = ?, state_session = ?, custom = ?, artifacts = ?, created_us = ?, updated_us = ?,
-        heartbeat_us = ?, status = ?, finish_reason = ?, error = ?, version = ?, claimed_by = ?, claimed_us = ?,
-        metadata = ?
-    WHERE tenant = ? AND snapshot_id = ?"""
+    WHERE s.tenant = :tenant AND s.snapshot_id = :snapshot_id"""
+UPSERT = f"""INSERT INTO {TABLE} (tenant, {", ".join(_COLUMNS)})
+    VALUES (:tenant, {", ".join(":" + c for c in _COLUMNS)})
+    ON CONFLICT (tenant, snapshot_id) DO UPDATE SET {_UPDATED}"""
+"""Named parameters: ``tenant`` and every column (:data:`BOOKKEEPING` and the content columns)."""
+UPDATE_BOOKKEEPING = f"""UPDATE {TABLE} SET base_id = :base_id, {", ".join(f"{c} = :{c}" for c in BOOKKEEPING)}
+    WHERE tenant = :tenant AND snapshot_id = :snapshot_id"""
 _BASE = "CASE WHEN {0}keep > 0 THEN coalesce({0}base_id, {0}parent_id) END"
 SELECT_CHAIN = f"""WITH RECURSIVE chain (depth, snapshot_id, base, keep, tail, mrev, base_mrev) AS (
         SELECT 0, snapshot_id, {_BASE.format("")}, keep, tail, mrev, base_mrev FROM {TABLE}
-        WHERE tenant = ?1 AND snapshot_id = ?2
+        WHERE tenant = :tenant AND snapshot_id = :snapshot_id
         UNION ALL
         SELECT chain.depth + 1, s.snapshot_id, {_BASE.format("s.")}, s.keep, s.tail, s.mrev, s.base_mrev
-        FROM chain JOIN {TABLE} AS s ON s.tenant = ?1 AND s.snapshot_id = chain.base
-        WHERE chain.depth < ?3
+        FROM chain JOIN {TABLE} AS s ON s.tenant = :tenant AND s.snapshot_id = chain.base
+        WHERE chain.depth < :max_depth
     )
     SELECT snapshot_id, base, keep, tail, mrev, base_mrev FROM chain ORDER BY depth"""
-SELECT_SESSION = f"SELECT id FROM {SESSIONS} WHERE tenant = ? AND session_id = ?"
-INSERT_SESSION = f"INSERT INTO {SESSIONS} (tenant, session_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
+SELECT_SESSION = f"SELECT id FROM {SESSIONS} WHERE tenant = :tenant AND session_id = :session_id"
+INSERT_SESSION = f"INSERT INTO {SESSIONS} (tenant, session_id) VALUES (:tenant, :session_id) ON CONFLICT DO NOTHING"
 SELECT_PARENT = f"""SELECT s.mrev, s.tail IS NULL, s.session, n.session_id
     FROM {TABLE} AS s LEFT JOIN {SESSIONS} AS n ON n.id = s.session
-    WHERE s.tenant = ? AND s.snapshot_id = ?"""
-DROP_SESSION = f"DELETE FROM {SESSIONS} WHERE id = ?1 AND NOT EXISTS (SELECT 1 FROM {TABLE} WHERE session = ?1)"
+    WHERE s.tenant = :tenant AND s.snapshot_id = :snapshot_id"""
+DROP_SESSION = (
+    f"DELETE FROM {SESSIONS} WHERE id = :session AND NOT EXISTS (SELECT 1 FROM {TABLE} WHERE session = :session)"
+)
 
 BATCH = 500
 """Ids per ``IN (?, ...)`` list (well below SQLite's limit on bound parameters)."""

@@ -1,4 +1,8 @@
-"""The in-memory store: snapshots and the effect journal in this process's memory."""
+"""The in-memory store: snapshots, the effect journal and the outbox in this process's memory.
+
+Besides the rows it keeps, as every store does, each session's leaves and the index of
+open interrupts (:mod:`interlock.interrupt_index`), updated with every write and delete.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +10,11 @@ import asyncio
 from collections.abc import AsyncIterator, Iterable, Sequence
 from datetime import datetime
 
+from ..interrupt_index import InterruptQuery, OpenInterrupt, entries_of
 from ..journal import JournalEntry, superseded
 from ..outbox import OutboxEvent, is_claimable, leased
 from ..sessions import Snapshot, utcnow
-from . import JournalUpdater, SnapshotInfo, Updater, apply_update, check_tenant, pick_leaf
+from . import JournalUpdater, SnapshotInfo, Updater, apply_update, check_tenant, choose_leaf
 from ._prune import prunable
 
 __all__ = ["InMemoryStore"]
@@ -22,6 +27,9 @@ class InMemoryStore:
         self.reject_branching = reject_branching
         self._rows: dict[tuple[str | None, str], Snapshot] = {}
         self._by_session: dict[tuple[str | None, str], list[str]] = {}
+        self._children: dict[tuple[str | None, str, str], set[str]] = {}  # (tenant, session, parent) → children
+        self._leaves: dict[tuple[str | None, str], set[str]] = {}
+        self._open: dict[tuple[str | None, str], list[OpenInterrupt]] = {}
         self._journal: dict[tuple[str | None, str], JournalEntry] = {}
         self._outbox: dict[str, OutboxEvent] = {}  # insertion order is the outbox's order
         self.poll_interval = 0.01
@@ -32,10 +40,15 @@ class InMemoryStore:
 
     async def latest(self, session_id: str, *, tenant: str | None = None) -> Snapshot | None:
         tenant = check_tenant(tenant)
-        ids = self._by_session.get((tenant, session_id), [])
-        rows = [(s.snapshot_id, s.parent_id, s.created_at) for i in ids if (s := self._rows.get((tenant, i)))]
-        leaf = pick_leaf(session_id, rows, reject_branching=self.reject_branching)
-        return None if leaf is None else await self.load(leaf, tenant=tenant)
+        if not self._by_session.get((tenant, session_id)):
+            return None
+        leaves = [(self._rows[(tenant, i)].created_at, i) for i in self._leaves.get((tenant, session_id), ())]
+        return await self.load(choose_leaf(session_id, leaves, reject_branching=self.reject_branching), tenant=tenant)
+
+    async def open_interrupts(self, query: InterruptQuery, *, tenant: str | None = None) -> list[OpenInterrupt]:
+        tenant = check_tenant(tenant)
+        found = [e for (t, _), entries in self._open.items() if t == tenant for e in entries if query.admits(e)]
+        return query.page(found)
 
     async def save(self, snapshot_id: str, update: Updater, *, tenant: str | None = None) -> Snapshot | None:
         return (await self.save_all([(snapshot_id, update)], tenant=tenant))[0]
@@ -62,6 +75,7 @@ class InMemoryStore:
                 self._rows[(tenant, new.snapshot_id)] = _isolated(new)
                 if current is None:
                     self._by_session.setdefault((tenant, new.session_id), []).append(new.snapshot_id)
+                self._link(tenant, new.session_id, new.snapshot_id, None if current is None else current.parent_id)
         for event in events:
             self._outbox[event.id] = event
         return [new for _, new in staged]
@@ -150,8 +164,42 @@ class InMemoryStore:
                 del self._journal[slot]
             if row is not None:
                 self._by_session[(tenant, row.session_id)].remove(sid)
+                self._link(tenant, row.session_id, sid, row.parent_id)
                 count += 1
         return count
+
+    def _link(self, tenant: str | None, session_id: str, snapshot_id: str, old_parent: str | None) -> None:
+        """After a write (or delete) of ``snapshot_id``: its parent link, its and its parents' leaves and entries."""
+        row = self._rows.get((tenant, snapshot_id))
+        parent = None if row is None else row.parent_id
+        if old_parent != parent and old_parent is not None:
+            self._children.get((tenant, session_id, old_parent), set()).discard(snapshot_id)
+        if parent is not None:
+            self._children.setdefault((tenant, session_id, parent), set()).add(snapshot_id)
+        for sid in dict.fromkeys(s for s in (snapshot_id, old_parent, parent) if s is not None):
+            self._refresh(tenant, session_id, sid)
+
+    def _refresh(self, tenant: str | None, session_id: str, snapshot_id: str) -> None:
+        """Bring one snapshot's leaf mark and index entries in line with the rows (its session's view of it)."""
+        row = self._rows.get((tenant, snapshot_id))
+        leaves = self._leaves.setdefault((tenant, session_id), set())
+        if row is None:
+            leaves.discard(snapshot_id)
+            self._open.pop((tenant, snapshot_id), None)
+            return
+        if row.session_id != session_id:  # a parent in another session: its own session decides
+            return
+        children = [self._rows[(tenant, c)] for c in self._children.get((tenant, session_id, snapshot_id), ())]
+        if children:
+            leaves.discard(snapshot_id)
+        else:
+            leaves.add(snapshot_id)
+        went_on = any(c.status == "completed" for c in children)
+        entries = [] if went_on else entries_of(row)
+        if entries:
+            self._open[(tenant, snapshot_id)] = entries
+        else:
+            self._open.pop((tenant, snapshot_id), None)
 
     async def prune(
         self,

@@ -59,10 +59,12 @@ from ..errors import (
     UnavailableError,
     UsageError,
 )
+from ..interrupt_index import InterruptQuery, OpenInterrupt
 from ..journal import JournalEntry
 from ..outbox import OutboxEvent
 from ..sessions import TERMINAL, Snapshot
 from . import JournalUpdater, SnapshotInfo, Updater, check_tenant
+from . import _pg_index as index
 from . import _pg_outbox as outbox
 from ._pg_errors import pg_error, redacted
 from ._pg_listen import Listener
@@ -71,6 +73,7 @@ from ._pg_schema import (
     CHANNEL,
     CREATE_VERSIONS,
     CURRENT,
+    INDEX_VERSION,
     LOCK_SCHEMA,
     MIGRATIONS,
     SELECT_VERSION,
@@ -211,6 +214,10 @@ class PostgresStore:
         return await self._read(
             lambda con: self._rows.latest(con, t, session_id, self.reject_branching), consistent=True
         )
+
+    async def open_interrupts(self, query: InterruptQuery, *, tenant: str | None = None) -> list[OpenInterrupt]:
+        t = _key(tenant)
+        return await self._read(lambda con: self._rows.open_interrupts(con, t, query))
 
     async def save(self, snapshot_id: str, update: Updater, *, tenant: str | None = None) -> Snapshot | None:
         return (await self.save_all([(snapshot_id, update)], tenant=tenant))[0]
@@ -402,9 +409,12 @@ class PostgresStore:
                 else:
                     url = redacted(self.dsn)
                     todo = plan_upgrade(found, CURRENT, where=self.where, url=url, upgrade=self.upgrade)
+                rows = PgRows(64)
                 for target in todo:
                     for statement in MIGRATIONS[target]:
                         await con.execute(statement)
+                    if target == INDEX_VERSION:
+                        await index.backfill(con, lambda tenant, sid: rows.read(con, tenant, sid))
                 if todo:
                     await con.execute(STAMP, (CURRENT,))
                     self.upgraded_from = found

@@ -7,7 +7,9 @@ transactions). The rest lives in private modules:
   and timestamps) and its SQL;
 * :mod:`._sqlite_codec`: column values ↔ Python values, rows ↔ snapshots;
 * :mod:`._sqlite_chain`: message histories from base chains, and their cache;
-* :mod:`._sqlite_rows`: reads, writes (as deltas), deletes and prunes.
+* :mod:`._sqlite_rows`: reads, writes (as deltas), deletes and prunes;
+* :mod:`._sqlite_index`: each session's leaves and the index of open interrupts, written
+  with the rows.
 
 Threads
 -------
@@ -38,6 +40,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from ..errors import InvalidArgumentError, UsageError
+from ..interrupt_index import InterruptQuery, OpenInterrupt
 from ..journal import JournalEntry
 from ..outbox import OutboxEvent
 from ..sessions import TERMINAL, Snapshot
@@ -150,6 +153,9 @@ class SQLiteStore:
 
     async def latest(self, session_id: str, *, tenant: str | None = None) -> Snapshot | None:
         return await self._call(self._latest, _key(tenant), session_id)
+
+    async def open_interrupts(self, query: InterruptQuery, *, tenant: str | None = None) -> list[OpenInterrupt]:
+        return await self._call(self._open_interrupts, _key(tenant), query)
 
     async def save(self, snapshot_id: str, update: Updater, *, tenant: str | None = None) -> Snapshot | None:
         return (await self.save_all([(snapshot_id, update)], tenant=tenant))[0]
@@ -331,6 +337,10 @@ class SQLiteStore:
     def _latest(self, tenant: str, session_id: str) -> Snapshot | None:
         with self._read_txn() as con:
             return self._rows.latest(con, tenant, session_id, self.reject_branching)
+
+    def _open_interrupts(self, tenant: str, query: InterruptQuery) -> list[OpenInterrupt]:
+        with self._read_txn() as con:
+            return self._rows.open_interrupts(con, tenant, query)
 
     def _status(self, tenant: str, snapshot_id: str) -> str | None:
         return self._rows.status(self._db(), tenant, snapshot_id)

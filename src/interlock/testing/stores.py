@@ -2,7 +2,8 @@
 
 :func:`check_store` runs :data:`STORE_CHECKS`, the contract every
 :class:`~interlock.stores.SessionStore` must meet (snapshots, atomic multi-row saves,
-tenants, watch, deletes, the effect journal, the outbox), against a store of your own.
+tenants, watch, deletes, the effect journal, the outbox, the leaves and the index of open
+interrupts), against a store of your own.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ..parts import (
 )
 from ..sessions import Artifact, ErrorInfo, SessionState, Snapshot
 from ..stores import SessionStore
+from ._index_checks import INDEX_CHECKS
 from ._outbox_checks import OUTBOX_CHECKS
 
 __all__ = ["STORE_CHECKS", "StoreCheck", "StoreFactory", "check_store", "store_factory"]
@@ -725,5 +727,6 @@ STORE_CHECKS: list[StoreCheck] = [
     check_journal_in_save_all,
     check_journal_pruned_with_snapshots,
     *OUTBOX_CHECKS,
+    *INDEX_CHECKS,
 ]
 """Every store conformance check, in order (each opens its own fresh stores)."""

@@ -1,0 +1,166 @@
+"""The PostgreSQL store's leaf rows and index of open interrupts (see :mod:`interlock.stores._index_rows`).
+
+The same tables and rules as the SQLite store's (:mod:`interlock.stores._sqlite_index`),
+keyed by ``(tenant, session_id)`` since sessions are not interned here. The open
+interrupts' ``snapshot_id`` is collated ``"C"`` so that SQL orders ids as Python orders
+strings (paging by cursor needs it). Every function runs in the caller's transaction, after
+the snapshot row was written (and locked).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any, LiteralString, cast
+
+from psycopg import AsyncConnection
+
+from ..interrupt_index import InterruptQuery, OpenInterrupt, entries_of
+from ..sessions import Snapshot
+from ._index_rows import ENTRY_COLUMNS, entry_of, entry_values, page_sql, plan, rest_sql
+from ._sqlite_codec import from_us, to_us
+
+Conn = AsyncConnection[tuple[Any, ...]]
+Reader = Callable[[str], Awaitable[Snapshot | None]]
+
+TABLE = "interlock_snapshots"
+LEAVES = "interlock_leaves"
+OPEN = "interlock_open_interrupts"
+
+V3: tuple[LiteralString, ...] = (
+    f"DROP INDEX IF EXISTS {TABLE}_session",
+    f"CREATE INDEX IF NOT EXISTS {TABLE}_children ON {TABLE} (tenant, session_id, parent_id)",
+    f"""CREATE TABLE IF NOT EXISTS {LEAVES} (
+        tenant      text   NOT NULL,
+        session_id  text   NOT NULL,
+        snapshot_id text   NOT NULL,
+        created_us  bigint NOT NULL,
+        PRIMARY KEY (tenant, session_id, snapshot_id)
+    )""",
+    f"""CREATE TABLE IF NOT EXISTS {OPEN} (
+        tenant         text    NOT NULL,
+        snapshot_id    text    COLLATE "C" NOT NULL,
+        position       integer NOT NULL,
+        session_id     text    NOT NULL,
+        agent          text,
+        tool           text    NOT NULL,
+        ref            text,
+        created_us     bigint  NOT NULL,
+        deadline_us    bigint,
+        in_doubt       integer NOT NULL,
+        claimed_by     text,
+        claim_until_us bigint,
+        part           text    NOT NULL,
+        PRIMARY KEY (tenant, snapshot_id, position)
+    )""",
+    f"CREATE INDEX IF NOT EXISTS {OPEN}_created ON {OPEN} (tenant, created_us, snapshot_id)",
+    f"""INSERT INTO {LEAVES} (tenant, session_id, snapshot_id, created_us)
+        SELECT s.tenant, s.session_id, s.snapshot_id, s.created_us FROM {TABLE} AS s
+        WHERE NOT EXISTS (SELECT 1 FROM {TABLE} AS c
+            WHERE c.tenant = s.tenant AND c.session_id = s.session_id AND c.parent_id = s.snapshot_id)
+        ON CONFLICT DO NOTHING""",
+)
+"""Schema version 3's statements (the open interrupts are filled by :func:`backfill` after them)."""
+
+_SCOPE = "tenant = %(tenant)s AND session_id = %(session_id)s"
+_DROP_LEAF = f"DELETE FROM {LEAVES} WHERE {_SCOPE} AND snapshot_id = %(snapshot_id)s"
+_ADD_LEAF = f"""INSERT INTO {LEAVES} (tenant, session_id, snapshot_id, created_us)
+    SELECT %(tenant)s, %(session_id)s, %(snapshot_id)s, %(created_us)s
+    WHERE NOT EXISTS (SELECT 1 FROM {TABLE} WHERE {_SCOPE} AND parent_id = %(snapshot_id)s)
+    ON CONFLICT DO NOTHING"""
+_SELECT_LEAVES = f"SELECT snapshot_id, created_us FROM {LEAVES} WHERE {_SCOPE}"
+_DROP_ENTRIES = f"DELETE FROM {OPEN} WHERE tenant = %(tenant)s AND snapshot_id = %(snapshot_id)s"
+_DROP_ENTRIES_IN = _DROP_ENTRIES + " AND session_id = %(session_id)s"
+_WENT_ON = f"""SELECT 1 FROM {TABLE} WHERE {_SCOPE} AND parent_id = %(snapshot_id)s AND status = 'completed'
+    LIMIT 1"""
+_INSERT_ENTRY = (
+    f"INSERT INTO {OPEN} (tenant, {', '.join(ENTRY_COLUMNS)}) "
+    f"VALUES (%(tenant)s, {', '.join(f'%({c})s' for c in ENTRY_COLUMNS)})"
+)
+_SELECT_OWN = f"""SELECT created_us, finish_reason FROM {TABLE}
+    WHERE tenant = %(tenant)s AND snapshot_id = %(snapshot_id)s AND session_id = %(session_id)s"""
+
+
+def _mark(name: str) -> str:
+    return f"%({name})s"
+
+
+async def written(
+    con: Conn, tenant: str, before: tuple[str | None, str, str | None] | None, new: Snapshot, read: Reader
+) -> None:
+    """Bring the leaves and the index in line after ``new`` was written (``before``: see :func:`~._index_rows.plan`)."""
+    p = plan(before, new)
+    scope = {"tenant": tenant, "session_id": new.session_id}
+    if p.unlink is not None:
+        await refresh(con, tenant, new.session_id, p.unlink, read)
+    if p.drop_parent_leaf is not None:
+        await con.execute(_DROP_LEAF, scope | {"snapshot_id": p.drop_parent_leaf})
+    if p.add_leaf:
+        args = scope | {"snapshot_id": new.snapshot_id, "created_us": to_us(new.created_at)}
+        await con.execute(_ADD_LEAF, args)
+    if p.drop_parent_entries is not None:
+        await con.execute(_DROP_ENTRIES_IN, scope | {"snapshot_id": p.drop_parent_entries})
+    if p.own_entries:
+        await _put_entries(con, tenant, new)
+
+
+async def refresh(con: Conn, tenant: str, session_id: str, snapshot_id: str, read: Reader) -> None:
+    """Recompute one snapshot's leaf row and entries from the rows (a child of it went away)."""
+    args = {"tenant": tenant, "session_id": session_id, "snapshot_id": snapshot_id}
+    await con.execute(_DROP_LEAF, args)
+    await con.execute(_DROP_ENTRIES, args)
+    found = await (await con.execute(_SELECT_OWN, args)).fetchone()
+    if found is None:
+        return
+    await con.execute(_ADD_LEAF, args | {"created_us": found[0]})
+    if found[1] == "interrupted":
+        snap = await read(snapshot_id)
+        if snap is not None:
+            await _put_entries(con, tenant, snap)
+
+
+async def _put_entries(con: Conn, tenant: str, snap: Snapshot) -> None:
+    args = {"tenant": tenant, "session_id": snap.session_id, "snapshot_id": snap.snapshot_id}
+    await con.execute(_DROP_ENTRIES, args)
+    entries = entries_of(snap)
+    if entries and await (await con.execute(_WENT_ON, args)).fetchone() is None:
+        async with con.cursor() as cur:
+            await cur.executemany(_INSERT_ENTRY, [entry_values(tenant, e) for e in entries])
+
+
+async def forget(con: Conn, tenant: str, session_id: str, snapshot_id: str) -> None:
+    """Drop a deleted snapshot's leaf row and entries."""
+    args = {"tenant": tenant, "session_id": session_id, "snapshot_id": snapshot_id}
+    await con.execute(_DROP_LEAF, args)
+    await con.execute(_DROP_ENTRIES, args)
+
+
+async def leaves(con: Conn, tenant: str, session_id: str) -> list[tuple[datetime, str]]:
+    """A session's leaves as ``(created_at, snapshot_id)``."""
+    cur = await con.execute(_SELECT_LEAVES, {"tenant": tenant, "session_id": session_id})
+    return [(from_us(us), sid) for sid, us in cast(list[tuple[str, int]], await cur.fetchall())]
+
+
+async def page(con: Conn, tenant: str, query: InterruptQuery) -> list[OpenInterrupt]:
+    """One page of open interrupts (see :meth:`~interlock.stores.SessionStore.open_interrupts`)."""
+    sql, args = page_sql(OPEN, query, _mark)
+    found = [
+        entry_of(r) for r in await (await con.execute(cast(LiteralString, sql), args | {"tenant": tenant})).fetchall()
+    ]
+    if query.limit is not None and len(found) == query.limit:
+        last = found[-1]
+        more = {"tenant": tenant, "snapshot_id": last.snapshot_id, "position": last.position, "now": args["now"]}
+        rest = await (await con.execute(cast(LiteralString, rest_sql(OPEN, _mark)), more)).fetchall()
+        found += [entry_of(r) for r in rest]
+    return found
+
+
+async def backfill(con: Conn, read: Callable[[str, str], Awaitable[Snapshot | None]]) -> None:
+    """Fill the open interrupts from the snapshot rows (the migration to version 3, after :data:`V3`)."""
+    cur = await con.execute(
+        f"SELECT tenant, snapshot_id FROM {TABLE} WHERE status = 'completed' AND finish_reason = 'interrupted'"
+    )
+    for tenant, sid in cast(list[tuple[str, str]], await cur.fetchall()):
+        snap = await read(tenant, sid)
+        if snap is not None:
+            await _put_entries(con, tenant, snap)
