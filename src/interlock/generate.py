@@ -12,9 +12,10 @@ import asyncio
 import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeAlias, cast
+from typing import Any, Literal, TypeAlias
 
 from . import metadata as md
+from ._json_object import is_object
 from .effects import Effects
 from .errors import (
     FailedPreconditionError,
@@ -124,7 +125,8 @@ class _Loop:
             original_input = planned.original_input
             retry = md.is_in_doubt(planned.request)  # a person answered "run it again"
             if retry and resume is None:  # the payload it had when it went in doubt
-                resumed = cast(dict[str, Any], planned.request.meta(md.INTERRUPT)).get(md.RESUMED)
+                data = planned.request.meta(md.INTERRUPT)
+                resumed = data.get(md.RESUMED) if is_object(data) else None
                 resume = tool.validate_resume(resumed)
         else:
             try:
@@ -263,7 +265,8 @@ async def _resume(loop: _Loop, plan: ResumePlan) -> bool:
         elif c.verb == "respond" and c.response is not None:
             responses[c.index] = c.response
             if loop.effects is not None and md.is_in_doubt(part):  # a person says it did happen: record it
-                key = cast(dict[str, Any], part.meta(md.INTERRUPT)).get("idempotencyKey")
+                data = part.meta(md.INTERRUPT)
+                key = data.get("idempotencyKey") if is_object(data) else None
                 if isinstance(key, str):
                     await loop.effects.mark_done(key, c.response.output)
             content[c.index] = with_metadata(

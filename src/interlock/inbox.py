@@ -58,7 +58,7 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timedelta
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar
 
 from pydantic import TypeAdapter
 
@@ -562,7 +562,8 @@ def _doubt(part: ToolRequestPart) -> dict[str, Any]:
     """``in_doubt``, ``idempotency_key`` and ``attempts`` of a paused call (as its interrupt data says)."""
     if not md.is_in_doubt(part):
         return {}
-    data = cast(dict[str, Any], part.meta(md.INTERRUPT))
+    found = part.meta(md.INTERRUPT)
+    data = found if is_object(found) else {}
     key, attempts = data.get("idempotencyKey"), data.get("attempts")
     return {
         "in_doubt": True,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-from typing import cast
 
 from ..errors import InterlockError, InvalidArgumentError, UnimplementedError
 from ..stores.urls import open_store
@@ -36,15 +35,16 @@ async def _upgrade(url: str) -> str:
         raise CommandError(f"--store {url}: {exc.message}") from None
     async with opened as store:
         await store.ready()
-        current = cast(int, getattr(store, "SCHEMA_VERSION", 0))
-        found = cast(int | None, getattr(store, "upgraded_from", None))
+        current: int = getattr(store, "SCHEMA_VERSION", 0)
+        found: int | None = getattr(store, "upgraded_from", None)
     if found is None:
         return f"{url}: schema version {current}, nothing to do"
     return f"{url}: upgraded from schema version {found} to {current}"
 
 
 def _run(args: argparse.Namespace) -> int:
-    url = cast(str | None, args.store) or os.environ.get("INTERLOCK_STORE")
+    given: str | None = args.store
+    url = given or os.environ.get("INTERLOCK_STORE")
     if not url:
         raise CommandError("say which store to upgrade: --store URL (or $INTERLOCK_STORE)")
     try:

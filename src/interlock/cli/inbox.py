@@ -173,7 +173,8 @@ def _drive(action: Callable[[argparse.Namespace], Coroutine[Any, Any, int]], arg
 @asynccontextmanager
 async def store_from_args(args: argparse.Namespace) -> AsyncGenerator[SessionStore, None]:
     """The store ``--store`` (or ``$INTERLOCK_STORE``) names, opened; it must exist."""
-    url = cast(str | None, args.store) or os.environ.get("INTERLOCK_STORE")
+    given: str | None = args.store
+    url = given or os.environ.get("INTERLOCK_STORE")
     if not url:
         raise CommandError("say where the sessions are: --store URL (or $INTERLOCK_STORE)")
     try:
@@ -188,10 +189,10 @@ async def store_from_args(args: argparse.Namespace) -> AsyncGenerator[SessionSto
 async def _inbox(
     args: argparse.Namespace, *, answering: bool = False, listing: bool = False
 ) -> AsyncGenerator[Inbox | InboxClient, None]:
-    server = cast(str | None, getattr(args, "server", None))
+    server: str | None = getattr(args, "server", None)
     if server is None:
         async with store_from_args(args) as store:
-            spec = cast(str | None, getattr(args, "agents", None))
+            spec: str | None = getattr(args, "agents", None)
             yield Inbox(store, agents=await load_agents(spec, store) if answering and spec else ())
         return
     if args.store:
@@ -200,7 +201,8 @@ async def _inbox(
         raise CommandError(
             "with --server the server decides who answers, and for which tenant: send credentials with --header"
         )
-    headers = _headers(cast(list[str], args.header))
+    given: list[str] = args.header
+    headers = _headers(given)
     if await is_inbox(server, headers):
         async with InboxClient(server, headers=headers) as client:
             yield client
@@ -332,7 +334,9 @@ _DONE = {"approve": "approved", "reject": "rejected", "respond": "answered"}
 
 
 async def _inbox_answer(args: argparse.Namespace) -> int:
-    action, sid, every = cast(str, args.action), cast(str, args.snapshot_id), bool(getattr(args, "all", False))
+    action: str = args.action
+    sid: str = args.snapshot_id
+    every = bool(getattr(args, "all", False))
     if every and (args.ref or args.tool):
         raise CommandError("--all answers every call: drop --ref and --tool")
     identity = None if getattr(args, "server", None) else args.identity or _login()

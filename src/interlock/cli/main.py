@@ -294,7 +294,7 @@ def run_app(app: Any, args: argparse.Namespace, loops: Sequence[ServeLoop] = ())
         "http": getattr(args, "http", "auto"),
         "loop": getattr(args, "loop", "auto"),
     }
-    workers = cast(int, getattr(args, "workers", 1))
+    workers: int = getattr(args, "workers", 1)
     if workers > 1:  # workers import the app themselves, so uvicorn needs an import string
         if loops:
             raise CommandError("--webhooks and --deadlines run in one process: leave out --workers, or run them apart")

@@ -22,6 +22,7 @@ from typing import Any, Literal, cast
 
 from jsonschema import Draft202012Validator, ValidationError
 
+from .._json_object import is_array, is_object
 from ..messages import Message
 from ..parts import DataPart, TextPart
 from .base import ToolDefinition
@@ -192,7 +193,7 @@ def parse_output(output: str, tools: Sequence[ToolDefinition]) -> Parsed:
                 rejected.append(Rejected(output[match.start() :].strip(), "the <tool_call> block is not valid JSON"))
             continue
         value, seen = found
-        objects = cast(list[Any], value) if isinstance(value, list) else [value]
+        objects: list[Any] = value if is_array(value) else [value]
         if not objects or not all(_call_shaped(o) for o in objects):
             continue
         problems = [p for o in objects if (p := _check_call(cast(dict[str, Any], o), by_name))]
@@ -262,7 +263,7 @@ def _repair_at(output: str, start: int, match: re.Match[str]) -> tuple[Any, int]
 
 
 def _call_shaped(value: Any) -> bool:
-    return isinstance(value, dict) and isinstance(cast(dict[str, Any], value).get("name"), str)
+    return is_object(value) and isinstance(value.get("name"), str)
 
 
 def _arguments(call: dict[str, Any]) -> Any:
@@ -287,7 +288,7 @@ def _tool_arguments(call: dict[str, Any], tool: ToolDefinition) -> Any:
     args = _arguments(call)
     schema = tool.input_schema or {}
     takes_none = not schema.get("properties") and not schema.get("required")
-    if takes_none and isinstance(args, dict) and set(cast(dict[str, Any], args)) <= _SCHEMA_KEYS:
+    if takes_none and is_object(args) and set(args) <= _SCHEMA_KEYS:
         return dict[str, Any]()
     return cast(Any, args)
 
