@@ -35,7 +35,7 @@ def optional_object(d: dict[str, Any], key: str) -> dict[str, Any] | None:
     return None if value is None else json_object(value, key)
 
 
-def put_present(d: dict[str, Any], key: str, value: Any) -> None:
+def put_present(d: dict[str, Any], key: str, value: object) -> None:
     """Set ``d[key]`` unless ``value`` is ``None`` (Genkit omits absent optional fields)."""
     if value is not None:
         d[key] = value

@@ -171,7 +171,7 @@ class Agent(AgentAPI):
     def transform_state(self, state: SessionState) -> SessionState:
         return self.state_transform(state) if self.state_transform else state
 
-    def custom_transform(self, custom: Any) -> Any:
+    def custom_transform(self, custom: object) -> Any:
         if self.state_transform is None:
             return custom
         return self.state_transform(SessionState(custom=custom)).custom

@@ -188,7 +188,7 @@ def _in_doubt(item: PendingInterrupt, answer: Answer) -> ToolRequestPart | ToolR
     return Decision.restart(payload, decision="approve").answer(part)
 
 
-def _payload_dict(payload: Any, item: PendingInterrupt) -> dict[str, Any]:
+def _payload_dict(payload: object, item: PendingInterrupt) -> dict[str, Any]:
     value: Any = {} if payload is None else to_json(payload)
     if not is_object(value):
         raise InvalidArgumentError(f"the approval of hold {item.label} takes a JSON object as payload, not {value!r}")

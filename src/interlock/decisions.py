@@ -78,7 +78,9 @@ class Decision:
         return cls(verb="respond", output=output, decision=decision, note=note)
 
     @classmethod
-    def restart(cls, payload: Any = None, *, input: Any = _KEEP, decision: DecisionLabel | None = None) -> Decision:
+    def restart(
+        cls, payload: object = None, *, input: object = _KEEP, decision: DecisionLabel | None = None
+    ) -> Decision:
         """Run the call again with ``payload`` (and ``input``, when revised)."""
         return cls(verb="restart", payload=payload, input=input, decision=decision)
 
@@ -88,7 +90,7 @@ class Decision:
         return cls.restart(dict(payload or {}), decision="approve")
 
     @classmethod
-    def deny(cls, output: Any = None) -> Decision:
+    def deny(cls, output: object = None) -> Decision:
         """Deny the call: a respond (the tool never runs; the model sees ``output``)."""
         return cls.respond(output, decision="deny")
 

@@ -34,7 +34,7 @@ __all__ = ["Effects", "in_doubt_data"]
 T = TypeVar("T")
 
 
-def in_doubt_data(entry: JournalEntry, resumed: Any) -> dict[str, Any]:
+def in_doubt_data(entry: JournalEntry, resumed: object) -> dict[str, Any]:
     """The interrupt data of an in-doubt call: what is known, and how to answer."""
     return {
         md.IN_DOUBT: True,
@@ -124,11 +124,11 @@ class Effects:
             with contextlib.suppress(Exception):  # unrecorded, a call reads as in doubt: asked, never repeated
                 await self.store.save_all([], tenant=self.tenant, journal=updates)
 
-    def key(self, tool: str, ref: str | None, input: Any, index: int) -> str:
+    def key(self, tool: str, ref: str | None, input: object, index: int) -> str:
         """The idempotency key of a call asked for by the model message at ``index`` of the history."""
         return self._key(tool, ref, input, index)[0]
 
-    def _key(self, tool: str, ref: str | None, input: Any, index: int) -> tuple[str, str]:
+    def _key(self, tool: str, ref: str | None, input: object, index: int) -> tuple[str, str]:
         """The call's key and its input's digest, each computed once per turn."""
         known = self._keys.get((tool, ref, index))
         if known is not None and known[0] == input:  # the claim computed it (same input: same key)
@@ -202,7 +202,7 @@ class Effects:
         await self._record(ctx.steps.entry, "done", output=output)
         return output
 
-    async def mark_done(self, key: str, output: Any) -> None:
+    async def mark_done(self, key: str, output: object) -> None:
         """Record ``output`` for an in-doubt call a person answered with a respond (it did happen)."""
         entry = await self.store.journal_get(key, tenant=self.tenant)
         if entry is not None and entry.status == "running":
@@ -258,14 +258,14 @@ class Effects:
         )
 
     @staticmethod
-    def _outcome(entry: JournalEntry, status: JournalStatus, *, output: Any = None) -> JournalEntry:
+    def _outcome(entry: JournalEntry, status: JournalStatus, *, output: object = None) -> JournalEntry:
         now = utcnow()
         attempts = list(entry.attempts)
         if attempts and attempts[-1].get("attempt") == entry.attempt:
             attempts[-1] = {**attempts[-1], "status": status, "finished": now.isoformat()}
         return entry.evolve(status=status, output=output, finished_at=now, attempts=tuple(attempts))
 
-    async def _record(self, entry: JournalEntry, status: JournalStatus, *, output: Any = None) -> JournalEntry:
+    async def _record(self, entry: JournalEntry, status: JournalStatus, *, output: object = None) -> JournalEntry:
         done = self._outcome(entry, status, output=output)
         # Not flushed to disk before the turn goes on: a process crash keeps it; a power failure may lose
         # it, and then the call asks (in doubt) instead of replaying. The intent before the body is flushed.

@@ -65,7 +65,7 @@ class OnExpire:
         return cls(policy="reject", note=note)
 
     @classmethod
-    def respond(cls, output: Any) -> OnExpire:
+    def respond(cls, output: object) -> OnExpire:
         """Answer the call with ``output`` (a default); the tool does not run."""
         return cls(policy="respond", output=output)
 
@@ -87,7 +87,7 @@ class OnExpire:
         return out
 
     @classmethod
-    def from_json(cls, raw: Any) -> OnExpire:
+    def from_json(cls, raw: object) -> OnExpire:
         """Read :meth:`to_json`'s output; an unreadable policy reads as ``reject`` (the safe default)."""
         r = raw if is_object(raw) else {}
         policy, note, group = r.get("policy"), r.get("note"), r.get("group")
@@ -160,7 +160,7 @@ def deadline_metadata(
     return {"expiresAt": at.isoformat(), "onExpire": policy.to_json()}
 
 
-def _foreign_pause(tool: Tool[Any, Any, Any], data: Any) -> bool:
+def _foreign_pause(tool: Tool[Any, Any, Any], data: object) -> bool:
     """A pause the tool itself did not ask for: a middleware hold or an in-doubt call."""
     if not is_object(data):
         return False

@@ -160,7 +160,7 @@ class _Loop:
     async def _through_middleware(
         self, tool: Tool[Any, Any, Any], ctx: ToolContext[Any], value: Any, index: int, retry: bool
     ) -> Any:
-        async def run(depth: int, current: Any) -> Any:
+        async def run(depth: int, current: object) -> Any:
             if depth < len(self.middleware):
                 return await self.middleware[depth](ctx, current, lambda v: run(depth + 1, v))
             if self.effects is None or tool.is_interrupt_only:
@@ -191,7 +191,7 @@ def _pause(tool: Tool[Any, Any, Any], signal: Interrupt) -> dict[str, Any]:
     return {md.INTERRUPT: value} if deadline is None else {md.INTERRUPT: value, md.DEADLINE: deadline}
 
 
-def _response(part: ToolRequestPart, output: Any, metadata: dict[str, Any] | None = None) -> ToolResponsePart:
+def _response(part: ToolRequestPart, output: object, metadata: dict[str, Any] | None = None) -> ToolResponsePart:
     return ToolResponsePart(name=part.name, ref=part.ref, output=output, metadata=metadata)
 
 

@@ -526,7 +526,7 @@ class Inbox:
 # helpers ----------------------------------------------------------------------------------------
 
 
-def _context(identity: Any, tenant: str | None) -> dict[str, Any]:
+def _context(identity: object, tenant: str | None) -> dict[str, Any]:
     return {"identity": identity, "tenant": tenant}
 
 

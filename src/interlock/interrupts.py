@@ -138,7 +138,7 @@ def _same_type(a: object, b: object) -> bool:
     return type(a) is type(b)
 
 
-def json_equal(a: Any, b: Any) -> bool:
+def json_equal(a: object, b: Any) -> bool:
     """Semantic JSON equality: key order ignored, ``1 == 1.0``, ``True != 1``, ``None != missing``."""
     if isinstance(a, bool) or isinstance(b, bool):
         return _same_type(a, b) and cast(bool, a == b)
@@ -304,7 +304,7 @@ def _plan_restart(
     )
 
 
-def _declared(tool: Tool[Any, Any, Any], payload: Any) -> DecisionLabel:
+def _declared(tool: Tool[Any, Any, Any], payload: object) -> DecisionLabel:
     assert tool.approval is not None
     try:
         approved = tool.approval(payload)
@@ -313,7 +313,7 @@ def _declared(tool: Tool[Any, Any, Any], payload: Any) -> DecisionLabel:
     return "approve" if approved else "deny"
 
 
-def check_resume_shape(resume: Any, where: str = "resume") -> None:
+def check_resume_shape(resume: object, where: str = "resume") -> None:
     """Check that ``resume`` is a :class:`~interlock.Resume` of the right parts, all holding JSON."""
     if not isinstance(resume, Resume):
         raise InvalidArgumentError(f"{where} must be a Resume(respond=[...], restart=[...]), not {type_name(resume)}")

@@ -36,7 +36,7 @@ __all__ = ["JournalEntry", "JournalStatus", "call_key", "digest", "superseded"]
 JournalStatus: TypeAlias = Literal["running", "done", "interrupted", "failed"]
 
 
-def digest(value: Any) -> str:
+def digest(value: object) -> str:
     """A stable digest of a JSON value (key order does not matter)."""
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]

@@ -37,7 +37,7 @@ class Message:
         return message_to_json(self)
 
     @classmethod
-    def from_json(cls, data: Any) -> Message:
+    def from_json(cls, data: object) -> Message:
         """A message read from Genkit JSON; raises :class:`~interlock.errors.InvalidArgumentError` for bad input."""
         return message_from_json(data)
 
@@ -82,7 +82,7 @@ class Message:
         return [p for p in self.content if isinstance(p, ToolRequestPart) and p.is_interrupt]
 
 
-def message_from_json(data: Any) -> Message:
+def message_from_json(data: object) -> Message:
     """Read one Genkit message (``{"role": ..., "content": [...]}``)."""
     d = json_object(data, "a message")
     role = d.get("role")
@@ -109,7 +109,7 @@ def message_to_json(message: Message) -> dict[str, Any]:
     return d
 
 
-def messages_from_json(data: Any) -> list[Message]:
+def messages_from_json(data: object) -> list[Message]:
     """Read a list of messages."""
     if not is_array(data):
         raise InvalidArgumentError("messages must be a JSON list")

@@ -138,7 +138,7 @@ def is_hold(part: Part) -> bool:
     return is_object(data) and data.get("message") == hold_message(part.name)
 
 
-def approval(resumed: Any) -> bool | None:
+def approval(resumed: object) -> bool | None:
     """The explicit approval a restart's ``resumed`` carries: ``True``, ``False``, or ``None`` (none)."""
     if not is_object(resumed):
         return None
@@ -150,7 +150,7 @@ def approval(resumed: Any) -> bool | None:
     return None
 
 
-def without_approval(resumed: Any) -> Any:
+def without_approval(resumed: object) -> Any:
     """``resumed`` without the approval marker (what the tool sees); ``None`` when nothing is left."""
     if not is_object(resumed):
         return resumed
@@ -160,7 +160,7 @@ def without_approval(resumed: Any) -> Any:
     return {k: v for k, v in r.items() if k not in (APPROVAL, APPROVAL_SNAKE)} or None
 
 
-def interrupt_value(data: Any) -> Any:
+def interrupt_value(data: object) -> Any:
     """The ``metadata.interrupt`` value for interrupt ``data`` (JSON): ``True`` for none.
 
     Falsy data (``false``, ``0``, ``""``) is refused: Genkit clients read a falsy

@@ -129,7 +129,7 @@ class SessionState:
         )
 
 
-def check_state(state: Any, where: str = "state") -> None:
+def check_state(state: object, where: str = "state") -> None:
     """Check caller-supplied state in full: its types, and every message and artifact holds JSON."""
     if not isinstance(state, SessionState):
         raise InvalidArgumentError(f"{where} must be a SessionState, not {type_name(state)}")
@@ -266,7 +266,7 @@ class Session:
         self._emit_custom()
         return self.custom
 
-    def set_custom(self, value: Any) -> None:
+    def set_custom(self, value: object) -> None:
         """Replace the custom state and stream the change."""
         self.state.custom = copy.deepcopy(value)
         self._emit_custom()

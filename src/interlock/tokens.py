@@ -105,7 +105,7 @@ def refused(reason: str, message: str) -> PermissionDeniedError:
     return PermissionDeniedError(message, details={"reason": reason})
 
 
-def input_digest(value: Any) -> str:
+def input_digest(value: object) -> str:
     """SHA-256 (base64url) of a tool input's canonical JSON; ``1`` and ``1.0`` digest alike, as they compare."""
     text = json.dumps(_canonical(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return _b64(hashlib.sha256(text.encode()).digest())
@@ -116,7 +116,7 @@ def id_digest(value: str) -> str:
     return _b64(hashlib.sha256(value.encode()).digest()[:16])
 
 
-def _canonical(value: Any) -> Any:
+def _canonical(value: object) -> Any:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if is_object(value):

@@ -355,7 +355,7 @@ async def _inbox_answer(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report(args: argparse.Namespace, action: str, answered: list[str], identity: Any, out: AgentOutput) -> None:
+def _report(args: argparse.Namespace, action: str, answered: list[str], identity: object, out: AgentOutput) -> None:
     pending = [{"tool": p.name, "ref": p.ref, "data": p.meta(INTERRUPT)} for p in out.interrupts]
     if args.json:
         _print_json(
@@ -490,7 +490,7 @@ async def _sessions_prune(args: argparse.Namespace) -> int:
 # output --------------------------------------------------------------------------------------
 
 
-def _print_json(value: Any) -> None:
+def _print_json(value: object) -> None:
     print(json.dumps(value, indent=2, default=str))
 
 
@@ -500,7 +500,7 @@ def _table(headers: list[str], rows: list[list[str]], *, indent: str = "") -> No
         print(indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
 
 
-def _when(value: Any) -> str:
+def _when(value: object) -> str:
     """An ISO 8601 time of the journal, to the second (``-`` for none)."""
     if not isinstance(value, str):
         return "-"
@@ -518,7 +518,7 @@ def _age(age: timedelta) -> str:
     return f"{seconds}s"
 
 
-def _compact(value: Any, limit: int = 60) -> str:
+def _compact(value: object, limit: int = 60) -> str:
     text = json.dumps(value, separators=(",", ":"), default=str)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -531,7 +531,7 @@ def _summary(item: PendingInterrupt) -> str:
     return _compact(item.input if item.data is True else item.data)
 
 
-def _indent(value: Any) -> str:
+def _indent(value: object) -> str:
     return json.dumps(value, indent=2, default=str).replace("\n", "\n         ")
 
 

@@ -167,7 +167,7 @@ def load_target(spec: str) -> Any:
     return value
 
 
-def as_app(target: Any, *, base_path: str = "") -> Any:
+def as_app(target: object, *, base_path: str = "") -> Any:
     """An ASGI app for an agent, a list or dict of agents, or an app (returned as is)."""
     from ..agents import Agent
     from ..http.server import AgentServer

@@ -62,7 +62,7 @@ def bad(message: str) -> Reject:
     return Reject(InvalidArgumentError(message))
 
 
-def parse(fn: Callable[[Any], Any], value: Any, what: str) -> Any:
+def parse(fn: Callable[[Any], Any], value: object, what: str) -> Any:
     """Run a wire reader; any failure is the caller's mistake (400)."""
     try:
         return fn(value)
@@ -204,7 +204,7 @@ async def send_body(send: Send, body: bytes, *, more: bool) -> None:
     await send({"type": "http.response.body", "body": body, "more_body": more})
 
 
-async def respond(send: Send, code: int, payload: Any, headers: Headers) -> None:
+async def respond(send: Send, code: int, payload: object, headers: Headers) -> None:
     """Send a whole JSON response (``payload`` is a JSON value or already encoded bytes)."""
     body = payload if isinstance(payload, bytes) else encode(payload)
     head = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]

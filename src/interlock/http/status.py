@@ -80,7 +80,7 @@ def error_body(exc: BaseException) -> dict[str, Any]:
     return body
 
 
-def error_from_wire(error: Any, http_status: int | None = None) -> InterlockError:
+def error_from_wire(error: object, http_status: int | None = None) -> InterlockError:
     """The typed error for an error object off the wire.
 
     Reads ``{status, message, details?}``, a doubly nested ``{"error": {...}}``, the

@@ -61,7 +61,7 @@ def render_prompt(
     from jinja2.ext import loopcontrols  # jinja2 comes with the ``local`` extra
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    def tojson(value: Any, indent: int | None = None) -> str:
+    def tojson(value: object, indent: int | None = None) -> str:
         return json.dumps(value, ensure_ascii=False, indent=indent)
 
     def raise_exception(message: str) -> None:
@@ -133,7 +133,7 @@ def _part_text(part: object) -> str:
     return ""
 
 
-def _json(value: Any) -> str:
+def _json(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
@@ -262,7 +262,7 @@ def _repair_at(output: str, start: int, match: re.Match[str]) -> tuple[Any, int]
     return value, end
 
 
-def _call_shaped(value: Any) -> bool:
+def _call_shaped(value: object) -> bool:
     return is_object(value) and isinstance(value.get("name"), str)
 
 

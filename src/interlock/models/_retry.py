@@ -170,7 +170,7 @@ def _retry_after(error: InterlockError) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
-def json_text(value: Any) -> str:
+def json_text(value: object) -> str:
     """A tool output as the text a provider expects: strings as they are, the rest as JSON."""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 

@@ -227,7 +227,7 @@ def link_of(found: tuple[Any, ...]) -> Link:
 # JSON and errors ------------------------------------------------------------------------------
 
 
-def dumps(value: Any) -> str:
+def dumps(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 

@@ -55,7 +55,7 @@ class FormField:
         return str(self.value).lower() if isinstance(self.value, bool) else str(self.value)
 
 
-def _resolve(schema: Any, root: Mapping[str, Any]) -> dict[str, Any]:
+def _resolve(schema: object, root: Mapping[str, Any]) -> dict[str, Any]:
     """The schema behind ``$ref``s and ``X | None``, keeping the outer title, description and default."""
     node: Any = schema
     kept: dict[str, Any] = {}
@@ -79,7 +79,7 @@ def _resolve(schema: Any, root: Mapping[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def fields_for(schema: dict[str, Any] | None, value: Any = None) -> list[FormField]:
+def fields_for(schema: dict[str, Any] | None, value: object = None) -> list[FormField]:
     """The fields of a form for ``schema``, filled with ``value`` (e.g. the input being edited)."""
     top = _resolve(schema, schema or {}) if schema else {}
     props: Any = top.get("properties")
@@ -93,7 +93,7 @@ def fields_for(schema: dict[str, Any] | None, value: Any = None) -> list[FormFie
     ]
 
 
-def _field(name: str, prop: dict[str, Any], required: bool, value: Any) -> FormField:
+def _field(name: str, prop: dict[str, Any], required: bool, value: object) -> FormField:
     kind = {"string": "text", "number": "number", "integer": "integer", "boolean": "checkbox"}.get(
         str(prop.get("type")), "json"
     )
