@@ -67,9 +67,12 @@ bench: $(STAMP) postgres
 	$(BIN)/python bench/signing.py
 	$(BIN)/python bench/tokens.py
 	$(BIN)/python bench/postgres.py
+	$(BIN)/python bench/http_cycle.py
+	$(BIN)/python bench/multiserver.py
 	$(BIN)/python bench/telemetry.py
 	$(BIN)/python bench/inbox_http.py
 	$(BIN)/python bench/notify.py
+	$(BIN)/python bench/workers.py
 	$(BIN)/python bench/effects.py  # last: it exits 1 while the journal's cost is over its target
 
 clean:

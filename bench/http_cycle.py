@@ -8,9 +8,10 @@ as server-sent events (``--stream``, what the Genkit clients ask for). The serve
 read from ``/proc/<pid>/stat`` (user + system) around the cycles, so the client's own CPU
 is not counted; the median of 5 rounds is printed.
 
-Two servers are measured: uvicorn's pure-Python stack (``--http h11 --loop asyncio``) and
-what ``interlock serve`` picks by default (httptools and uvloop when installed, as the
-``server`` extra does).
+Both at serve's default log level (info: a line per turn). Two servers are measured: before,
+uvicorn's pure-Python stack with its access log (``--http h11 --loop asyncio --access-log``,
+what ``interlock serve`` ran before the fast path), and after, what ``interlock serve`` picks
+by default (httptools and uvloop when installed, as the ``server`` extra does; no access log).
 """
 
 from __future__ import annotations
@@ -47,13 +48,15 @@ def process_cpu(pid: int) -> float:
 class Served:
     """``interlock serve served_bank:agent`` in a process of its own, on a free port."""
 
-    def __init__(self, *flags: str, store: str = "memory", env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, *flags: str, store: str = "memory", env: dict[str, str] | None = None, log_level: str = "info"
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         command = [sys.executable, "-m", "interlock", "serve", "served_bank:agent", "--port", str(self.port)]
         environ = {**os.environ, "BENCH_STORE": store, **(env or {})}
         self.proc = subprocess.Popen(
-            [*command, "--log-level", "warning", *flags],
+            [*command, "--log-level", log_level, *flags],
             cwd=HERE,
             env=environ,
             stdout=subprocess.DEVNULL,
@@ -123,7 +126,11 @@ async def main() -> None:
     args = parser.parse_args()
     print(f"server CPU per interrupt cycle over HTTP, memory store; load average {os.getloadavg()[0]:.2f}:")
     figures: dict[str, float] = {}
-    for label, flags in (("h11 + asyncio", ("--http", "h11", "--loop", "asyncio")), ("default (auto)", ())):
+    configs = (
+        ("before: h11, asyncio, access log", ("--http", "h11", "--loop", "asyncio", "--access-log")),
+        ("after: default (auto)", ()),
+    )
+    for label, flags in configs:
         for stream in (False, True):
             served = Served(*flags)
             try:
@@ -133,8 +140,8 @@ async def main() -> None:
             name = f"{label}, {'SSE stream' if stream else 'JSON'}"
             figures[name] = ms
             ok = ms <= TARGET_MS
-            print(f"  {name:<32} {ms:6.2f} ms/cycle   target <= {TARGET_MS} ms  {'OK' if ok else 'MISSED'}")
-    if args.check and max(v for k, v in figures.items() if k.startswith("default")) > TARGET_MS:
+            print(f"  {name:<46} {ms:6.2f} ms/cycle   target <= {TARGET_MS} ms  {'OK' if ok else 'MISSED'}")
+    if args.check and max(v for k, v in figures.items() if k.startswith("after")) > TARGET_MS:
         sys.exit(1)
 
 

@@ -26,7 +26,7 @@ from interlock.errors import FailedPreconditionError, InvalidArgumentError, Usag
 from interlock.middleware import approve, deny, is_hold, tool_approval
 from interlock.models import ModelChunk
 from interlock.runtime import SessionRunner
-from interlock.sessions import Artifact, CustomPatch, SessionState, utcnow
+from interlock.sessions import EXPIRY, Artifact, CustomPatch, SessionState, Snapshot, utcnow
 from interlock.testing import ScriptedModel
 
 
@@ -529,3 +529,22 @@ async def test_aborting_a_detached_resume_gives_the_interrupt_back() -> None:
         await asyncio.sleep(0.01)
     assert parent is not None and parent.claimed_by is None and log == []
     assert len(await agent.pending_interrupts(out.snapshot_id)) == 1
+
+
+async def test_wait_wakes_on_the_store_and_when_a_heartbeat_goes_stale() -> None:
+    store = InMemoryStore()
+    agent = PromptAgent("waiter", ScriptedModel([]), store=store)
+    soon_stale = utcnow() - EXPIRY + timedelta(seconds=0.3)  # no write follows: only the clock settles it
+    await store.save(
+        "p", lambda _: Snapshot(snapshot_id="p", session_id="s", status="pending", heartbeat_at=soon_stale)
+    )
+    await store.save("q", lambda _: Snapshot(snapshot_id="q", session_id="s", status="pending", heartbeat_at=utcnow()))
+
+    stale = await agent.wait("p", timeout=5)
+
+    assert stale.status == "expired"
+    waiting = asyncio.ensure_future(agent.wait("q", timeout=5, interval=60))  # a poll this slow would miss it
+    await asyncio.sleep(0.05)
+    await store.save("q", lambda cur: cur.evolve(status="completed") if cur else None)
+    done = await asyncio.wait_for(waiting, 1)
+    assert done.status == "completed"

@@ -87,3 +87,13 @@ async def test_serve_runs_the_deadline_and_webhook_loops(tmp_path: pathlib.Path)
             events = [verify(r.body, r.headers, KEYRING) for r in hook.requests]
     assert [e["type"] for e in events] == ["interrupt.created", "interrupt.expired"]
     assert events[1]["data"]["snapshotId"] == out.snapshot_id and events[1]["data"]["policy"] == "reject"
+
+
+@pytest.mark.parametrize("flag", ["--deadline-interval", "--deadline-lease"])
+@pytest.mark.parametrize("value", ["0", "-1", "soon"])
+def test_serve_refuses_a_deadline_period_that_is_not_a_positive_number(
+    flag: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit:
+        main(["serve", "notify_app:server", "--deadlines", flag, value])
+    assert exit.value.code == 2 and flag in capsys.readouterr().err  # argparse: bad usage, before anything starts

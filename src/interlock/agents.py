@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
@@ -30,14 +31,16 @@ from .interrupts import Resume, ResumePlan, plan_resume
 from .messages import Message
 from .models import Model
 from .parts import ToolRequestPart
-from .runtime import Invocation, SessionRunner
-from .sessions import EXPIRY, SessionState, Snapshot, utcnow
+from .runtime import DetachTarget, Invocation, SessionRunner
+from .sessions import SessionState, Snapshot, utcnow
 from .signing import Keyring
 from .stores import SessionStore, Updater
 from .tokens import TokenDecision, TokenSigner
 from .tools import Tool, ToolMiddleware
 
 __all__ = ["Agent", "AgentConnection", "CustomAgent", "PromptAgent", "StateTransform", "ChunkTransform"]
+
+_log = logging.getLogger("interlock.workers")
 
 StateTransform = Callable[[SessionState], SessionState]
 """Egress-only: rewrites state before it leaves the agent (outputs, snapshots read through the agent)."""
@@ -97,6 +100,9 @@ class Agent(AgentAPI):
         notify: for a server-managed agent, write webhook events (``interrupt.created``,
             ``interrupt.answered``, ...; :mod:`interlock.notifications`) to the store's outbox
             in the same transaction as each turn's snapshot; :mod:`interlock.webhooks` delivers them.
+        detach_to: where detached turns run (:class:`interlock.workers.WorkerQueue`: ``interlock
+            worker`` processes); without it they run in this process. A detach sent while a turn
+            already runs here keeps that turn here.
     """
 
     allow_replaced_input: bool = False
@@ -116,6 +122,7 @@ class Agent(AgentAPI):
         resume_tokens: TokenSigner | None = None,
         require_resume_tokens: bool = False,
         notify: bool = False,
+        detach_to: DetachTarget | None = None,
     ) -> None:
         if not name:
             raise UsageError("an agent needs a non-empty name")
@@ -138,6 +145,9 @@ class Agent(AgentAPI):
         if notify and store is None:
             raise UsageError("notify=True needs a store: webhook events are written to the store's outbox")
         self.notify = notify
+        if detach_to is not None and store is None:
+            raise UsageError("detach_to needs a store: the worker reads the detached turn from the store")
+        self.detach_to = detach_to
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
@@ -240,10 +250,11 @@ class Agent(AgentAPI):
         the wait also ends when its heartbeat would be stale. ``interval`` is not used.
         """
         store = self._require_store()
-        stale = snap.heartbeat_at + EXPIRY - utcnow() if snap.status == "pending" and snap.heartbeat_at else None
-        bounds = [t for t in (timeout, None if stale is None else max(stale.total_seconds(), 0.0)) if t is not None]
+        if (stale := snap.stale_at) is not None:
+            left = max((stale - utcnow()).total_seconds(), 0.0)
+            timeout = left if timeout is None else min(timeout, left)
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(min(bounds) if bounds else None):
+            async with asyncio.timeout(timeout):
                 async for status in store.watch(snap.snapshot_id, tenant=(context or {}).get("tenant")):
                     if status != snap.status:
                         return
@@ -266,9 +277,19 @@ class Agent(AgentAPI):
             writes.append((snap.parent_id, release_by(snapshot_id)))
         flipped = (await store.save_all(writes, tenant=tenant))[0]
         if flipped is not None:
+            await self._abort_job(snapshot_id, tenant)
             return "pending"
         now = await store.load(snapshot_id, tenant=tenant)
         return None if now is None else now.status
+
+    async def _abort_job(self, snapshot_id: str, tenant: str | None) -> None:
+        """Cancel the flipped turn's job on whatever worker runs it (its own abort watch would stop it too)."""
+        if self.detach_to is None:
+            return
+        try:
+            await self.detach_to.abort(snapshot_id, tenant)
+        except Exception as exc:  # the snapshot is aborted already; the worker's watch of it cancels the run
+            _log.warning("abort of snapshot %s: the worker queue was not told (%s)", snapshot_id, exc)
 
 
 def _flip_pending(cur: Snapshot | None) -> Snapshot | None:
@@ -296,6 +317,7 @@ class CustomAgent(Agent):
         resume_tokens: TokenSigner | None = None,
         require_resume_tokens: bool = False,
         notify: bool = False,
+        detach_to: DetachTarget | None = None,
     ) -> None:
         super().__init__(
             name,
@@ -309,6 +331,7 @@ class CustomAgent(Agent):
             resume_tokens=resume_tokens,
             require_resume_tokens=require_resume_tokens,
             notify=notify,
+            detach_to=detach_to,
         )
         self.fn = fn
 
@@ -362,6 +385,7 @@ class PromptAgent(Agent):
         resume_tokens: TokenSigner | None = None,
         require_resume_tokens: bool = False,
         notify: bool = False,
+        detach_to: DetachTarget | None = None,
     ) -> None:
         super().__init__(
             name,
@@ -375,6 +399,7 @@ class PromptAgent(Agent):
             resume_tokens=resume_tokens,
             require_resume_tokens=require_resume_tokens,
             notify=notify,
+            detach_to=detach_to,
         )
         self.model = model
         self.instructions = instructions

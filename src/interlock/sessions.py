@@ -34,6 +34,7 @@ __all__ = [
     "Snapshot",
     "SnapshotStatus",
     "check_state",
+    "fail_pending",
     "new_id",
     "utcnow",
 ]
@@ -180,10 +181,13 @@ class Snapshot:
 
     def read_status(self, now: datetime | None = None) -> str:
         """The status as a reader sees it: a pending row with a stale heartbeat is ``expired``."""
-        if self.status == "pending" and self.heartbeat_at is not None:
-            if (now or utcnow()) - self.heartbeat_at > EXPIRY:
-                return "expired"
-        return self.status
+        stale = self.stale_at
+        return "expired" if stale is not None and (now or utcnow()) > stale else self.status
+
+    @property
+    def stale_at(self) -> datetime | None:
+        """When a pending row starts to read as ``expired`` (its heartbeat + :data:`EXPIRY`); ``None`` if never."""
+        return self.heartbeat_at + EXPIRY if self.status == "pending" and self.heartbeat_at is not None else None
 
     @property
     def is_terminal(self) -> bool:
@@ -214,6 +218,17 @@ class Snapshot:
 
 
 ChunkSink = Callable[[Any], None]
+
+
+def fail_pending(error: ErrorInfo) -> Callable[[Snapshot | None], Snapshot | None]:
+    """The store updater that marks a still-pending (detached) row failed with ``error``; any other row is kept."""
+
+    def fail(cur: Snapshot | None) -> Snapshot | None:
+        if cur is None or cur.status != "pending":
+            return None
+        return cur.evolve(status="failed", finish_reason="failed", error=error, heartbeat_at=None)
+
+    return fail
 
 
 class Session:
