@@ -49,8 +49,13 @@ typecheck: $(STAMP) $(LOCAL_STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
+# `make unit COV=1 COV_MIN=90`: branch coverage of src/interlock (pyproject's [tool.coverage]), failing under COV_MIN %.
+COV ?=
+COV_MIN ?= 0
+COV_ARGS := $(if $(COV),--cov --cov-branch --cov-report=term-missing:skip-covered --cov-fail-under=$(COV_MIN))
+
 unit: $(STAMP) $(LOCAL_STAMP) $(INTEROP_STAMP) postgres browser
-	$(BIN)/pytest
+	$(BIN)/pytest $(COV_ARGS)
 
 test: lint typecheck docs unit
 

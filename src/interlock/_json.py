@@ -123,7 +123,7 @@ def check_json(value: object, where: str) -> None:
             raise _refuse(where, trail, f"it is {type_name(item)}")
 
 
-def check_part(part: Any, where: str) -> None:
+def check_part(part: object, where: str) -> None:
     """Check that ``part`` is a :data:`~interlock.parts.Part` whose fields all hold JSON."""
     if not isinstance(part, _PART_TYPES):
         raise InvalidArgumentError(f"{where} must be a part (TextPart, ToolRequestPart, ...), not {type_name(part)}")
@@ -168,7 +168,7 @@ def check_object(value: object, where: str) -> None:
     check_json(cast(object, value), where)
 
 
-def check_message(message: Any, where: str) -> None:
+def check_message(message: object, where: str) -> None:
     """Check that ``message`` is a :class:`~interlock.Message` of valid parts holding JSON."""
     if not isinstance(message, Message):
         raise InvalidArgumentError(
@@ -182,7 +182,7 @@ def check_message(message: Any, where: str) -> None:
     check_object(m.extra, f"{where}.extra")
 
 
-def check_messages(messages: Any, where: str) -> None:
+def check_messages(messages: object, where: str) -> None:
     """Check a list of messages (see :func:`check_message`)."""
     _check_list(messages, where)
     for index, message in enumerate(cast(list[Any], messages)):

@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any, TypeGuard
 
 from .errors import InvalidArgumentError
 
 
-def json_object(value: Any, what: str) -> dict[str, Any]:
+def is_object(value: object) -> TypeGuard[dict[str, Any]]:
+    """``value`` is a JSON object: a dict (decoded JSON has string keys; interlock writes only those)."""
+    return isinstance(value, dict)
+
+
+def is_array(value: object) -> TypeGuard[list[Any]]:
+    """``value`` is a JSON array (a list)."""
+    return isinstance(value, list)
+
+
+def json_object(value: object, what: str) -> dict[str, Any]:
     """``value`` as a JSON object; raises :class:`InvalidArgumentError` naming ``what`` otherwise."""
-    if not isinstance(value, dict):
+    if not is_object(value):
         raise InvalidArgumentError(f"{what} must be a JSON object, got {type(value).__name__}")
-    return cast(dict[str, Any], value)
+    return value
 
 
 def unknown_keys(d: dict[str, Any], known: tuple[str, ...]) -> dict[str, Any]:
@@ -25,7 +35,7 @@ def optional_object(d: dict[str, Any], key: str) -> dict[str, Any] | None:
     return None if value is None else json_object(value, key)
 
 
-def put_present(d: dict[str, Any], key: str, value: Any) -> None:
+def put_present(d: dict[str, Any], key: str, value: object) -> None:
     """Set ``d[key]`` unless ``value`` is ``None`` (Genkit omits absent optional fields)."""
     if value is not None:
         d[key] = value

@@ -8,9 +8,10 @@ fenced by the claim (ABORTED if it lapsed); a turn that does not commit gives th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from . import metadata as md
+from ._json_object import is_object
 from .claims import ClaimHold, Claims
 from .decisions import audit_record
 from .effects import Effects
@@ -20,7 +21,7 @@ from .messages import Message
 from .notifications import commit_events
 from .outbox import OutboxEvent
 from .sessions import ErrorInfo, Session, Snapshot
-from .stores import SessionStore, Updater
+from .stores import JournalUpdater, SessionStore, Updater
 from .tokens import mint_tokens
 from .tools import to_json
 
@@ -57,16 +58,25 @@ class TurnWriter:
         )
 
     async def claim(
-        self, parent: Snapshot, turn_id: str, plan: ResumePlan, nonces: tuple[str, ...], effects: Effects, index: int
+        self,
+        parent: Snapshot,
+        turn_id: str,
+        plan: ResumePlan,
+        nonces: tuple[str, ...],
+        effects: Effects | None,
+        index: int,
     ) -> ClaimHold:
         """Claim the interrupted ``parent``; the intents of the calls the resume restarts go in the same write.
 
         ``index`` is the position of the paused message in the history.
         """
-        restarts = [(c.request, to_json(c.value)) for c in plan.calls if c.verb == "restart"]
-        journal = effects.prepare(restarts, index)
+        journal: list[tuple[str, JournalUpdater]] = []
+        if effects is not None:
+            restarts = [(c.request, to_json(c.value)) for c in plan.calls if c.verb == "restart"]
+            journal = effects.prepare(restarts, index)
         hold = await self.claims.take(parent.snapshot_id, turn_id, nonces=nonces, journal=journal)
-        effects.claimed()
+        if effects is not None:
+            effects.claimed()
         return hold
 
     def metadata(self, plan: ResumePlan | None, traced: dict[str, Any]) -> dict[str, Any]:
@@ -86,7 +96,7 @@ class TurnWriter:
         finish: str | None,
         plan: ResumePlan | None,
         hold: ClaimHold | None,
-        effects: Effects,
+        effects: Effects | None,
         traced: dict[str, Any],
     ) -> Snapshot:
         """Write the turn's snapshot; a resumed turn's write is fenced by its claim (ABORTED if it lapsed).
@@ -107,7 +117,7 @@ class TurnWriter:
             state=session.state.copy(),
             metadata=meta,
         )
-        journal = effects.commit_updates()
+        journal = effects.commit_updates() if effects is not None else []
         events = self.events(session.session_id, turn_id, parent, finish, session.messages, plan, meta)
         writes: list[tuple[str, Updater]] = [(turn_id, lambda _: snap)]
         if hold is None:
@@ -139,7 +149,7 @@ class TurnWriter:
             finish=finish,
             messages=messages,
             plan=plan,
-            by=cast(dict[str, Any], record).get("by") if isinstance(record, dict) else None,
+            by=record.get("by") if is_object(record) else None,
         )
 
 

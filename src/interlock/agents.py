@@ -11,29 +11,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
 from .agent_interface import AgentAPI
 from .agent_io import (
     AgentInit,
     AgentInput,
-    AgentOutput,
     AgentResult,
-    InputLike,
     StreamChunk,
     TurnContext,
     TurnResult,
-    as_input,
 )
 from .claims import release_by
+from .connection import END, BaseConnection
 from .errors import InvalidArgumentError, SnapshotNotFoundError, UsageError
 from .generate import ToolErrors, check_resume, generate
 from .interrupts import Resume, ResumePlan, plan_resume
 from .messages import Message
 from .models import Model
 from .parts import ToolRequestPart
-from .runtime import END, DetachTarget, Invocation, SessionRunner
+from .runtime import DetachTarget, Invocation, SessionRunner
 from .sessions import SessionState, Snapshot, utcnow
 from .signing import Keyring
 from .stores import SessionStore, Updater
@@ -50,7 +48,7 @@ ChunkTransform = Callable[[StreamChunk], StreamChunk | None]
 """Egress-only: rewrites (or drops, by returning ``None``) each stream chunk."""
 
 
-class AgentConnection:
+class AgentConnection(BaseConnection):
     """A live invocation: send inputs, iterate stream chunks, then take the output.
 
     ::
@@ -64,55 +62,19 @@ class AgentConnection:
     """
 
     def __init__(self, invocation: Invocation) -> None:
+        super().__init__(invocation.chunks, invocation.output)
         self._inv = invocation
-        self._closed = False
 
-    async def send(self, value: InputLike = None, *, resume: Resume | None = None, detach: bool = False) -> None:
-        """Queue one input: a message (text or :class:`Message`), a resume, or both."""
-        if self._closed:
-            raise UsageError("this connection is closed; open a new one with agent.connect()")
-        self._inv.inputs.put_nowait(as_input(value, resume=resume, detach=detach))
+    def _put(self, input: AgentInput) -> None:
+        self._inv.inputs.put_nowait(input)
 
-    async def resume(self, resume: Resume) -> None:
-        """Queue a resume: answers to the paused turn's interrupts."""
-        await self.send(None, resume=resume)
-
-    async def detach(self) -> None:
-        """Send the rest of the invocation to the background; the output becomes a pending snapshot."""
-        await self.send(AgentInput(detach=True))
-
-    async def close(self) -> None:
-        """End the input side; the invocation finishes the queued turns."""
-        if not self._closed:
-            self._closed = True
-            self._inv.inputs.put_nowait(END)
-
-    def __aiter__(self) -> AsyncIterator[StreamChunk]:
-        return self._stream()
-
-    async def _stream(self) -> AsyncIterator[StreamChunk]:
-        while True:
-            chunk = await self._inv.chunks.get()
-            if chunk is END:
-                self._inv.chunks.put_nowait(END)
-                return
-            yield chunk  # type: ignore[misc]
-
-    async def output(self) -> AgentOutput:
-        """The invocation's output (raises for API misuse; a failed turn is an output with ``error``)."""
-        await self.close()
-        return await asyncio.shield(self._inv.output)
+    def _end_inputs(self) -> None:
+        self._inv.inputs.put_nowait(END)
 
     def cancel(self) -> None:
         """Stop an attached invocation now (a detached one runs on)."""
         if self._inv.detached_id is None:
             self._inv.main.cancel()
-
-    async def __aenter__(self) -> AgentConnection:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
 
 class Agent(AgentAPI):
@@ -219,7 +181,7 @@ class Agent(AgentAPI):
     def transform_state(self, state: SessionState) -> SessionState:
         return self.state_transform(state) if self.state_transform else state
 
-    def custom_transform(self, custom: Any) -> Any:
+    def custom_transform(self, custom: object) -> Any:
         if self.state_transform is None:
             return custom
         return self.state_transform(SessionState(custom=custom)).custom

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from . import metadata as md
+from ._json_object import is_object
 from .agents import PromptAgent
 from .decisions import Decision, DecisionLabel
 from .delegation import tool_for
@@ -182,15 +183,15 @@ def _in_doubt(item: PendingInterrupt, answer: Answer) -> ToolRequestPart | ToolR
         note = skip_note(item) if answer.output is None else to_json(answer.output)
         return Decision.respond(note, decision="deny").answer(part)
     data: Any = item.data
-    had: Any = cast(dict[str, Any], data).get(md.RESUMED) if isinstance(data, dict) else None
+    had: Any = data.get(md.RESUMED) if is_object(data) else None
     payload: Any = had if answer.payload is None else to_json(answer.payload)
     if payload is True:  # a bare restart: the runtime uses the payload the call had
         payload = None
     return Decision.restart(payload, decision="approve").answer(part)
 
 
-def _payload_dict(payload: Any, item: PendingInterrupt) -> dict[str, Any]:
+def _payload_dict(payload: object, item: PendingInterrupt) -> dict[str, Any]:
     value: Any = {} if payload is None else to_json(payload)
-    if not isinstance(value, dict):
+    if not is_object(value):
         raise InvalidArgumentError(f"the approval of hold {item.label} takes a JSON object as payload, not {value!r}")
-    return cast(dict[str, Any], value)
+    return value

@@ -24,8 +24,9 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal, TypeAlias, cast
+from typing import Literal, TypeAlias
 
+from ._json_object import is_array
 from .errors import ClaimConflictError, PermissionDeniedError, SnapshotNotFoundError
 from .metadata import CONSUMED_TOKENS, RECLAIMED_FROM
 from .outbox import OutboxEvent
@@ -278,7 +279,7 @@ def _if_taken(take: _Take, update: JournalUpdater) -> JournalUpdater:
 def consumed_tokens(snap: Snapshot) -> list[str]:
     """The resume-token nonces spent on ``snap`` by its committed answer (``metadata.consumedTokens``)."""
     spent = (snap.metadata or {}).get(CONSUMED_TOKENS)
-    return [n for n in cast(list[Any], spent) if isinstance(n, str)] if isinstance(spent, list) else []
+    return [n for n in spent if isinstance(n, str)] if is_array(spent) else []
 
 
 def _fail_taken_over(turn_id: str) -> Updater:

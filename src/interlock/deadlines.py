@@ -35,6 +35,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, TypeAlias, cast
 
 from . import metadata as md
+from ._json_object import is_object
 from .claims import claim_state, is_answerable
 from .decisions import Decision
 from .errors import ClaimConflictError, FailedPreconditionError, InterlockError, SnapshotNotFoundError
@@ -184,7 +185,7 @@ async def _escalate(store: SessionStore, item: PendingInterrupt, policy: OnExpir
         if cur is None or not is_answerable(cur):
             raise _Nothing("the interrupt was answered meanwhile")
         done: Any = (cur.metadata or {}).get(md.ESCALATED)
-        marks = dict(cast(dict[str, Any], done)) if isinstance(done, dict) else {}
+        marks = dict(done) if is_object(done) else {}
         if label in marks:
             raise _Nothing(f"{label} was already escalated")
         marks[label] = {"at": at, "group": policy.group, "by": by}

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import metadata as md
+from ._json_object import is_object
 from .parts import ToolRequestPart, ToolResponsePart
 
 if TYPE_CHECKING:
@@ -77,7 +78,9 @@ class Decision:
         return cls(verb="respond", output=output, decision=decision, note=note)
 
     @classmethod
-    def restart(cls, payload: Any = None, *, input: Any = _KEEP, decision: DecisionLabel | None = None) -> Decision:
+    def restart(
+        cls, payload: object = None, *, input: object = _KEEP, decision: DecisionLabel | None = None
+    ) -> Decision:
         """Run the call again with ``payload`` (and ``input``, when revised)."""
         return cls(verb="restart", payload=payload, input=input, decision=decision)
 
@@ -87,7 +90,7 @@ class Decision:
         return cls.restart(dict(payload or {}), decision="approve")
 
     @classmethod
-    def deny(cls, output: Any = None) -> Decision:
+    def deny(cls, output: object = None) -> Decision:
         """Deny the call: a respond (the tool never runs; the model sees ``output``)."""
         return cls.respond(output, decision="deny")
 
@@ -117,9 +120,9 @@ class Decision:
         if self.decision is None:
             return True if self.payload is None else self.payload
         base: Any = {} if self.payload is None else self.payload
-        if not isinstance(base, dict):
+        if not is_object(base):
             return base  # a scalar payload has no room for the marker; a tool rule may label it
-        return {**cast(dict[str, Any], base), md.APPROVAL: self.decision == "approve"}
+        return {**base, md.APPROVAL: self.decision == "approve"}
 
 
 def decision_of(entry: ToolRequestPart | ToolResponsePart) -> DecisionLabel | None:
@@ -128,7 +131,7 @@ def decision_of(entry: ToolRequestPart | ToolResponsePart) -> DecisionLabel | No
         said = md.approval(entry.meta(md.RESUMED))
         return None if said is None else ("approve" if said else "deny")
     note = entry.meta(md.INTERRUPT_RESPONSE)
-    label = cast(dict[str, Any], note).get(md.DECISION) if isinstance(note, dict) else None
+    label = note.get(md.DECISION) if is_object(note) else None
     return label if label in ("approve", "deny") else None
 
 

@@ -34,7 +34,7 @@ __all__ = ["Effects", "in_doubt_data"]
 T = TypeVar("T")
 
 
-def in_doubt_data(entry: JournalEntry, resumed: Any) -> dict[str, Any]:
+def in_doubt_data(entry: JournalEntry, resumed: object) -> dict[str, Any]:
     """The interrupt data of an in-doubt call: what is known, and how to answer."""
     return {
         md.IN_DOUBT: True,
@@ -72,10 +72,10 @@ class Effects:
         default_factory=dict[str, "tuple[JournalEntry | None, JournalEntry | None]"]
     )
     """What the claim's updates read and wrote, until the claim is known to be taken."""
-    _keys: dict[tuple[str, str | None, int], tuple[Any, str]] = field(
-        default_factory=dict[tuple[str, "str | None", int], tuple[Any, str]]
+    _keys: dict[tuple[str, str | None, int], tuple[Any, str, str]] = field(
+        default_factory=dict[tuple[str, "str | None", int], tuple[Any, str, str]]
     )
-    """Keys computed this turn, with the input each is of (a digest is not free)."""
+    """Keys computed this turn, with the input each is of and its digest (a digest is not free)."""
 
     # folding journal writes into the claim and the commit (one transaction each) ---------------
 
@@ -124,14 +124,21 @@ class Effects:
             with contextlib.suppress(Exception):  # unrecorded, a call reads as in doubt: asked, never repeated
                 await self.store.save_all([], tenant=self.tenant, journal=updates)
 
-    def key(self, tool: str, ref: str | None, input: Any, index: int) -> str:
+    def key(self, tool: str, ref: str | None, input: object, index: int) -> str:
         """The idempotency key of a call asked for by the model message at ``index`` of the history."""
+        return self._key(tool, ref, input, index)[0]
+
+    def _key(self, tool: str, ref: str | None, input: object, index: int) -> tuple[str, str]:
+        """The call's key and its input's digest, each computed once per turn."""
         known = self._keys.get((tool, ref, index))
         if known is not None and known[0] == input:  # the claim computed it (same input: same key)
-            return known[1]
-        key = call_key(agent=self.agent, session_id=self.session_id, index=index, tool=tool, ref=ref, input=input)
-        self._keys[(tool, ref, index)] = (input, key)
-        return key
+            return known[1], known[2]
+        input_digest = digest(input)
+        key = call_key(
+            agent=self.agent, session_id=self.session_id, index=index, tool=tool, ref=ref, input_digest=input_digest
+        )
+        self._keys[(tool, ref, index)] = (input, key, input_digest)
+        return key, input_digest
 
     async def run(
         self,
@@ -148,7 +155,7 @@ class Effects:
         ``retry`` is set when a person answered this call's in-doubt interrupt by restarting it.
         Raises :class:`~interlock.errors.Interrupt` (an in-doubt pause, or the tool's own).
         """
-        key = self.key(tool.name, ctx.request.ref, input, index)
+        key, input_digest = self._key(tool.name, ctx.request.ref, input, index)
         ctx.idempotency_key = key
         if key in self._prepared:  # a restart whose intent the claim wrote (with or without a payload)
             return await self._run_body(ctx, self._prepared.pop(key)[0], body)
@@ -158,7 +165,7 @@ class Effects:
             entry = await self.store.journal_get(key, tenant=self.tenant)
         else:
             try:  # a call the model just asked for is usually new: its intent in one write
-                return await self._run_body(ctx, await self._start(tool, ctx, key, input, None), body)
+                return await self._run_body(ctx, await self._start(tool, ctx, key, input_digest, None), body)
             except _SeenBefore:
                 entry = await self.store.journal_get(key, tenant=self.tenant)
         if entry is not None and entry.status == "done":
@@ -176,7 +183,7 @@ class Effects:
                 return known
         elif entry is not None and entry.status == "running":
             hooks.journal("retried", entry)
-        entry = await self._start(tool, ctx, key, input, entry)
+        entry = await self._start(tool, ctx, key, input_digest, entry)
         return await self._run_body(ctx, entry, body)
 
     async def _run_body(self, ctx: ToolContext[Any], entry: JournalEntry, body: Callable[[], Awaitable[Any]]) -> Any:
@@ -195,7 +202,7 @@ class Effects:
         await self._record(ctx.steps.entry, "done", output=output)
         return output
 
-    async def mark_done(self, key: str, output: Any) -> None:
+    async def mark_done(self, key: str, output: object) -> None:
         """Record ``output`` for an in-doubt call a person answered with a respond (it did happen)."""
         entry = await self.store.journal_get(key, tenant=self.tenant)
         if entry is not None and entry.status == "running":
@@ -211,9 +218,14 @@ class Effects:
         return _NOT_HAPPENED if found is None else tool.validate_output(found)
 
     async def _start(
-        self, tool: Tool[Any, Any, Any], ctx: ToolContext[Any], key: str, input: Any, entry: JournalEntry | None
+        self,
+        tool: Tool[Any, Any, Any],
+        ctx: ToolContext[Any],
+        key: str,
+        input_digest: str,
+        entry: JournalEntry | None,
     ) -> JournalEntry:
-        intent = self._intent(tool.name, ctx.request.ref, key, digest(input), entry)
+        intent = self._intent(tool.name, ctx.request.ref, key, input_digest, entry)
         try:
             await self.store.journal_put(intent, expect=0 if entry is None else entry.attempt, tenant=self.tenant)
         except ClaimConflictError:
@@ -246,14 +258,14 @@ class Effects:
         )
 
     @staticmethod
-    def _outcome(entry: JournalEntry, status: JournalStatus, *, output: Any = None) -> JournalEntry:
+    def _outcome(entry: JournalEntry, status: JournalStatus, *, output: object = None) -> JournalEntry:
         now = utcnow()
         attempts = list(entry.attempts)
         if attempts and attempts[-1].get("attempt") == entry.attempt:
             attempts[-1] = {**attempts[-1], "status": status, "finished": now.isoformat()}
         return entry.evolve(status=status, output=output, finished_at=now, attempts=tuple(attempts))
 
-    async def _record(self, entry: JournalEntry, status: JournalStatus, *, output: Any = None) -> JournalEntry:
+    async def _record(self, entry: JournalEntry, status: JournalStatus, *, output: object = None) -> JournalEntry:
         done = self._outcome(entry, status, output=output)
         # Not flushed to disk before the turn goes on: a process crash keeps it; a power failure may lose
         # it, and then the call asks (in doubt) instead of replaying. The intent before the body is flushed.

@@ -32,9 +32,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import metadata as md
+from ._json_object import is_object
 from .errors import InterlockError, UsageError
 from .sessions import utcnow
 
@@ -64,7 +65,7 @@ class OnExpire:
         return cls(policy="reject", note=note)
 
     @classmethod
-    def respond(cls, output: Any) -> OnExpire:
+    def respond(cls, output: object) -> OnExpire:
         """Answer the call with ``output`` (a default); the tool does not run."""
         return cls(policy="respond", output=output)
 
@@ -86,9 +87,9 @@ class OnExpire:
         return out
 
     @classmethod
-    def from_json(cls, raw: Any) -> OnExpire:
+    def from_json(cls, raw: object) -> OnExpire:
         """Read :meth:`to_json`'s output; an unreadable policy reads as ``reject`` (the safe default)."""
-        r = cast(dict[str, Any], raw) if isinstance(raw, dict) else {}
+        r = raw if is_object(raw) else {}
         policy, note, group = r.get("policy"), r.get("note"), r.get("group")
         if policy == "respond":
             return cls.respond(r.get("output"))
@@ -159,9 +160,9 @@ def deadline_metadata(
     return {"expiresAt": at.isoformat(), "onExpire": policy.to_json()}
 
 
-def _foreign_pause(tool: Tool[Any, Any, Any], data: Any) -> bool:
+def _foreign_pause(tool: Tool[Any, Any, Any], data: object) -> bool:
     """A pause the tool itself did not ask for: a middleware hold or an in-doubt call."""
-    if not isinstance(data, dict):
+    if not is_object(data):
         return False
-    d = cast(dict[str, Any], data)
+    d = data
     return d.get(md.IN_DOUBT) is True or d.get("message") == md.hold_message(tool.name)

@@ -12,9 +12,10 @@ import asyncio
 import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeAlias, cast
+from typing import Any, Literal, TypeAlias
 
 from . import metadata as md
+from ._json_object import is_object
 from .effects import Effects
 from .errors import (
     FailedPreconditionError,
@@ -125,7 +126,8 @@ class _Loop:
             original_input = planned.original_input
             retry = md.is_in_doubt(planned.request)  # a person answered "run it again"
             if retry and resume is None:  # the payload it had when it went in doubt
-                resumed = cast(dict[str, Any], planned.request.meta(md.INTERRUPT)).get(md.RESUMED)
+                data = planned.request.meta(md.INTERRUPT)
+                resumed = data.get(md.RESUMED) if is_object(data) else None
                 resume = tool.validate_resume(resumed)
         else:
             try:
@@ -159,7 +161,7 @@ class _Loop:
     async def _through_middleware(
         self, tool: Tool[Any, Any, Any], ctx: ToolContext[Any], value: Any, index: int, retry: bool
     ) -> Any:
-        async def run(depth: int, current: Any) -> Any:
+        async def run(depth: int, current: object) -> Any:
             if depth < len(self.middleware):
                 return await self.middleware[depth](ctx, current, lambda v: run(depth + 1, v))
             if self.effects is None or tool.is_interrupt_only:
@@ -190,7 +192,7 @@ def _pause(tool: Tool[Any, Any, Any], signal: Interrupt) -> dict[str, Any]:
     return {md.INTERRUPT: value} if deadline is None else {md.INTERRUPT: value, md.DEADLINE: deadline}
 
 
-def _response(part: ToolRequestPart, output: Any, metadata: dict[str, Any] | None = None) -> ToolResponsePart:
+def _response(part: ToolRequestPart, output: object, metadata: dict[str, Any] | None = None) -> ToolResponsePart:
     return ToolResponsePart(name=part.name, ref=part.ref, output=output, metadata=metadata)
 
 
@@ -264,7 +266,8 @@ async def _resume(loop: _Loop, plan: ResumePlan) -> bool:
         elif c.verb == "respond" and c.response is not None:
             responses[c.index] = c.response
             if loop.effects is not None and md.is_in_doubt(part):  # a person says it did happen: record it
-                key = cast(dict[str, Any], part.meta(md.INTERRUPT)).get("idempotencyKey")
+                data = part.meta(md.INTERRUPT)
+                key = data.get("idempotencyKey") if is_object(data) else None
                 if isinstance(key, str):
                     await loop.effects.mark_done(key, c.response.output)
             content[c.index] = with_metadata(

@@ -60,11 +60,12 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timedelta
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar
 
 from pydantic import TypeAdapter
 
 from . import metadata as md
+from ._json_object import is_array, is_object
 from .agent_io import AgentOutput
 from .answers import Answer, Approve, Edit, Reject, Respond, Restart, entry, match_all
 from .claims import claim_state
@@ -229,7 +230,7 @@ class AuditEntry:
         ``false`` (it was set for every ordinary restart too).
         """
         record: Any = (snap.metadata or {}).get("resume")
-        return _entry_of(snap, cast(dict[str, Any], record)) if isinstance(record, dict) else None
+        return _entry_of(snap, record) if is_object(record) else None
 
 
 class Inbox:
@@ -329,10 +330,10 @@ class Inbox:
             how = f"is {status}" if status != "completed" else f"finished with {snap.finish_reason or 'no reason'!r}"
             raise FailedPreconditionError(f"{missing}: its turn {how}")
         delegator = (snap.metadata or {}).get(md.DELEGATED_BY)
-        if isinstance(delegator, dict):
+        if is_object(delegator):
             raise FailedPreconditionError(
                 f"{missing}: it is a sub-agent's turn, delegated by session "
-                f"{cast(dict[str, Any], delegator).get('sessionId')}; answer it there, where it is surfaced"
+                f"{delegator.get('sessionId')}; answer it there, where it is surfaced"
             )
         if self.store is not None and not await self.store.open_interrupts(
             InterruptQuery(now=utcnow(), snapshot_id=snapshot_id), tenant=tenant
@@ -537,7 +538,7 @@ class Inbox:
 # helpers ----------------------------------------------------------------------------------------
 
 
-def _context(identity: Any, tenant: str | None) -> dict[str, Any]:
+def _context(identity: object, tenant: str | None) -> dict[str, Any]:
     return {"identity": identity, "tenant": tenant}
 
 
@@ -574,7 +575,8 @@ def _doubt(part: ToolRequestPart) -> dict[str, Any]:
     """``in_doubt``, ``idempotency_key`` and ``attempts`` of a paused call (as its interrupt data says)."""
     if not md.is_in_doubt(part):
         return {}
-    data = cast(dict[str, Any], part.meta(md.INTERRUPT))
+    found = part.meta(md.INTERRUPT)
+    data = found if is_object(found) else {}
     key, attempts = data.get("idempotencyKey"), data.get("attempts")
     return {
         "in_doubt": True,
@@ -586,11 +588,7 @@ def _doubt(part: ToolRequestPart) -> dict[str, Any]:
 def _entry_of(snap: Snapshot, record: dict[str, Any]) -> AuditEntry:
     def answers(kind: str) -> list[AuditAnswer]:
         rows: Any = record.get(kind)
-        found = (
-            [cast(dict[str, Any], r) for r in cast(list[Any], rows) if isinstance(r, dict)]
-            if isinstance(rows, list)
-            else []
-        )
+        found = [r for r in rows if is_object(r)] if is_array(rows) else []
         return [
             AuditAnswer(
                 kind=kind,

@@ -17,6 +17,7 @@ from pydantic import TypeAdapter
 
 from . import metadata as md
 from ._json import check_json, check_part, type_name
+from ._json_object import is_array, is_object
 from .decisions import DecisionLabel, decision_of
 from .errors import InvalidArgumentError, ResumeError, UsageError
 from .messages import Message
@@ -137,21 +138,18 @@ def _same_type(a: object, b: object) -> bool:
     return type(a) is type(b)
 
 
-def json_equal(a: Any, b: Any) -> bool:
+def json_equal(a: object, b: Any) -> bool:
     """Semantic JSON equality: key order ignored, ``1 == 1.0``, ``True != 1``, ``None != missing``."""
     if isinstance(a, bool) or isinstance(b, bool):
         return _same_type(a, b) and cast(bool, a == b)
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         return a == b
-    if isinstance(a, dict) and isinstance(b, dict):
-        da, db = cast(dict[str, Any], a), cast(dict[str, Any], b)
-        return da.keys() == db.keys() and all(json_equal(v, db[k]) for k, v in da.items())
-    if isinstance(a, list) and isinstance(b, list):
-        la: list[Any] = cast(list[Any], a)
-        lb: list[Any] = cast(list[Any], b)
-        return len(la) == len(lb) and all(json_equal(x, y) for x, y in zip(la, lb, strict=True))
-    x: object = cast(object, a)
-    y: object = cast(object, b)
+    if is_object(a) and is_object(b):
+        return a.keys() == b.keys() and all(json_equal(v, b[k]) for k, v in a.items())
+    if is_array(a) and is_array(b):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    x: object = a
+    y: object = b
     return _same_type(x, y) and x == y
 
 
@@ -306,7 +304,7 @@ def _plan_restart(
     )
 
 
-def _declared(tool: Tool[Any, Any, Any], payload: Any) -> DecisionLabel:
+def _declared(tool: Tool[Any, Any, Any], payload: object) -> DecisionLabel:
     assert tool.approval is not None
     try:
         approved = tool.approval(payload)
@@ -315,7 +313,7 @@ def _declared(tool: Tool[Any, Any, Any], payload: Any) -> DecisionLabel:
     return "approve" if approved else "deny"
 
 
-def check_resume_shape(resume: Any, where: str = "resume") -> None:
+def check_resume_shape(resume: object, where: str = "resume") -> None:
     """Check that ``resume`` is a :class:`~interlock.Resume` of the right parts, all holding JSON."""
     if not isinstance(resume, Resume):
         raise InvalidArgumentError(f"{where} must be a Resume(respond=[...], restart=[...]), not {type_name(resume)}")
@@ -324,11 +322,11 @@ def check_resume_shape(resume: Any, where: str = "resume") -> None:
         ("restart", ToolRequestPart, "call.restart(payload)"),
     ):
         parts: Any = getattr(resume, name)
-        if not isinstance(parts, list):
+        if not is_array(parts):
             raise InvalidArgumentError(
                 f"{where}.{name} must be a list of {kind.__name__} (e.g. [{hint}]), not {type_name(parts)}"
             )
-        for index, part in enumerate(cast(list[Any], parts)):
+        for index, part in enumerate(parts):
             label = f"{where}.{name}[{index}]"
             if not isinstance(part, kind):
                 raise InvalidArgumentError(

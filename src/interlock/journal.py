@@ -36,13 +36,13 @@ __all__ = ["JournalEntry", "JournalStatus", "call_key", "digest", "superseded"]
 JournalStatus: TypeAlias = Literal["running", "done", "interrupted", "failed"]
 
 
-def digest(value: Any) -> str:
+def digest(value: object) -> str:
     """A stable digest of a JSON value (key order does not matter)."""
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def call_key(*, agent: str | None, session_id: str, index: int, tool: str, ref: str | None, input: Any) -> str:
+def call_key(*, agent: str | None, session_id: str, index: int, tool: str, ref: str | None, input_digest: str) -> str:
     """The idempotency key of one logical tool call.
 
     A call is named by its place in the session (``index``: the position in the history
@@ -50,9 +50,10 @@ def call_key(*, agent: str | None, session_id: str, index: int, tool: str, ref: 
     call, retried (the same turn run again after a failure, a takeover, a restart of the
     paused request), has the same key; another call, or the same call with a revised
     input, has another. Two branches of a session that ask for the same call at the same
-    place share it: the second replays the first's outcome.
+    place share it: the second replays the first's outcome. ``input_digest`` is
+    :func:`digest` of the input (the entry keeps it too: it is computed once).
     """
-    parts = [agent or "", session_id, str(index), tool, ref or "", digest(input)]
+    parts = [agent or "", session_id, str(index), tool, ref or "", input_digest]
     return "ik_" + hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:40]
 
 

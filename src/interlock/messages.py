@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias, cast
+from typing import Any, Literal, TypeAlias
 
-from ._json_object import json_object, optional_object, unknown_keys
+from ._json_object import is_array, json_object, optional_object, unknown_keys
 from .errors import InvalidArgumentError
 from .parts import Part, ReasoningPart, TextPart, ToolRequestPart, ToolResponsePart, part_from_json, part_to_json
 
@@ -37,7 +37,7 @@ class Message:
         return message_to_json(self)
 
     @classmethod
-    def from_json(cls, data: Any) -> Message:
+    def from_json(cls, data: object) -> Message:
         """A message read from Genkit JSON; raises :class:`~interlock.errors.InvalidArgumentError` for bad input."""
         return message_from_json(data)
 
@@ -82,18 +82,18 @@ class Message:
         return [p for p in self.content if isinstance(p, ToolRequestPart) and p.is_interrupt]
 
 
-def message_from_json(data: Any) -> Message:
+def message_from_json(data: object) -> Message:
     """Read one Genkit message (``{"role": ..., "content": [...]}``)."""
     d = json_object(data, "a message")
     role = d.get("role")
     if not isinstance(role, str):
         raise InvalidArgumentError("a message needs a string 'role' (system, user, model or tool)")
     content: Any = d.get("content") or []
-    if not isinstance(content, list):
+    if not is_array(content):
         raise InvalidArgumentError("a message's 'content' must be a list of parts")
     return Message(
         role=role,
-        content=[part_from_json(p) for p in cast(list[Any], content)],
+        content=[part_from_json(p) for p in content],
         metadata=optional_object(d, "metadata"),
         extra=unknown_keys(d, ("role", "content", "metadata")),
     )
@@ -109,11 +109,11 @@ def message_to_json(message: Message) -> dict[str, Any]:
     return d
 
 
-def messages_from_json(data: Any) -> list[Message]:
+def messages_from_json(data: object) -> list[Message]:
     """Read a list of messages."""
-    if not isinstance(data, list):
+    if not is_array(data):
         raise InvalidArgumentError("messages must be a JSON list")
-    return [message_from_json(m) for m in cast(list[Any], data)]
+    return [message_from_json(m) for m in data]
 
 
 def messages_to_json(messages: list[Message]) -> list[dict[str, Any]]:

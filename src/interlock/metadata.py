@@ -37,8 +37,9 @@ unique in this message, ``agentPath`` and ``surfacedFrom`` (:mod:`interlock.surf
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
+from ._json_object import is_array, is_object
 from .errors import UsageError
 
 if TYPE_CHECKING:
@@ -165,14 +166,14 @@ def is_hold(part: Part) -> bool:
     if part.kind != "tool_request" or not part.is_interrupt:
         return False
     data = part.meta(INTERRUPT)
-    return isinstance(data, dict) and cast(dict[str, Any], data).get("message") == hold_message(part.name)
+    return is_object(data) and data.get("message") == hold_message(part.name)
 
 
-def approval(resumed: Any) -> bool | None:
+def approval(resumed: object) -> bool | None:
     """The explicit approval a restart's ``resumed`` carries: ``True``, ``False``, or ``None`` (none)."""
-    if not isinstance(resumed, dict):
+    if not is_object(resumed):
         return None
-    r = cast(dict[str, Any], resumed)
+    r = resumed
     if r.get(APPROVAL) is True or r.get(APPROVAL_SNAKE) is True:
         return True
     if r.get(APPROVAL) is False or r.get(APPROVAL_SNAKE) is False:
@@ -180,17 +181,17 @@ def approval(resumed: Any) -> bool | None:
     return None
 
 
-def without_approval(resumed: Any) -> Any:
+def without_approval(resumed: object) -> Any:
     """``resumed`` without the approval marker (what the tool sees); ``None`` when nothing is left."""
-    if not isinstance(resumed, dict):
+    if not is_object(resumed):
         return resumed
-    r = cast(dict[str, Any], resumed)
+    r = resumed
     if APPROVAL not in r and APPROVAL_SNAKE not in r:
         return r
     return {k: v for k, v in r.items() if k not in (APPROVAL, APPROVAL_SNAKE)} or None
 
 
-def interrupt_value(data: Any) -> Any:
+def interrupt_value(data: object) -> Any:
     """The ``metadata.interrupt`` value for interrupt ``data`` (JSON): ``True`` for none.
 
     Falsy data (``false``, ``0``, ``""``) is refused: Genkit clients read a falsy
@@ -211,7 +212,7 @@ def is_in_doubt(part: Part) -> bool:
     if part.kind != "tool_request" or not part.is_interrupt:
         return False
     data = part.meta(INTERRUPT)
-    return isinstance(data, dict) and cast(dict[str, Any], data).get(IN_DOUBT) is True
+    return is_object(data) and data.get(IN_DOUBT) is True
 
 
 def resume_token(part: Part) -> str | None:
@@ -230,25 +231,25 @@ def deadline_of(part: Part) -> dict[str, Any] | None:
     if part.kind != "tool_request" or not part.is_interrupt:
         return None
     found = part.meta(DEADLINE)
-    return cast(dict[str, Any], found) if isinstance(found, dict) else None
+    return found if is_object(found) else None
 
 
 def expired_by(entry: Part) -> str | None:
     """The deadline policy a respond entry says answered it (``interruptResponse.expired``), or ``None``."""
     note = entry.meta(INTERRUPT_RESPONSE) if entry.kind == "tool_response" else None
-    said = cast(dict[str, Any], note).get(EXPIRED) if isinstance(note, dict) else None
+    said = note.get(EXPIRED) if is_object(note) else None
     return said if isinstance(said, str) else None
 
 
 def surfaced_from(part: Part) -> dict[str, Any] | None:
     """The delegation call (``{"name", "ref"}``) a surfaced interrupt belongs to, or ``None`` for any other part."""
     found = part.meta(SURFACED_FROM) if part.kind == "tool_request" else None
-    return cast(dict[str, Any], found) if isinstance(found, dict) else None
+    return found if is_object(found) else None
 
 
 def agent_path(part: Part) -> tuple[str, ...]:
     """The sub-agents a surfaced interrupt came through (``()`` for an agent's own interrupt)."""
     found = part.meta(AGENT_PATH) if surfaced_from(part) is not None else None
-    if not isinstance(found, list):
+    if not is_array(found):
         return ()
-    return tuple(name for name in cast(list[Any], found) if isinstance(name, str))
+    return tuple(name for name in found if isinstance(name, str))

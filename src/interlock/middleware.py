@@ -48,7 +48,7 @@ def approve(part: ToolRequestPart, **payload: Any) -> ToolRequestPart:
     return entry
 
 
-def deny(part: ToolRequestPart, output: Any = None) -> ToolResponsePart:
+def deny(part: ToolRequestPart, output: object = None) -> ToolResponsePart:
     """The respond that denies a held call: the tool never runs and the model sees ``output``."""
     result = output if output is not None else {"denied": True, "message": f"The call to {part.name} was not approved."}
     entry = Decision.deny(result).answer(part)

@@ -47,7 +47,7 @@ class _Base:
     extra: dict[str, Any] = field(default_factory=dict[str, Any], repr=False)
     """Unknown wire keys, kept so the part round-trips unchanged."""
 
-    def meta(self, key: str, default: Any = None) -> Any:
+    def meta(self, key: str, default: object = None) -> Any:
         """One metadata value, or ``default``."""
         return self.metadata.get(key, default) if self.metadata else default
 
@@ -56,7 +56,7 @@ class _Base:
         return part_to_json(self)
 
     @classmethod
-    def from_json(cls, data: Any) -> Self:
+    def from_json(cls, data: object) -> Self:
         """A part of this kind read from Genkit JSON (e.g. ``ToolRequestPart.from_json(...)``).
 
         Raises :class:`~interlock.errors.InvalidArgumentError` when ``data`` is not a part,
@@ -181,13 +181,13 @@ _COMMON = ("metadata", "custom")
 _KINDS = ("text", "media", "toolRequest", "toolResponse", "reasoning", "data", "resource")
 
 
-def _text(value: Any, what: str) -> str:
+def _text(value: object, what: str) -> str:
     if not isinstance(value, str):
         raise InvalidArgumentError(f"a part's {what!r} must be a string, got {type(value).__name__}")
     return value
 
 
-def part_from_json(data: Any) -> Part:
+def part_from_json(data: object) -> Part:
     """Read one part of any kind from Genkit JSON (``{"text": ...}``, ``{"toolRequest": {...}}``, ...).
 
     Raises :class:`~interlock.errors.InvalidArgumentError` for what is not a part.

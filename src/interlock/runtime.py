@@ -24,6 +24,8 @@ from ._session_load import PreTurnFailure, load_state
 from ._turn_commit import TurnWriter, error_info, give_back
 from .agent_io import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnEnd, TurnResult
 from .claims import ClaimHold, Claims
+from .connection import END, Ended
+from .effects import Effects
 from .errors import InvalidArgumentError, SnapshotNotFoundError, UsageError
 from .handoff import handoff_metadata, read_handoff
 from .interrupts import Resume, ResumePlan
@@ -62,7 +64,7 @@ class RunnableAgent(Protocol):
     async def invoke(self, runner: SessionRunner) -> AgentResult | None: ...
     def check_resume(self, resume: Resume, history: list[Message]) -> ResumePlan: ...
     def transform_state(self, state: SessionState) -> SessionState: ...
-    def custom_transform(self, custom: Any) -> Any: ...
+    def custom_transform(self, custom: object) -> Any: ...
     def transform_chunk(self, chunk: StreamChunk) -> StreamChunk | None: ...
     def token_decisions(self, part: ToolRequestPart) -> tuple[TokenDecision, ...]: ...
 
@@ -70,8 +72,6 @@ class RunnableAgent(Protocol):
 TurnHandler = Callable[[AgentInput, TurnContext], Awaitable[TurnResult | None]]
 """A custom agent's per-turn function."""
 
-END = object()
-"""Marks the end of an input or chunk queue."""
 _background: set[asyncio.Task[Any]] = set()
 
 
@@ -143,8 +143,8 @@ class Invocation:
                 claims=Claims(agent.store, self.tenant, ttl=agent.claim_ttl),
             )
         )
-        self.inputs: asyncio.Queue[AgentInput | object] = asyncio.Queue()
-        self.chunks: asyncio.Queue[StreamChunk | object] = asyncio.Queue()
+        self.inputs: asyncio.Queue[AgentInput | Ended] = asyncio.Queue()
+        self.chunks: asyncio.Queue[StreamChunk | Ended] = asyncio.Queue()
         self.output: asyncio.Future[AgentOutput] = asyncio.get_running_loop().create_future()
         self.abort_event = asyncio.Event()
         self.session = Session(SessionState(), sink=self._put_chunk, transform=agent.custom_transform)
@@ -152,7 +152,7 @@ class Invocation:
         self.last_finish_reason: str | None = None
         self.error: ErrorInfo | None = None
         self.detached: DetachedRun | None = None
-        self._turns: asyncio.Queue[_Turn | object] = asyncio.Queue()
+        self._turns: asyncio.Queue[_Turn | Ended] = asyncio.Queue()
         self._running: _Turn | None = None
         self.trace: hooks.TurnTrace | None = None
         self._store_ready = False
@@ -321,7 +321,6 @@ class Invocation:
             if item is END:
                 self._turns.put_nowait(END)
                 return
-            assert isinstance(item, AgentInput)
             has_payload = item.message is not None or item.resume is not None
             reserved = new_id() if self.store is not None and has_payload else None
             if item.detach and reserved is not None and await self._hand_off(item, reserved):
@@ -403,7 +402,6 @@ class Invocation:
             item = await self._turns.get()
             if item is END:
                 return
-            assert isinstance(item, _Turn)
             self._running = item
             try:
                 with hooks.turn(
@@ -432,11 +430,11 @@ class Invocation:
         turn_index, self._turn_index = self._turn_index, self._turn_index + 1
         hold: ClaimHold | None = None
         writer = self.writer
-        effects = None if writer is None or turn_id is None else writer.effects(session.session_id, parent, turn_id)
+        effects = self._effects(parent, turn_id)
         try:
             plan, nonces = self._plan(turn.input)  # before anything runs or is claimed: a refusal changes nothing
             if plan is not None and parent is not None and parent.finish_reason == "interrupted" and turn_id:
-                assert writer is not None and effects is not None
+                assert writer is not None
                 hold = await writer.claim(parent, turn_id, plan, nonces, effects, len(session.messages) - 1)
             if plan is not None:
                 hooks.resuming(plan, self.context, hold.turn_id if hold else None)
@@ -461,7 +459,7 @@ class Invocation:
                     await effects.flush()
                 self.detached.hand_over(hold, parent, plan)  # the detached run's final write commits the claim
                 hold = None
-            elif writer is not None and turn_id is not None and effects is not None:
+            elif writer is not None and turn_id is not None:
                 traced = self.trace.metadata() if self.trace else {}
                 self.tip = await writer.commit(session, turn_id, parent, finish, plan, hold, effects, traced)
         except Exception as exc:
@@ -497,6 +495,12 @@ class Invocation:
             self.emit(ModelChunk(role="tool", content=list(interrupts)))
         else:
             self.emit(ModelChunk(role="model", index=self._model_index, content=list(interrupts)))
+
+    def _effects(self, parent: Snapshot | None, turn_id: str | None) -> Effects | None:
+        """The turn's effect journal: server-managed agents journal every tool call in their store."""
+        if self.writer is None or turn_id is None:
+            return None
+        return self.writer.effects(self.session.session_id, parent, turn_id)
 
     def _plan(self, input: AgentInput) -> tuple[ResumePlan | None, tuple[str, ...]]:
         """The input's resume, validated against the history (``None`` without one), and its tokens' nonces.

@@ -14,11 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any, cast
+from typing import Any
 
 import jsonpatch
 
 from ._json import check_json, check_messages, check_object, check_parts, type_name
+from ._json_object import is_array
 from .errors import InvalidArgumentError
 from .messages import Message
 from .parts import Part
@@ -110,9 +111,9 @@ class SessionState:
             raise InvalidArgumentError(f"state.session_id must be a string, not {type_name(session_id)}")
         for name, kind in (("messages", Message), ("artifacts", Artifact)):
             items: Any = getattr(self, name)
-            if not isinstance(items, list):
+            if not is_array(items):
                 raise InvalidArgumentError(f"state.{name} must be a list of {kind.__name__}, not {type_name(items)}")
-            for index, item in enumerate(cast(list[Any], items)):
+            for index, item in enumerate(items):
                 if not isinstance(item, kind):
                     raise InvalidArgumentError(
                         f"state.{name}[{index}] must be a {kind.__name__}, not {type_name(item)}"
@@ -146,7 +147,7 @@ def trusted_state(
     return state
 
 
-def check_state(state: Any, where: str = "state") -> None:
+def check_state(state: object, where: str = "state") -> None:
     """Check caller-supplied state in full: its types, and every message and artifact holds JSON."""
     if not isinstance(state, SessionState):
         raise InvalidArgumentError(f"{where} must be a SessionState, not {type_name(state)}")
@@ -297,7 +298,7 @@ class Session:
         self._emit_custom()
         return self.custom
 
-    def set_custom(self, value: Any) -> None:
+    def set_custom(self, value: object) -> None:
         """Replace the custom state and stream the change."""
         self.state.custom = copy.deepcopy(value)
         self._emit_custom()

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, cast
 
+from ._json_object import is_object
 from .errors import PermissionDeniedError, UsageError
 from .messages import Message
 from .sessions import SessionState
@@ -127,7 +128,7 @@ class Keyring:
     def verify_state(self, state: SessionState, *, now: float | None = None) -> SessionState:
         """The state without its signature, once verified; raises :class:`PermissionDeniedError`."""
         custom = state.custom
-        envelope = cast(dict[str, Any], custom).get(ENVELOPE) if isinstance(custom, dict) else None
+        envelope = custom.get(ENVELOPE) if is_object(custom) else None
         if envelope is None:
             if not state.messages and not state.artifacts and custom in (None, {}):
                 return state  # a fresh session: nothing to trust yet
@@ -135,10 +136,10 @@ class Keyring:
                 "this agent signs its state and the state sent back carries no signature; "
                 "send back the state exactly as the agent returned it"
             )
-        if not isinstance(envelope, dict):
+        if not is_object(envelope) or not is_object(custom):
             raise PermissionDeniedError("the state's signature is malformed; send back the state as it was returned")
-        env = cast(dict[str, Any], envelope)
-        rest = {k: v for k, v in cast(dict[str, Any], custom).items() if k != ENVELOPE}
+        env = envelope
+        rest = {k: v for k, v in custom.items() if k != ENVELOPE}
         inner: Any = env["value"] if "value" in env else (rest or None)
         plain = replace(state.copy(), custom=inner)
         plain.messages = _covered(plain.messages)

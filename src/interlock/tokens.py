@@ -64,9 +64,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from . import metadata as md
+from ._json_object import is_array, is_object
 from .errors import PermissionDeniedError, UsageError
 from .messages import Message
 from .parts import ToolRequestPart, ToolResponsePart
@@ -104,7 +105,7 @@ def refused(reason: str, message: str) -> PermissionDeniedError:
     return PermissionDeniedError(message, details={"reason": reason})
 
 
-def input_digest(value: Any) -> str:
+def input_digest(value: object) -> str:
     """SHA-256 (base64url) of a tool input's canonical JSON; ``1`` and ``1.0`` digest alike, as they compare."""
     text = json.dumps(_canonical(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return _b64(hashlib.sha256(text.encode()).digest())
@@ -115,13 +116,13 @@ def id_digest(value: str) -> str:
     return _b64(hashlib.sha256(value.encode()).digest()[:16])
 
 
-def _canonical(value: Any) -> Any:
+def _canonical(value: object) -> Any:
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, dict):
-        return {k: _canonical(v) for k, v in cast(dict[str, Any], value).items()}
-    if isinstance(value, list):
-        return [_canonical(v) for v in cast(list[Any], value)]
+    if is_object(value):
+        return {k: _canonical(v) for k, v in value.items()}
+    if is_array(value):
+        return [_canonical(v) for v in value]
     return value
 
 
@@ -241,13 +242,13 @@ def _decode(payload: str, kid: str) -> ResumeToken | None:
         body: Any = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
     except (ValueError, binascii.Error):
         return None
-    if not isinstance(body, list) or len(cast(list[Any], body)) != 9:
+    if not is_array(body) or len(body) != 9:
         return None
-    agent, session_id, snapshot_id, tool, ref, digest, decisions, expires, nonce = cast(list[Any], body)
+    agent, session_id, snapshot_id, tool, ref, digest, decisions, expires, nonce = body
     texts = (agent, session_id, snapshot_id, tool, digest, nonce)
     if not all(isinstance(t, str) for t in texts) or not (ref is None or isinstance(ref, str)):
         return None
-    if not isinstance(decisions, list) or not isinstance(expires, int):
+    if not is_array(decisions) or not isinstance(expires, int):
         return None
     return ResumeToken(
         agent=agent,
@@ -256,7 +257,7 @@ def _decode(payload: str, kid: str) -> ResumeToken | None:
         tool=tool,
         ref=ref,
         input_digest=digest,
-        decisions=frozenset(str(d) for d in cast(list[Any], decisions)),
+        decisions=frozenset(str(d) for d in decisions),
         expires_at=float(expires),
         nonce=nonce,
         key_id=kid,

@@ -174,7 +174,7 @@ class _Signature:
     takes_resume: bool
 
 
-def _strip_optional(tp: Any) -> Any:
+def _strip_optional(tp: object) -> Any:
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         if len(args) == 1:
@@ -182,7 +182,7 @@ def _strip_optional(tp: Any) -> Any:
     return tp
 
 
-def _is_ctx(tp: Any) -> bool:
+def _is_ctx(tp: object) -> bool:
     return tp is ToolContext or typing.get_origin(tp) is ToolContext
 
 
@@ -289,7 +289,7 @@ class Tool(Generic[I, O, R]):
         """True when the tool takes a typed resume payload."""
         return self._resume is not None
 
-    def validate_input(self, raw: Any) -> I:
+    def validate_input(self, raw: object) -> I:
         """The model's raw input, validated; raises :class:`ToolInputError` naming the field."""
         if raw is None and not (self._sig and self._sig.takes_input):
             raw = {}
@@ -300,7 +300,7 @@ class Tool(Generic[I, O, R]):
                 _validation_message(self.name, "input", exc), tool=self.name, details=exc.errors(include_url=False)
             ) from None
 
-    def validate_output(self, output: Any) -> Any:
+    def validate_output(self, output: object) -> Any:
         """An output for this tool, validated and converted to JSON; raises :class:`ToolOutputError`."""
         where = f"the output of tool {self.name!r}"
         try:
@@ -317,7 +317,7 @@ class Tool(Generic[I, O, R]):
         except InvalidArgumentError as exc:  # not a JSON value
             raise ToolOutputError(exc.message, tool=self.name) from None
 
-    def validate_resume(self, resumed: Any) -> R | None:
+    def validate_resume(self, resumed: object) -> R | None:
         """The typed resume payload carried by a restart's ``metadata.resumed``.
 
         ``None`` means "no payload"; so does a bare ``True``, unless the resume type admits
@@ -343,7 +343,7 @@ class Tool(Generic[I, O, R]):
                 details=exc.errors(include_url=False),
             ) from None
 
-    async def invoke(self, value: Any, ctx: ToolContext[Any]) -> Any:
+    async def invoke(self, value: object, ctx: ToolContext[Any]) -> Any:
         """Run the tool body on a validated input; returns JSON output or raises :class:`Interrupt`."""
         if self.fn is None:
             data = self.interrupt_data(value) if callable(self.interrupt_data) else self.interrupt_data
@@ -415,7 +415,7 @@ class InterruptedCall(Generic[I, O, R]):
         """
         return self._restart(Decision.restart(self._payload(payload), input=to_json(input)))
 
-    def _payload(self, payload: Any) -> Any:
+    def _payload(self, payload: object) -> Any:
         if payload is None:
             return None
         resumed = to_json(payload)

@@ -36,10 +36,11 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any
 
 import httpx
 
+from ._json_object import is_object
 from .errors import InterlockError, PermissionDeniedError, UsageError
 from .outbox import WEBHOOK, OutboxEvent, backoff
 from .sessions import new_id, utcnow
@@ -106,9 +107,9 @@ def verify(
         event: Any = json.loads(body)
     except ValueError:
         raise _refused("malformed", "the webhook's body is not JSON") from None
-    if not isinstance(event, dict):
+    if not is_object(event):
         raise _refused("malformed", "the webhook's body is not a JSON object")
-    return cast(dict[str, Any], event)
+    return event
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

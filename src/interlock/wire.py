@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
-from ._json_object import json_object, optional_object, put_present, unknown_keys
+from ._json_object import is_array, is_object, json_object, optional_object, put_present, unknown_keys
 from .agent_io import AgentInit, AgentInput, AgentOutput, StreamChunk, TurnEnd
 from .claims import claim_state
 from .errors import InvalidArgumentError
@@ -40,7 +40,7 @@ def _time(value: datetime | None) -> str | None:
     return None if value is None else value.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
-def parse_time(value: Any) -> datetime | None:
+def parse_time(value: object) -> datetime | None:
     """Parse an RFC 3339 timestamp (``Z`` or an offset); naive values are taken as UTC."""
     if value is None or value == "":
         return None
@@ -62,13 +62,15 @@ def artifact_to_json(artifact: Artifact) -> dict[str, Any]:
     return d
 
 
-def artifact_from_json(data: Any) -> Artifact:
+def artifact_from_json(data: object) -> Artifact:
     """Read an artifact."""
     d = json_object(data, "an artifact")
-    parts: Any = d.get("parts") or []
+    parts: object = d.get("parts") or []
+    if not is_array(parts):
+        raise InvalidArgumentError("an artifact's 'parts' must be a list of parts")
     return Artifact(
         name=d.get("name"),
-        parts=[part_from_json(p) for p in cast(list[Any], parts)],
+        parts=[part_from_json(p) for p in parts],
         metadata=optional_object(d, "metadata"),
     )
 
@@ -83,16 +85,22 @@ def state_to_json(state: SessionState) -> dict[str, Any]:
     return d
 
 
-def state_from_json(data: Any) -> SessionState:
+def state_from_json(data: object) -> SessionState:
     """Read session state."""
     d = json_object(data, "state")
-    artifacts: Any = d.get("artifacts") or []
     return SessionState(
         session_id=d.get("sessionId"),
         messages=messages_from_json(d.get("messages") or []),
         custom=d.get("custom"),
-        artifacts=[artifact_from_json(a) for a in cast(list[Any], artifacts)],
+        artifacts=_artifacts_of(d),
     )
+
+
+def _artifacts_of(d: dict[str, Any]) -> list[Artifact]:
+    artifacts: object = d.get("artifacts") or []
+    if not is_array(artifacts):
+        raise InvalidArgumentError("'artifacts' must be a list of artifacts")
+    return [artifact_from_json(a) for a in artifacts]
 
 
 def error_to_json(error: ErrorInfo) -> dict[str, Any]:
@@ -102,7 +110,7 @@ def error_to_json(error: ErrorInfo) -> dict[str, Any]:
     return d
 
 
-def error_from_json(data: Any) -> ErrorInfo:
+def error_from_json(data: object) -> ErrorInfo:
     """Read an error."""
     d = json_object(data, "an error")
     return ErrorInfo(
@@ -134,11 +142,11 @@ def snapshot_to_json(
     return d
 
 
-def snapshot_from_json(data: Any) -> Snapshot:
+def snapshot_from_json(data: object) -> Snapshot:
     """Read a ``SessionSnapshot`` (unknown statuses are kept; a missing status reads as completed)."""
     d = json_object(data, "a snapshot")
     state: Any = d.get("state")
-    inner: Any = cast(dict[str, Any], state).get("sessionId") if isinstance(state, dict) else None
+    inner: Any = state.get("sessionId") if is_object(state) else None
     session_id: Any = d.get("sessionId") or inner or ""
     return Snapshot(
         snapshot_id=str(d.get("snapshotId", "")),
@@ -155,10 +163,10 @@ def snapshot_from_json(data: Any) -> Snapshot:
     )
 
 
-def _claim_from_json(data: Any) -> dict[str, Any]:
-    if not isinstance(data, dict) or not isinstance(cast(dict[str, Any], data).get("holder"), str):
+def _claim_from_json(data: object) -> dict[str, Any]:
+    if not is_object(data) or not isinstance(data.get("holder"), str):
         return {}
-    claim = cast(dict[str, Any], data)
+    claim = data
     expires = parse_time(claim.get("expiresAt"))
     if expires is None and claim.get("state") != "answered":
         expires = datetime.fromtimestamp(0, UTC)  # held without a readable expiry: treat as lapsed
@@ -176,19 +184,20 @@ def resume_to_json(resume: Resume) -> dict[str, Any]:
     return d
 
 
-def _parts_of(data: Any, kind: type[T], what: str) -> list[T]:
+def _parts_of(data: object, kind: type[T], what: str) -> list[T]:
     if data is None:
         return []
-    if not isinstance(data, list):
+    if not is_array(data):
         raise InvalidArgumentError(f"resume.{what} must be a list of parts")
-    parts = [part_from_json(p) for p in cast(list[Any], data)]
-    for p in parts:
+    parts: list[T] = []
+    for p in map(part_from_json, data):
         if not isinstance(p, kind):
             raise InvalidArgumentError(f"resume.{what} takes only {kind.__name__} parts, got {p.kind}")
-    return cast(list[T], parts)
+        parts.append(p)
+    return parts
 
 
-def resume_from_json(data: Any) -> Resume:
+def resume_from_json(data: object) -> Resume:
     """Read a resume."""
     d = json_object(data, "resume")
     return Resume(
@@ -210,7 +219,7 @@ def input_to_json(value: AgentInput) -> dict[str, Any]:
     return d
 
 
-def input_from_json(data: Any) -> AgentInput:
+def input_from_json(data: object) -> AgentInput:
     """Read an ``AgentInput`` (unknown keys are ignored)."""
     d = json_object(data if data is not None else {}, "data (an AgentInput)")
     detach = d.get("detach")
@@ -242,7 +251,7 @@ def _opt_str(d: dict[str, Any], key: str) -> str | None:
     return value
 
 
-def init_from_json(data: Any) -> AgentInit:
+def init_from_json(data: object) -> AgentInit:
     """Read an ``AgentInit`` (missing or empty is a fresh session)."""
     d = json_object(data if data is not None else {}, "init (an AgentInit)")
     return AgentInit(
@@ -268,16 +277,15 @@ def output_to_json(output: AgentOutput) -> dict[str, Any]:
     return d
 
 
-def output_from_json(data: Any) -> AgentOutput:
+def output_from_json(data: object) -> AgentOutput:
     """Read an ``AgentOutput``."""
     d = json_object(data, "an AgentOutput")
-    artifacts: Any = d.get("artifacts") or []
     return AgentOutput(
         session_id=d.get("sessionId"),
         snapshot_id=d.get("snapshotId") or None,
         state=None if d.get("state") is None else state_from_json(d["state"]),
         message=None if d.get("message") is None else message_from_json(d["message"]),
-        artifacts=[artifact_from_json(a) for a in cast(list[Any], artifacts)],
+        artifacts=_artifacts_of(d),
         finish_reason=d.get("finishReason"),
         error=None if d.get("error") is None else error_from_json(d["error"]),
     )
@@ -294,14 +302,16 @@ def model_chunk_to_json(chunk: ModelChunk) -> dict[str, Any]:
     return d
 
 
-def model_chunk_from_json(data: Any) -> ModelChunk:
+def model_chunk_from_json(data: object) -> ModelChunk:
     """Read a ``ModelResponseChunk``."""
     d = json_object(data, "a model chunk")
-    content: Any = d.get("content") or []
+    content: object = d.get("content") or []
+    if not is_array(content):
+        raise InvalidArgumentError("a model chunk's 'content' must be a list of parts")
     return ModelChunk(
         role=d.get("role"),
         index=d.get("index"),
-        content=[part_from_json(p) for p in cast(list[Any], content)],
+        content=[part_from_json(p) for p in content],
         custom=optional_object(d, "custom"),
         extra=unknown_keys(d, ("role", "index", "content", "custom")),
     )
@@ -321,7 +331,7 @@ def chunk_to_json(chunk: StreamChunk) -> dict[str, Any]:
     return {"turnEnd": d}
 
 
-def chunk_from_json(data: Any) -> StreamChunk:
+def chunk_from_json(data: object) -> StreamChunk:
     """Read an ``AgentStreamChunk``."""
     d = json_object(data, "a stream chunk")
     if d.get("modelChunk") is not None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-from typing import cast
 
 from ..errors import InterlockError, InvalidArgumentError, UnimplementedError
 from ..stores.urls import open_store
@@ -38,8 +37,8 @@ async def _upgrade(url: str) -> str:
         raise CommandError(f"--store {url}: {exc.message}") from None
     async with opened as store:
         await store.ready()
-        current = cast(int, getattr(store, "SCHEMA_VERSION", 0))
-        found = cast(int | None, getattr(store, "upgraded_from", None))
+        current: int = getattr(store, "SCHEMA_VERSION", 0)
+        found: int | None = getattr(store, "upgraded_from", None)
     said = (
         f"{url}: schema version {current}, nothing to do"
         if found is None
@@ -60,7 +59,8 @@ async def _worker_queue(url: str) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    url = cast(str | None, args.store) or os.environ.get("INTERLOCK_STORE")
+    given: str | None = args.store
+    url = given or os.environ.get("INTERLOCK_STORE")
     if not url:
         raise CommandError("say which store to upgrade: --store URL (or $INTERLOCK_STORE)")
     try:

@@ -173,7 +173,8 @@ def _drive(action: Callable[[argparse.Namespace], Coroutine[Any, Any, int]], arg
 @asynccontextmanager
 async def store_from_args(args: argparse.Namespace) -> AsyncGenerator[SessionStore, None]:
     """The store ``--store`` (or ``$INTERLOCK_STORE``) names, opened; it must exist."""
-    url = cast(str | None, args.store) or os.environ.get("INTERLOCK_STORE")
+    given: str | None = args.store
+    url = given or os.environ.get("INTERLOCK_STORE")
     if not url:
         raise CommandError("say where the sessions are: --store URL (or $INTERLOCK_STORE)")
     try:
@@ -188,10 +189,10 @@ async def store_from_args(args: argparse.Namespace) -> AsyncGenerator[SessionSto
 async def _inbox(
     args: argparse.Namespace, *, answering: bool = False, listing: bool = False
 ) -> AsyncGenerator[Inbox | InboxClient, None]:
-    server = cast(str | None, getattr(args, "server", None))
+    server: str | None = getattr(args, "server", None)
     if server is None:
         async with store_from_args(args) as store:
-            spec = cast(str | None, getattr(args, "agents", None))
+            spec: str | None = getattr(args, "agents", None)
             yield Inbox(store, agents=await load_agents(spec, store) if answering and spec else ())
         return
     if args.store:
@@ -200,7 +201,8 @@ async def _inbox(
         raise CommandError(
             "with --server the server decides who answers, and for which tenant: send credentials with --header"
         )
-    headers = _headers(cast(list[str], args.header))
+    given: list[str] = args.header
+    headers = _headers(given)
     if await is_inbox(server, headers):
         async with InboxClient(server, headers=headers) as client:
             yield client
@@ -335,7 +337,9 @@ _DONE = {"approve": "approved", "reject": "rejected", "respond": "answered"}
 
 
 async def _inbox_answer(args: argparse.Namespace) -> int:
-    action, sid, every = cast(str, args.action), cast(str, args.snapshot_id), bool(getattr(args, "all", False))
+    action: str = args.action
+    sid: str = args.snapshot_id
+    every = bool(getattr(args, "all", False))
     if every and (args.ref or args.tool):
         raise CommandError("--all answers every call: drop --ref and --tool")
     identity = None if getattr(args, "server", None) else args.identity or _login()
@@ -354,7 +358,7 @@ async def _inbox_answer(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report(args: argparse.Namespace, action: str, answered: list[str], identity: Any, out: AgentOutput) -> None:
+def _report(args: argparse.Namespace, action: str, answered: list[str], identity: object, out: AgentOutput) -> None:
     pending = [{"tool": p.name, "ref": p.ref, "data": p.meta(INTERRUPT)} for p in out.interrupts]
     if args.json:
         _print_json(
@@ -489,7 +493,7 @@ async def _sessions_prune(args: argparse.Namespace) -> int:
 # output --------------------------------------------------------------------------------------
 
 
-def _print_json(value: Any) -> None:
+def _print_json(value: object) -> None:
     print(json.dumps(value, indent=2, default=str))
 
 
@@ -499,7 +503,7 @@ def _table(headers: list[str], rows: list[list[str]], *, indent: str = "") -> No
         print(indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
 
 
-def _when(value: Any) -> str:
+def _when(value: object) -> str:
     """An ISO 8601 time of the journal, to the second (``-`` for none)."""
     if not isinstance(value, str):
         return "-"
@@ -517,7 +521,7 @@ def _age(age: timedelta) -> str:
     return f"{seconds}s"
 
 
-def _compact(value: Any, limit: int = 60) -> str:
+def _compact(value: object, limit: int = 60) -> str:
     text = json.dumps(value, separators=(",", ":"), default=str)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -530,7 +534,7 @@ def _summary(item: PendingInterrupt) -> str:
     return _compact(item.input if item.data is True else item.data)
 
 
-def _indent(value: Any) -> str:
+def _indent(value: object) -> str:
     return json.dumps(value, indent=2, default=str).replace("\n", "\n         ")
 
 

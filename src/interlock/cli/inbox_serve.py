@@ -49,7 +49,7 @@ def _configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
 
-def _sign_in(args: argparse.Namespace, context: Any, token: str | None, path: str = "") -> str | None:
+def _sign_in(args: argparse.Namespace, context: object, token: str | None, path: str = "") -> str | None:
     if context is not None and token is None:
         return None
     token = token or secrets.token_urlsafe(24)

@@ -170,7 +170,7 @@ def load_target(spec: str) -> Any:
     return value
 
 
-def as_app(target: Any, *, base_path: str = "") -> Any:
+def as_app(target: object, *, base_path: str = "") -> Any:
     """An ASGI app for an agent, a list or dict of agents, or an app (returned as is)."""
     from ..agents import Agent
     from ..http.server import AgentServer
@@ -302,7 +302,7 @@ def run_app(app: Any, args: argparse.Namespace, loops: Sequence[ServeLoop] = ())
         "loop": getattr(args, "loop", "auto"),
         "access_log": getattr(args, "access_log", False),  # off: a line per request costs ~0.2 ms of CPU
     }
-    workers = cast(int, getattr(args, "workers", 1))
+    workers: int = getattr(args, "workers", 1)
     if workers > 1:  # workers import the app themselves, so uvicorn needs an import string
         if loops:
             raise CommandError("--webhooks and --deadlines run in one process: leave out --workers, or run them apart")

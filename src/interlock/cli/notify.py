@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from typing import Any, cast
+from typing import Any
 
 from ..deadlines import run_deadlines, sweep
 from ..errors import UsageError
@@ -33,13 +33,13 @@ __all__ = ["add_serve_options", "serve_loops"]
 
 
 def _webhooks(args: argparse.Namespace) -> Webhooks:
-    config = cast(str | None, getattr(args, "config", None))
+    config: str | None = getattr(args, "config", None)
     if config:
         found: Any = load_target(config)
         if not isinstance(found, Webhooks):
             raise CommandError(f"--config {config} is a {type(found).__name__}, not an interlock.webhooks.Webhooks")
         return found
-    specs = cast(list[str], args.endpoint or [])
+    specs: list[str] = args.endpoint or []
     if not specs:
         raise CommandError("say where webhooks go: --endpoint URL (or GROUP=URL), or --config module:attr")
     secret = os.environ.get(args.secret_env)
@@ -139,7 +139,7 @@ def serve_loops(args: argparse.Namespace, agents: list[Any]) -> list[ServeLoop]:
     """The loops ``interlock serve`` runs beside the app, over the served agents' stores."""
     stores: list[SessionStore] = []
     for agent in agents:
-        store = cast(SessionStore | None, getattr(agent, "store", None))
+        store: SessionStore | None = getattr(agent, "store", None)
         if store is not None and all(store is not s for s in stores):
             stores.append(store)
     loops: list[ServeLoop] = []

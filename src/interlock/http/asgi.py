@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from .._json import MAX_DEPTH, check_json
+from .._json_object import is_object
 from ..errors import (
     DeadlineExceededError,
     InterlockError,
@@ -61,7 +62,7 @@ def bad(message: str) -> Reject:
     return Reject(InvalidArgumentError(message))
 
 
-def parse(fn: Callable[[Any], Any], value: Any, what: str) -> Any:
+def parse(fn: Callable[[Any], Any], value: object, what: str) -> Any:
     """Run a wire reader; any failure is the caller's mistake (400)."""
     try:
         return fn(value)
@@ -172,9 +173,9 @@ def json_body(body: bytes) -> dict[str, Any]:
         raise bad(f"the request body is nested too deeply (at most {MAX_DEPTH} levels)") from None
     except ValueError as exc:
         raise bad(f"the request body is not valid JSON ({exc})") from None
-    if not isinstance(payload, dict):
+    if not is_object(payload):
         raise bad('the request body must be a JSON object: {"data": ..., "init": ...}')
-    body_object = cast(dict[str, Any], payload)
+    body_object = payload
     try:
         check_json(body_object, "the request body")
     except InterlockError as exc:
@@ -203,7 +204,7 @@ async def send_body(send: Send, body: bytes, *, more: bool) -> None:
     await send({"type": "http.response.body", "body": body, "more_body": more})
 
 
-async def respond(send: Send, code: int, payload: Any, headers: Headers) -> None:
+async def respond(send: Send, code: int, payload: object, headers: Headers) -> None:
     """Send a whole JSON response (``payload`` is a JSON value or already encoded bytes)."""
     body = payload if isinstance(payload, bytes) else encode(payload)
     head = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]

@@ -26,8 +26,10 @@ from typing import Any, Literal, cast
 
 import httpx
 
+from .._json_object import is_object
 from ..agent_interface import AgentAPI
-from ..agent_io import AgentInit, AgentInput, AgentOutput, InputLike, StreamChunk, as_input
+from ..agent_io import AgentInit, AgentInput, AgentOutput, StreamChunk
+from ..connection import END, BaseConnection
 from ..errors import (
     DeadlineExceededError,
     InterlockError,
@@ -37,7 +39,6 @@ from ..errors import (
     UnavailableError,
     UsageError,
 )
-from ..interrupts import Resume
 from ..sessions import ErrorInfo, SessionState, Snapshot
 from ..telemetry.otel import outgoing_trace
 from ..wire import chunk_from_json, init_to_json, input_to_json, output_from_json, snapshot_from_json
@@ -48,8 +49,6 @@ __all__ = ["HeadersProvider", "RemoteAgent", "RemoteConnection"]
 
 HeadersProvider = dict[str, str] | Callable[[], "dict[str, str] | Awaitable[dict[str, str]]"]
 """Static headers, or a function (sync or async) called before every request (e.g. to refresh a token)."""
-
-_END = object()
 
 
 def _http_error(exc: Exception, url: str) -> InterlockError:
@@ -176,7 +175,7 @@ class RemoteAgent(AgentAPI):
     async def abort(self, snapshot_id: str, *, context: dict[str, Any] | None = None) -> str | None:
         """Abort a detached turn; returns the snapshot's status before the abort, or ``None``."""
         result = await self._post(self.abort_url, {"snapshotId": snapshot_id})
-        status = cast(dict[str, Any], result).get("status") if isinstance(result, dict) else None
+        status = result.get("status") if is_object(result) else None
         return status if isinstance(status, str) else None
 
     # HTTP ----------------------------------------------------------------------------------
@@ -210,9 +209,9 @@ class RemoteAgent(AgentAPI):
             body: Any = response.json()
         except ValueError:
             raise InternalError(f"{url} answered with a body that is not JSON: {response.text[:200]!r}") from None
-        if not isinstance(body, dict):
+        if not is_object(body):
             return body
-        d = cast(dict[str, Any], body)
+        d = body
         if "error" in d:
             raise error_from_wire(d["error"], response.status_code)
         return d["result"] if "result" in d else d
@@ -243,7 +242,7 @@ class RemoteAgent(AgentAPI):
         raise UnavailableError(f"the HTTP stream from {self.url} ended before the turn's result")
 
 
-class RemoteConnection:
+class RemoteConnection(BaseConnection):
     """A connection to a remote agent: send inputs, iterate stream chunks, take the output.
 
     Inputs go out one HTTP request each, in order, once the next input is known (or the
@@ -257,57 +256,21 @@ class RemoteConnection:
     """
 
     def __init__(self, agent: RemoteAgent, init: AgentInit) -> None:
+        super().__init__(asyncio.Queue(), asyncio.get_running_loop().create_future())
         self._agent = agent
         self._init = init
         self._inputs: list[AgentInput] = []
-        self._closed = False
         self._demand = False
         self._wake = asyncio.Event()
-        self._chunks: asyncio.Queue[object] = asyncio.Queue()
-        self._output: asyncio.Future[AgentOutput] = asyncio.get_running_loop().create_future()
         self._output.add_done_callback(_retrieve)
         self._worker: asyncio.Task[None] | None = None
         self._last: AgentOutput | None = None
         self.snapshot: Snapshot | None = None
 
-    async def send(self, value: InputLike = None, *, resume: Resume | None = None, detach: bool = False) -> None:
-        """Queue one input: a message (text or :class:`~interlock.Message`), a resume, or both."""
-        if self._closed:
-            raise UsageError("this connection is closed; open a new one with agent.connect()")
-        self._inputs.append(as_input(value, resume=resume, detach=detach))
-        self._kick()
-
-    async def resume(self, resume: Resume) -> None:
-        """Queue a resume: answers to the paused turn's interrupts."""
-        await self.send(None, resume=resume)
-
-    async def detach(self) -> None:
-        """Detach: merged into the preceding message's request, which then returns a pending snapshot."""
-        await self.send(AgentInput(detach=True))
-
-    async def close(self) -> None:
-        """End the input side; the queued inputs are sent."""
-        if not self._closed:
-            self._closed = True
-            self._kick()
-
     def __aiter__(self) -> AsyncIterator[StreamChunk]:
         self._demand = True
         self._kick()
         return self._stream()
-
-    async def _stream(self) -> AsyncIterator[StreamChunk]:
-        while True:
-            item = await self._chunks.get()
-            if item is _END:
-                self._chunks.put_nowait(_END)
-                return
-            yield cast(StreamChunk, item)
-
-    async def output(self) -> AgentOutput:
-        """The last request's output (raises the typed error of a refused request)."""
-        await self.close()
-        return await asyncio.shield(self._output)
 
     def cancel(self) -> None:
         """Stop now: the request in flight is dropped (a server-managed turn still runs to its snapshot)."""
@@ -316,11 +279,12 @@ class RemoteConnection:
         elif not self._worker.done():
             self._worker.cancel()
 
-    async def __aenter__(self) -> RemoteConnection:
-        return self
+    def _put(self, input: AgentInput) -> None:
+        self._inputs.append(input)
+        self._kick()
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
+    def _end_inputs(self) -> None:
+        self._kick()
 
     # the worker ----------------------------------------------------------------------------
 
@@ -376,7 +340,7 @@ class RemoteConnection:
                 self._output.set_result(outcome)
             else:
                 self._output.set_exception(outcome)
-        self._chunks.put_nowait(_END)
+        self._chunks.put_nowait(END)
 
 
 def _retrieve(future: asyncio.Future[AgentOutput]) -> None:
@@ -390,9 +354,9 @@ def read_event(event: str, on_chunk: Callable[[StreamChunk], None] | None) -> Ag
         payload: Any = json.loads(event)
     except ValueError:
         raise InternalError(f"unreadable stream frame: {event[:200]!r}") from None
-    if not isinstance(payload, dict):
+    if not is_object(payload):
         raise InternalError(f"unexpected stream frame: {event[:200]!r}")
-    d = cast(dict[str, Any], payload)
+    d = payload
     if "result" in d:
         return output_from_json(d["result"] or {})
     if "error" in d:

@@ -18,11 +18,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, cast
+from typing import Any
 
 import httpx
 
 from .. import metadata as md
+from .._json_object import is_object
 from ..agent_io import AgentOutput
 from ..answers import Answer, Approve, Edit, Reject, Respond, Restart, match_all
 from ..errors import UnimplementedError
@@ -45,7 +46,7 @@ async def is_inbox(url: str, headers: dict[str, str] | None = None) -> bool:
             body: Any = r.json() if r.status_code == 200 else None
         except (httpx.HTTPError, ValueError):
             return False
-    return isinstance(body, dict) and cast(dict[str, Any], body).get("info", {}).get("title") == TITLE
+    return is_object(body) and body.get("info", {}).get("title") == TITLE
 
 
 class InboxClient:

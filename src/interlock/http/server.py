@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import parse_qsl
 
+from .._json_object import is_object
 from ..agent_io import AgentInput, AgentOutput, as_input
 from ..agents import Agent, AgentConnection
 from ..errors import (
@@ -273,19 +274,18 @@ class AgentServer:
                 value = await value
         except InterlockError as exc:
             raise Reject(exc) from None
-        if not isinstance(value, dict):
+        if not is_object(value):
             raise TypeError(f"the context provider returned {type(value).__name__}, not a dict")
-        return dict(cast(dict[str, Any], value))
+        return dict(value)
 
     # companions --------------------------------------------------------------------------
 
     async def _companion(
         self, agent: Agent, action: Action, payload: dict[str, Any], context: dict[str, Any], receive: Receive
     ) -> tuple[dict[str, Any], int]:
-        data: Any = payload.get("data")
-        if not isinstance(data, dict):
+        data: object = payload.get("data")
+        if not is_object(data):
             raise bad(f'{action} takes {{"data": {{"snapshotId": ...}}}}')
-        data = cast(dict[str, Any], data)
         snapshot_id, session_id = string_field(data, "snapshotId"), string_field(data, "sessionId")
         try:
             if action == "abort":

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 
-def encode(payload: Any) -> bytes:
+def encode(payload: object) -> bytes:
     """Compact, ASCII-only, single-line JSON."""
     return json.dumps(payload, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode("ascii")
 

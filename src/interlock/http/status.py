@@ -7,8 +7,9 @@ variant Genkit servers write, falling back on the HTTP code.
 from __future__ import annotations
 
 import json
-from typing import Any, cast
+from typing import Any
 
+from .._json_object import is_object
 from ..errors import (
     InterlockError,
     error_from_status,
@@ -79,22 +80,22 @@ def error_body(exc: BaseException) -> dict[str, Any]:
     return body
 
 
-def error_from_wire(error: Any, http_status: int | None = None) -> InterlockError:
+def error_from_wire(error: object, http_status: int | None = None) -> InterlockError:
     """The typed error for an error object off the wire.
 
     Reads ``{status, message, details?}``, a doubly nested ``{"error": {...}}``, the
     numeric ``code`` form, and Genkit JS's ``"STATUS: message"`` prefix.
     """
-    while isinstance(error, dict) and isinstance(cast(dict[str, Any], error).get("error"), (dict, str)):
-        error = cast(dict[str, Any], error)["error"]
+    while is_object(error) and isinstance(error.get("error"), (dict, str)):
+        error = error["error"]
     fallback = HTTP_TO_STATUS.get(http_status or 500, "UNKNOWN")
-    if not isinstance(error, dict):
+    if not is_object(error):
         return error_from_status(fallback, str(error))
-    e = cast(dict[str, Any], error)
+    e = error
     status, code = e.get("status"), e.get("code")
     if not isinstance(status, str) or not status:
-        valid = isinstance(code, int) and not isinstance(code, bool) and 0 <= code < len(_GRPC_CODES)
-        status = _GRPC_CODES[cast(int, code)] if valid else fallback
+        grpc = code if isinstance(code, int) and not isinstance(code, bool) else -1
+        status = _GRPC_CODES[grpc] if 0 <= grpc < len(_GRPC_CODES) else fallback
     message = str(e.get("message") or "")
     if message.startswith(f"{status}: "):
         message = message[len(status) + 2 :]
@@ -108,8 +109,8 @@ def error_from_http(http_status: int, body: bytes) -> InterlockError:
         parsed: Any = json.loads(text)
     except ValueError:
         parsed = None
-    if isinstance(parsed, dict):
-        d = cast(dict[str, Any], parsed)
+    if is_object(parsed):
+        d = parsed
         if "error" in d:
             return error_from_wire(d["error"], http_status)
         if "message" in d and ("status" in d or "code" in d):

@@ -22,6 +22,7 @@ from typing import Any, Literal, cast
 
 from jsonschema import Draft202012Validator, ValidationError
 
+from .._json_object import is_array, is_object
 from ..messages import Message
 from ..parts import DataPart, TextPart
 from .base import ToolDefinition
@@ -60,7 +61,7 @@ def render_prompt(
     from jinja2.ext import loopcontrols  # jinja2 comes with the ``local`` extra
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    def tojson(value: Any, indent: int | None = None) -> str:
+    def tojson(value: object, indent: int | None = None) -> str:
         return json.dumps(value, ensure_ascii=False, indent=indent)
 
     def raise_exception(message: str) -> None:
@@ -132,7 +133,7 @@ def _part_text(part: object) -> str:
     return ""
 
 
-def _json(value: Any) -> str:
+def _json(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
@@ -192,7 +193,7 @@ def parse_output(output: str, tools: Sequence[ToolDefinition]) -> Parsed:
                 rejected.append(Rejected(output[match.start() :].strip(), "the <tool_call> block is not valid JSON"))
             continue
         value, seen = found
-        objects = cast(list[Any], value) if isinstance(value, list) else [value]
+        objects: list[Any] = value if is_array(value) else [value]
         if not objects or not all(_call_shaped(o) for o in objects):
             continue
         problems = [p for o in objects if (p := _check_call(cast(dict[str, Any], o), by_name))]
@@ -261,8 +262,8 @@ def _repair_at(output: str, start: int, match: re.Match[str]) -> tuple[Any, int]
     return value, end
 
 
-def _call_shaped(value: Any) -> bool:
-    return isinstance(value, dict) and isinstance(cast(dict[str, Any], value).get("name"), str)
+def _call_shaped(value: object) -> bool:
+    return is_object(value) and isinstance(value.get("name"), str)
 
 
 def _arguments(call: dict[str, Any]) -> Any:
@@ -287,7 +288,7 @@ def _tool_arguments(call: dict[str, Any], tool: ToolDefinition) -> Any:
     args = _arguments(call)
     schema = tool.input_schema or {}
     takes_none = not schema.get("properties") and not schema.get("required")
-    if takes_none and isinstance(args, dict) and set(cast(dict[str, Any], args)) <= _SCHEMA_KEYS:
+    if takes_none and is_object(args) and set(args) <= _SCHEMA_KEYS:
         return dict[str, Any]()
     return cast(Any, args)
 

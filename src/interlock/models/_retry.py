@@ -16,8 +16,9 @@ import random
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Self, TypeVar, cast
+from typing import Any, Self, TypeVar
 
+from .._json_object import is_object
 from ..errors import (
     DeadlineExceededError,
     InterlockError,
@@ -163,13 +164,13 @@ async def call_with_retries(
 
 def _retry_after(error: InterlockError) -> float | None:
     details: object = error.details
-    if not isinstance(details, dict):
+    if not is_object(details):
         return None
-    value = cast(dict[str, Any], details).get("retryAfter")
+    value = details.get("retryAfter")
     return float(value) if isinstance(value, int | float) else None
 
 
-def json_text(value: Any) -> str:
+def json_text(value: object) -> str:
     """A tool output as the text a provider expects: strings as they are, the rest as JSON."""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 

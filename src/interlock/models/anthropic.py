@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, cast
 
+from .._json_object import is_object
 from ..errors import InterlockError, InvalidArgumentError, ModelError
 from ..messages import Message
 from ..parts import CustomPart, DataPart, MediaPart, Part, ReasoningPart, TextPart, ToolRequestPart, ToolResponsePart
@@ -179,10 +180,10 @@ def _map_error(exc: Exception) -> InterlockError | None:
 
 def _error_body(body: object) -> tuple[str | None, str | None]:
     """``(type, message)`` from an error body ``{"type": "error", "error": {"type", "message"}}``."""
-    error = cast(dict[str, Any], body).get("error") if isinstance(body, dict) else None
-    if not isinstance(error, dict):
+    error = body.get("error") if is_object(body) else None
+    if not is_object(error):
         return None, None
-    kind, message = cast(dict[str, Any], error).get("type"), cast(dict[str, Any], error).get("message")
+    kind, message = error.get("type"), error.get("message")
     return (kind if isinstance(kind, str) else None), (message if isinstance(message, str) else None)
 
 

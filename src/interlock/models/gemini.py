@@ -21,6 +21,7 @@ from typing import Any, Protocol, cast
 
 import pydantic
 
+from .._json_object import is_object
 from ..errors import InterlockError, InvalidArgumentError, UnauthenticatedError
 from ..messages import Message
 from ..parts import CustomPart, DataPart, MediaPart, Part, ReasoningPart, TextPart, ToolRequestPart, ToolResponsePart
@@ -258,7 +259,7 @@ def _user_part(part: Part, ids: dict[tuple[str, str | None], str | None]) -> typ
         output = part.output
         if output is None and part.content:
             output = Message(role="tool", content=part.content).text
-        response = cast(dict[str, Any], output) if isinstance(output, dict) else {"output": output}
+        response = output if is_object(output) else {"output": output}
         key = (part.name, part.ref)
         call_id = ids[key] if key in ids else (None if part.ref is None or part.ref.isdigit() else part.ref)
         return types.Part(function_response=types.FunctionResponse(name=part.name, id=call_id, response=response))

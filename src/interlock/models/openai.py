@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
+from .._json_object import is_object
 from ..errors import InterlockError, InvalidArgumentError, ModelError, UnauthenticatedError
 from ..messages import Message
 from ..parts import DataPart, MediaPart, Part, ReasoningPart, TextPart, ToolRequestPart, ToolResponsePart
@@ -198,10 +199,10 @@ def ollama_model(model: str, **options: Any) -> OpenAIModel:
 
 def _error_message(exc: openai.APIStatusError) -> str:
     body = exc.body
-    if isinstance(body, dict):
-        error = cast(dict[str, Any], body).get("error", body)
-        if isinstance(error, dict):
-            message = cast(dict[str, Any], error).get("message")
+    if is_object(body):
+        error = body.get("error", body)
+        if is_object(error):
+            message = error.get("message")
             if isinstance(message, str):
                 return message
     return exc.message

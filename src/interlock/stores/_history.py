@@ -131,7 +131,7 @@ class ChainCache:
         hit = self.cached(tenant, row.snapshot_id, row.mrev)
         if hit is not None:
             return hit
-        tail = cast(str, row.tail)
+        tail = str(row.tail)
         if row.base is None:
             if row.keep:
                 raise corrupt(row.snapshot_id, f"keeps {row.keep} messages but has no parent to keep them from")

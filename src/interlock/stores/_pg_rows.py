@@ -23,6 +23,7 @@ from typing import Any, NamedTuple, cast
 
 from psycopg import AsyncConnection
 
+from .._json_object import is_object
 from ..errors import DataLossError
 from ..interrupt_index import InterruptQuery, OpenInterrupt
 from ..journal import JournalEntry, superseded
@@ -144,7 +145,7 @@ class PgRows(ChainCache):
             f"SELECT status FROM {TABLE} WHERE tenant = %s AND snapshot_id = %s", (tenant, snapshot_id)
         )
         found = await cur.fetchone()
-        return None if found is None else cast(str, found[0])
+        return None if found is None else str(found[0])
 
     @staticmethod
     async def list(con: Conn, tenant: str, session_id: str | None, finish_reason: str | None) -> list[SnapshotInfo]:
@@ -164,7 +165,7 @@ class PgRows(ChainCache):
             await con.execute(sql, args)
         ).fetchall():
             metadata: Any = None if meta is None else loads(sid, "metadata", meta)
-            agent = cast(dict[str, Any], metadata).get("agent") if isinstance(metadata, dict) else None
+            agent = metadata.get("agent") if is_object(metadata) else None
             out.append(
                 SnapshotInfo(
                     snapshot_id=sid,

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple, cast
 
+from .._json_object import is_array
 from ..errors import DataLossError, InvalidArgumentError
 from ..messages import Message, messages_from_json
 from ..sessions import Artifact, SessionState, Snapshot, trusted_state
@@ -226,7 +227,7 @@ def link_of(found: tuple[Any, ...]) -> Link:
 # JSON and errors ------------------------------------------------------------------------------
 
 
-def dumps(value: Any) -> str:
+def dumps(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -287,9 +288,9 @@ def decode(row: Row, messages: Messages | None) -> tuple[Snapshot, list[Artifact
         if messages is not None:
             if row.artifacts is not None:
                 data = loads(sid, "artifacts", row.artifacts)
-                if not isinstance(data, list):
+                if not is_array(data):
                     raise corrupt(sid, "column 'artifacts' is not a JSON list")
-                artifacts = [artifact_from_json(a) for a in cast(list[Any], data)]
+                artifacts = [artifact_from_json(a) for a in data]
             state_session: Any = row.session_id
             if row.state_session is not None:
                 state_session = loads(sid, "state_session", row.state_session)

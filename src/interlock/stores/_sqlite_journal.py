@@ -51,12 +51,20 @@ def get(con: sqlite3.Connection, tenant: str, key: str) -> JournalEntry | None:
 
 
 def put(con: sqlite3.Connection, tenant: str, entry: JournalEntry, expect: int) -> None:
-    """Write ``entry`` if the stored attempt is ``expect`` (0: none stored), else raise ABORTED."""
-    row = con.execute(f"SELECT attempt FROM {JOURNAL} WHERE tenant = ? AND key = ?", (tenant, entry.key)).fetchone()
-    stored = 0 if row is None else cast(int, row[0])
-    if stored != expect:
+    """Write ``entry`` if the stored attempt is ``expect`` (0: none stored), else raise ABORTED.
+
+    One statement: the insert of a new call, or the update of the attempt ``expect``.
+    """
+    text = json.dumps(entry.to_json())
+    if expect == 0:
+        sql = f"""INSERT INTO {JOURNAL} (tenant, key, session_id, snapshot_id, attempt, entry)
+            VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, key) DO NOTHING"""
+        written = con.execute(sql, (tenant, entry.key, entry.session_id, entry.snapshot_id, entry.attempt, text))
+    else:
+        sql = f"UPDATE {JOURNAL} SET attempt = ?, entry = ? WHERE tenant = ? AND key = ? AND attempt = ?"
+        written = con.execute(sql, (entry.attempt, text, tenant, entry.key, expect))
+    if written.rowcount != 1:
         raise superseded(entry, get(con, tenant, entry.key), expect)
-    _write(con, tenant, entry)
 
 
 def update(
@@ -90,7 +98,7 @@ def entries(con: sqlite3.Connection, tenant: str, session_id: str | None) -> lis
     else:
         sql = f"SELECT key, entry FROM {JOURNAL} WHERE tenant = ? AND session_id = ?"
         rows = con.execute(sql, (tenant, session_id)).fetchall()
-    found = [_entry(raw, cast(str, key)) for key, raw in rows]
+    found = [_entry(raw, str(key)) for key, raw in rows]
     return sorted(found, key=lambda e: (e.started_at, e.key))
 
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple, cast
 
+from .._json_object import is_object
 from ..errors import DataLossError
 from ..interrupt_index import InterruptQuery, OpenInterrupt
 from ..messages import messages_to_json
@@ -84,7 +85,7 @@ class SnapshotRows(MessageChains):
     def session_key(con: sqlite3.Connection, tenant: str, session_id: str) -> int | None:
         """The interned key of a session, or ``None`` if it has no snapshots."""
         found = con.execute(SELECT_SESSION, {"tenant": tenant, "session_id": id_in(session_id)}).fetchone()
-        return None if found is None else cast(int, found[0])
+        return None if found is None else int(found[0])
 
     def read(self, con: sqlite3.Connection, tenant: str, snapshot_id: str) -> Snapshot | None:
         row = self.fetch(con, tenant, snapshot_id)
@@ -134,7 +135,7 @@ class SnapshotRows(MessageChains):
             if raw_session is None:
                 raise corrupt(sid, f"its session is missing from {SESSIONS!r}")
             metadata: Any = None if meta is None else loads(sid, "metadata", meta)
-            agent = cast(dict[str, Any], metadata).get("agent") if isinstance(metadata, dict) else None
+            agent = metadata.get("agent") if is_object(metadata) else None
             out.append(
                 SnapshotInfo(
                     snapshot_id=sid,

@@ -117,7 +117,7 @@ def _record_response(span: Span, request: ModelRequest, response: ModelResponse)
         span.set_attribute("gen_ai.output.messages", as_json(output))
 
 
-def _number(value: Any) -> float | int | None:
+def _number(value: object) -> float | int | None:
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
@@ -140,7 +140,7 @@ class ToolTrace:
 
     span: Span | None
 
-    def output(self, value: Any) -> Any:
+    def output(self, value: object) -> Any:
         """Record the tool's output (content capture only) and hand it back."""
         if self.span is not None and capture_content():
             self.span.set_attribute("gen_ai.tool.call.result", as_json(value))

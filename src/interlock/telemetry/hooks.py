@@ -19,9 +19,10 @@ import logging
 import time
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from .. import metadata as md
+from .._json_object import is_object
 from ..errors import InterlockError
 from .logs import logger
 from .otel import (
@@ -136,7 +137,7 @@ def turn(
         "interlock.detached": detached is not None,
     }
     started = time.perf_counter()
-    link = cast(dict[str, Any], carrier) if isinstance(carrier, dict) else None
+    link = carrier if is_object(carrier) else None
     with otel_span(f"invoke_agent {agent}", attributes, link_to=link) as span:
         trace = TurnTrace(span=span, agent=agent, session_id=session_id, turn_id=turn_id)
         if detached is not None:

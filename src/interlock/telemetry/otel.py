@@ -175,7 +175,7 @@ def elapsed_ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
 
 
-def as_json(value: Any) -> str:
+def as_json(value: object) -> str:
     """``value`` as a JSON string attribute (anything not JSON as its ``str``)."""
     return json.dumps(value, default=str, ensure_ascii=False)
 

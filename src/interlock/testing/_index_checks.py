@@ -26,12 +26,12 @@ _T0 = datetime(2025, 3, 4, 5, 6, 7, 123456, tzinfo=UTC)
 _NOW = _T0 + timedelta(hours=1)
 
 
-def _equal(actual: Any, expected: Any, what: str) -> None:
+def _equal(actual: object, expected: object, what: str) -> None:
     if actual != expected:
         raise AssertionError(f"{what}: expected {expected!r}, got {actual!r}")
 
 
-def _call(tool: str, ref: str, data: Any = True, **meta: Any) -> ToolRequestPart:
+def _call(tool: str, ref: str, data: object = True, **meta: Any) -> ToolRequestPart:
     return ToolRequestPart(name=tool, ref=ref, input={"ref": ref}, metadata={md.INTERRUPT: data, **meta})
 
 

@@ -20,10 +20,11 @@ import hmac
 import inspect
 import secrets
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from starlette.requests import Request
 
+from ..._json_object import is_object
 from ...errors import PermissionDeniedError, UnauthenticatedError, UsageError
 from ...stores import check_tenant
 from ..asgi import RequestInfo
@@ -83,9 +84,9 @@ class Auth:
         value: Any = self.context(info)
         if inspect.isawaitable(value):
             value = await value
-        if not isinstance(value, dict):
+        if not is_object(value):
             raise TypeError(f"the context provider returned {type(value).__name__}, not a dict")
-        found = cast(dict[str, Any], value)
+        found = value
         if found.get("identity") is None:
             raise UnauthenticatedError(
                 "the inbox needs to know who you are: sign in (the context hook gave no identity)"

@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
+from ..._json_object import is_array, is_object
 from ...errors import InvalidArgumentError
 
 __all__ = ["FormField", "fields_for", "read_form"]
@@ -54,22 +55,23 @@ class FormField:
         return str(self.value).lower() if isinstance(self.value, bool) else str(self.value)
 
 
-def _resolve(schema: Any, root: Mapping[str, Any]) -> dict[str, Any]:
+def _resolve(schema: object, root: Mapping[str, Any]) -> dict[str, Any]:
     """The schema behind ``$ref``s and ``X | None``, keeping the outer title, description and default."""
     node: Any = schema
     kept: dict[str, Any] = {}
     for _ in range(20):  # a chain of $refs, bounded
-        if not isinstance(node, dict):
+        if not is_object(node):
             return {}
-        d = cast(dict[str, Any], node)
+        d = node
         kept = {k: d[k] for k in ("title", "description", "default") if k in d} | kept
         ref = d.get("$ref")
         if isinstance(ref, str) and ref.startswith("#/$defs/"):
-            node = cast(dict[str, Any], root.get("$defs") or {}).get(ref.removeprefix("#/$defs/"))
+            defs = root.get("$defs")
+            node = defs.get(ref.removeprefix("#/$defs/")) if is_object(defs) else None
             continue
         options = d.get("anyOf")
-        if isinstance(options, list):
-            rest = [o for o in cast(list[Any], options) if o != {"type": "null"}]
+        if is_array(options):
+            rest = [o for o in options if o != {"type": "null"}]
             if len(rest) == 1:
                 node = rest[0]
                 continue
@@ -77,26 +79,26 @@ def _resolve(schema: Any, root: Mapping[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def fields_for(schema: dict[str, Any] | None, value: Any = None) -> list[FormField]:
+def fields_for(schema: dict[str, Any] | None, value: object = None) -> list[FormField]:
     """The fields of a form for ``schema``, filled with ``value`` (e.g. the input being edited)."""
     top = _resolve(schema, schema or {}) if schema else {}
     props: Any = top.get("properties")
-    if top.get("type") != "object" or not isinstance(props, dict):
+    if top.get("type") != "object" or not is_object(props):
         return [FormField(name=_WHOLE, label="value (JSON)", kind="json", required=True, value=value)]
-    values = cast(dict[str, Any], value) if isinstance(value, dict) else {}
-    required = set(cast(list[str], top.get("required") or []))
+    values = value if is_object(value) else {}
+    listed = top.get("required")
+    required = {str(n) for n in listed} if is_array(listed) else set[str]()
     return [
-        _field(name, _resolve(prop, schema or {}), name in required, values.get(name))
-        for name, prop in cast(dict[str, Any], props).items()
+        _field(name, _resolve(prop, schema or {}), name in required, values.get(name)) for name, prop in props.items()
     ]
 
 
-def _field(name: str, prop: dict[str, Any], required: bool, value: Any) -> FormField:
+def _field(name: str, prop: dict[str, Any], required: bool, value: object) -> FormField:
     kind = {"string": "text", "number": "number", "integer": "integer", "boolean": "checkbox"}.get(
         str(prop.get("type")), "json"
     )
     enum: Any = prop.get("enum")
-    options = [str(o) for o in cast(list[Any], enum)] if isinstance(enum, list) else []
+    options = [str(o) for o in enum] if is_array(enum) else []
     if options:
         kind = "select"
     if value is None and "default" in prop:

@@ -51,7 +51,7 @@ _ENV = jinja2.Environment(
 )
 
 
-def _when(value: Any) -> str:
+def _when(value: object) -> str:
     if isinstance(value, str):
         try:
             value = datetime.fromisoformat(value)
@@ -68,11 +68,11 @@ def _age(seconds: float) -> str:
     return f"{whole}s"
 
 
-def _pretty(value: Any) -> str:
+def _pretty(value: object) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
-def _compact(value: Any, limit: int = 90) -> str:
+def _compact(value: object, limit: int = 90) -> str:
     text = json.dumps(value, separators=(", ", ": "), ensure_ascii=False, default=str)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 from ... import metadata as md
+from ..._json_object import is_array, is_object
 from ...agent_io import AgentOutput
 from ...agents import PromptAgent
 from ...delegation import tool_for
@@ -283,16 +284,16 @@ def parse_answers(body: Mapping[str, Any]) -> AnswerRequest | list[AnswerRequest
     if extra:
         raise InvalidArgumentError(f"a body with 'answers' takes nothing beside it (got {extra[0]!r})")
     given: object = body["answers"]
-    if not isinstance(given, list) or not given:
+    if not is_array(given) or not given:
         raise InvalidArgumentError("'answers' must be a non-empty list of answers, one per interrupt")
-    items = cast(list[object], given)
+    items: list[object] = given
     if len(items) > MAX_ANSWERS:
         raise InvalidArgumentError(f"at most {MAX_ANSWERS} answers per request, not {len(items)}")
     parsed: list[AnswerRequest] = []
     for n, item in enumerate(items):
-        if not isinstance(item, dict):
+        if not is_object(item):
             raise InvalidArgumentError(f"answers[{n}] must be an object with a 'decision', not {type(item).__name__}")
-        parsed.append(parse_answer(cast(dict[str, Any], item)))
+        parsed.append(parse_answer(item))
     return parsed
 
 
