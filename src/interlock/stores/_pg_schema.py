@@ -89,7 +89,9 @@ COLUMNS = (
 SELECT_ROW = f"SELECT {COLUMNS} FROM {TABLE} WHERE tenant = %s AND snapshot_id = %s"
 LOCK_ROW = SELECT_ROW + " FOR UPDATE"
 _VALUES = "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-INSERT = f"INSERT INTO {TABLE} (tenant, {COLUMNS}) {_VALUES} ON CONFLICT (tenant, snapshot_id) DO NOTHING"
+INSERT = f"INSERT INTO {TABLE} (tenant, {COLUMNS}) {_VALUES}"
+PRIMARY_KEY = f"{TABLE}_pkey"
+"""The constraint an insert violates when another transaction created the row first (the save then runs again)."""
 UPSERT = f"""INSERT INTO {TABLE} (tenant, {COLUMNS}) {_VALUES}
     ON CONFLICT (tenant, snapshot_id) DO UPDATE SET
         parent_id = excluded.parent_id, base_id = excluded.base_id, keep = excluded.keep, tail = excluded.tail,
