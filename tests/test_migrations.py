@@ -136,7 +136,8 @@ async def test_postgres_creates_its_schema_and_refuses_an_older_one_until_upgrad
         async with PostgresStore(url) as store:
             await store.ready()
     assert f"interlock db upgrade --store {url}" in caught.value.message
-    assert await upgrade(capsys, url) == (0, f"{url}: upgraded from schema version 1 to 3\n", "")
+    said = f"{url}: upgraded from schema version 1 to 3\n{url}: worker queue tables installed\n"
+    assert await upgrade(capsys, url) == (0, said, "")
     async with PostgresStore(url) as store:
         await store.ready()
     _set_version(url, 7)
@@ -173,7 +174,8 @@ async def test_postgres_version_2_upgrades_and_fills_its_index(capsys: pytest.Ca
         paused = await agent.run("pay bob 5", context={"tenant": "acme"})
         assert paused.finish_reason == "interrupted" and paused.snapshot_id is not None
     _as_version_2(url)
-    assert await upgrade(capsys, url) == (0, f"{url}: upgraded from schema version 2 to 3\n", "")
+    said = f"{url}: upgraded from schema version 2 to 3\n{url}: worker queue tables installed\n"
+    assert await upgrade(capsys, url) == (0, said, "")
     async with PostgresStore(url) as store:
         agent = bank(store, runs)
         inbox = Inbox(store, agents=[agent])

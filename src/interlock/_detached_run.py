@@ -3,6 +3,10 @@
 A detach answers the caller at once with the pending row's id; the invocation runs on in the
 background, keeps the row's heartbeat fresh, stops when the row is aborted, and at its end
 writes its outcome into the row (fenced by the claim of a resumed turn, which it then releases).
+
+On a worker (:func:`interlock.runtime.run_handed_off`) the run also holds ``lease``, the
+worker's claim on the pending row itself: every write of the row is fenced by it, so an
+attempt whose lease was taken over writes nothing.
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ from typing import Any
 
 from ._turn_commit import TurnWriter, error_info
 from .claims import ClaimHold
+from .handoff import without_handoff
 from .interrupts import ResumePlan
-from .sessions import ErrorInfo, SessionState, Snapshot, utcnow
+from .sessions import ErrorInfo, SessionState, Snapshot, fail_pending, utcnow
+from .stores import Updater
 from .tokens import mint_tokens
 
 
@@ -30,9 +36,16 @@ class DetachedRun:
     hold: ClaimHold | None = None
     parent: Snapshot | None = None
     plan: ResumePlan | None = None
+    lease: ClaimHold | None = None
+    """A worker's lease on the pending row: fences every write of it."""
 
     async def start(self, parent_id: str | None, on_abort: Callable[[], None]) -> list[asyncio.Task[None]]:
         """Write the pending row; return the tasks that keep it fresh and watch for its abort."""
+        await self.write_pending(parent_id, {})
+        return self.keep_alive(on_abort)
+
+    async def write_pending(self, parent_id: str | None, extra: dict[str, Any]) -> None:
+        """Write the pending row (``extra``: more metadata, e.g. what a worker needs: :mod:`interlock.handoff`)."""
         now = utcnow()
         pending = Snapshot(
             snapshot_id=self.snapshot_id,
@@ -41,9 +54,12 @@ class DetachedRun:
             created_at=now,
             heartbeat_at=now,
             status="pending",
-            metadata={"agent": self.writer.agent.name},
+            metadata={"agent": self.writer.agent.name, **extra},
         )
         await self.writer.store.save(self.snapshot_id, lambda _: pending, tenant=self.writer.tenant)
+
+    def keep_alive(self, on_abort: Callable[[], None]) -> list[asyncio.Task[None]]:
+        """The tasks that keep the pending row's heartbeat fresh and watch for its abort."""
         return [asyncio.ensure_future(self._heartbeat()), asyncio.ensure_future(self._watch_abort(on_abort))]
 
     def hand_over(self, hold: ClaimHold | None, parent: Snapshot | None, plan: ResumePlan | None) -> None:
@@ -98,35 +114,43 @@ class DetachedRun:
                 error=error,
                 state=state,
                 heartbeat_at=None,
-                metadata={**(cur.metadata or {}), **traced},
+                metadata={**without_handoff(cur.metadata), **traced},
             )
 
+        writes: list[tuple[str, Updater]] = [(snapshot_id, self._fenced(finalize))]
         try:
             if aborted.is_set():
                 return
             if hold is None:
-                await writer.store.save_all([(snapshot_id, finalize)], tenant=writer.tenant, events=events)
+                await writer.store.save_all(writes, tenant=writer.tenant, events=events)
             else:
-                await hold.commit([(snapshot_id, finalize)], events=events)
+                await hold.commit(writes, events=events)
+            if self.lease is not None:
+                self.lease.settled()
         except _NotPending:
             pass
         except Exception as exc:  # e.g. the claim lapsed: the row must not stay pending
-            lost = error_info(exc)
-            with contextlib.suppress(Exception):
-                await writer.store.save(snapshot_id, _fail_pending(lost), tenant=writer.tenant)
+            await self.fail(error_info(exc))
         finally:
             if hold is not None:
                 await hold.release()
+            await self.release()
+
+    async def fail(self, error: ErrorInfo) -> None:
+        """Mark the pending row failed (on a worker, fenced by its lease: never over another attempt's run)."""
+        with contextlib.suppress(Exception):
+            await self.writer.store.save(self.snapshot_id, self._fenced(fail_pending(error)), tenant=self.writer.tenant)
+            if self.lease is not None:
+                self.lease.settled()
+
+    async def release(self) -> None:
+        """Give a worker's lease back (idempotent; nothing to do after its fenced write committed)."""
+        if self.lease is not None:
+            await self.lease.release()
+
+    def _fenced(self, update: Updater) -> Updater:
+        return update if self.lease is None else self.lease.own_updater(update)
 
 
 class _NotPending(Exception):
     """A detached run's row is no longer pending (it was aborted): its outcome is dropped."""
-
-
-def _fail_pending(error: ErrorInfo) -> Callable[[Snapshot | None], Snapshot | None]:
-    def fail(cur: Snapshot | None) -> Snapshot | None:
-        if cur is None or cur.status != "pending":
-            return None
-        return cur.evolve(status="failed", finish_reason="failed", error=error, heartbeat_at=None)
-
-    return fail

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Literal
 
@@ -32,7 +33,7 @@ from .interrupts import Resume, ResumePlan, plan_resume
 from .messages import Message
 from .models import Model
 from .parts import ToolRequestPart
-from .runtime import END, Invocation, SessionRunner
+from .runtime import END, DetachTarget, Invocation, SessionRunner
 from .sessions import SessionState, Snapshot, utcnow
 from .signing import Keyring
 from .stores import SessionStore, Updater
@@ -40,6 +41,8 @@ from .tokens import TokenDecision, TokenSigner
 from .tools import Tool, ToolMiddleware
 
 __all__ = ["Agent", "AgentConnection", "CustomAgent", "PromptAgent", "StateTransform", "ChunkTransform"]
+
+_log = logging.getLogger("interlock.workers")
 
 StateTransform = Callable[[SessionState], SessionState]
 """Egress-only: rewrites state before it leaves the agent (outputs, snapshots read through the agent)."""
@@ -135,6 +138,9 @@ class Agent(AgentAPI):
         notify: for a server-managed agent, write webhook events (``interrupt.created``,
             ``interrupt.answered``, ...; :mod:`interlock.notifications`) to the store's outbox
             in the same transaction as each turn's snapshot; :mod:`interlock.webhooks` delivers them.
+        detach_to: where detached turns run (:class:`interlock.workers.WorkerQueue`: ``interlock
+            worker`` processes); without it they run in this process. A detach sent while a turn
+            already runs here keeps that turn here.
     """
 
     allow_replaced_input: bool = False
@@ -154,6 +160,7 @@ class Agent(AgentAPI):
         resume_tokens: TokenSigner | None = None,
         require_resume_tokens: bool = False,
         notify: bool = False,
+        detach_to: DetachTarget | None = None,
     ) -> None:
         if not name:
             raise UsageError("an agent needs a non-empty name")
@@ -176,6 +183,9 @@ class Agent(AgentAPI):
         if notify and store is None:
             raise UsageError("notify=True needs a store: webhook events are written to the store's outbox")
         self.notify = notify
+        if detach_to is not None and store is None:
+            raise UsageError("detach_to needs a store: the worker reads the detached turn from the store")
+        self.detach_to = detach_to
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
@@ -305,9 +315,19 @@ class Agent(AgentAPI):
             writes.append((snap.parent_id, release_by(snapshot_id)))
         flipped = (await store.save_all(writes, tenant=tenant))[0]
         if flipped is not None:
+            await self._abort_job(snapshot_id, tenant)
             return "pending"
         now = await store.load(snapshot_id, tenant=tenant)
         return None if now is None else now.status
+
+    async def _abort_job(self, snapshot_id: str, tenant: str | None) -> None:
+        """Cancel the flipped turn's job on whatever worker runs it (its own abort watch would stop it too)."""
+        if self.detach_to is None:
+            return
+        try:
+            await self.detach_to.abort(snapshot_id, tenant)
+        except Exception as exc:  # the snapshot is aborted already; the worker's watch of it cancels the run
+            _log.warning("abort of snapshot %s: the worker queue was not told (%s)", snapshot_id, exc)
 
 
 def _flip_pending(cur: Snapshot | None) -> Snapshot | None:
@@ -335,6 +355,7 @@ class CustomAgent(Agent):
         resume_tokens: TokenSigner | None = None,
         require_resume_tokens: bool = False,
         notify: bool = False,
+        detach_to: DetachTarget | None = None,
     ) -> None:
         super().__init__(
             name,
@@ -348,6 +369,7 @@ class CustomAgent(Agent):
             resume_tokens=resume_tokens,
             require_resume_tokens=require_resume_tokens,
             notify=notify,
+            detach_to=detach_to,
         )
         self.fn = fn
 
@@ -401,6 +423,7 @@ class PromptAgent(Agent):
         resume_tokens: TokenSigner | None = None,
         require_resume_tokens: bool = False,
         notify: bool = False,
+        detach_to: DetachTarget | None = None,
     ) -> None:
         super().__init__(
             name,
@@ -414,6 +437,7 @@ class PromptAgent(Agent):
             resume_tokens=resume_tokens,
             require_resume_tokens=require_resume_tokens,
             notify=notify,
+            detach_to=detach_to,
         )
         self.model = model
         self.instructions = instructions

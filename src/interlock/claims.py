@@ -29,7 +29,7 @@ from typing import Any, Literal, TypeAlias, cast
 from .errors import ClaimConflictError, PermissionDeniedError, SnapshotNotFoundError
 from .metadata import CONSUMED_TOKENS, RECLAIMED_FROM
 from .outbox import OutboxEvent
-from .sessions import ErrorInfo, Snapshot, utcnow
+from .sessions import ErrorInfo, Snapshot, fail_pending, utcnow
 from .stores import JournalUpdater, SessionStore, Updater
 from .telemetry import hooks
 
@@ -164,6 +164,26 @@ class ClaimHold:
 
         return confirm
 
+    def own_updater(self, update: Updater) -> Updater:
+        """For a claim on the very row the holder writes (a worker's lease on a pending snapshot).
+
+        The fence of :meth:`commit_updater`, then ``update``; the written row's claim is cleared
+        (a finished turn's row is not held by anyone). Write it with ``store.save_all``, then
+        call :meth:`settled`.
+        """
+        confirm = self.commit_updater()
+
+        def fenced(cur: Snapshot | None) -> Snapshot | None:
+            new = update(confirm(cur))
+            return None if new is None else new.evolve(claimed_by=None, claim_expires_at=None)
+
+        return fenced
+
+    def settled(self) -> None:
+        """The holder's :meth:`own_updater` write committed: stop refreshing; nothing is left to release."""
+        self._stop()
+        self.done = True
+
     async def commit(
         self,
         writes: Sequence[tuple[str, Updater]],
@@ -241,7 +261,7 @@ class _Take:
         state = claim_state(cur, now)
         if state in ("held", "answered") and cur.claimed_by != self.turn_id:
             raise conflict(cur.snapshot_id, cur.claimed_by, answered=state == "answered")
-        if state == "lapsed" and cur.claimed_by != self.steal:
+        if state == "lapsed" and cur.claimed_by not in (self.steal, self.turn_id):  # its own lapsed claim: retaken
             self.lapsed = cur.claimed_by
             return None
         meta = dict(cur.metadata or {})
@@ -263,14 +283,9 @@ def consumed_tokens(snap: Snapshot) -> list[str]:
 
 def _fail_taken_over(turn_id: str) -> Updater:
     """Marks a dead detached holder's pending row failed, so it no longer reads as running."""
-
-    def fail(cur: Snapshot | None) -> Snapshot | None:
-        if cur is None or cur.status != "pending":
-            return None
-        error = ErrorInfo(status="ABORTED", message=f"its claim lapsed and turn {turn_id} took the interrupt over")
-        return cur.evolve(status="failed", finish_reason="failed", error=error, heartbeat_at=None)
-
-    return fail
+    return fail_pending(
+        ErrorInfo(status="ABORTED", message=f"its claim lapsed and turn {turn_id} took the interrupt over")
+    )
 
 
 def conflict(parent_id: str, holder: str | None, *, answered: bool, lapsed: bool = False) -> ClaimConflictError:

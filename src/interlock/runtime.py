@@ -25,6 +25,7 @@ from ._turn_commit import TurnWriter, error_info, give_back
 from .agent_io import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnEnd, TurnResult
 from .claims import ClaimHold, Claims
 from .errors import InvalidArgumentError, SnapshotNotFoundError, UsageError
+from .handoff import handoff_metadata, read_handoff
 from .interrupts import Resume, ResumePlan
 from .messages import Message
 from .models import ModelChunk
@@ -35,7 +36,14 @@ from .stores import SessionStore, check_tenant
 from .telemetry import hooks
 from .tokens import TokenDecision, TokenSigner, check_tokens
 
-__all__ = ["RunnableAgent", "SessionRunner", "TurnHandler"]
+__all__ = ["DetachTarget", "RunnableAgent", "SessionRunner", "TurnHandler", "run_handed_off"]
+
+
+class DetachTarget(Protocol):
+    """Where an agent hands its detached turns (:class:`interlock.workers.WorkerQueue` is one)."""
+
+    async def enqueue(self, snapshot_id: str, tenant: str | None) -> int: ...
+    async def abort(self, snapshot_id: str, tenant: str | None) -> int: ...
 
 
 class RunnableAgent(Protocol):
@@ -49,6 +57,7 @@ class RunnableAgent(Protocol):
     resume_tokens: TokenSigner | None
     require_resume_tokens: bool
     notify: bool
+    detach_to: DetachTarget | None
 
     async def invoke(self, runner: SessionRunner) -> AgentResult | None: ...
     def check_resume(self, resume: Resume, history: list[Message]) -> ResumePlan: ...
@@ -110,7 +119,14 @@ class SessionRunner:
 class Invocation:
     """The machinery behind one connection to an agent."""
 
-    def __init__(self, agent: RunnableAgent, init: AgentInit, context: dict[str, Any] | None) -> None:
+    def __init__(
+        self,
+        agent: RunnableAgent,
+        init: AgentInit,
+        context: dict[str, Any] | None,
+        *,
+        handed: tuple[Snapshot, ClaimHold] | None = None,
+    ) -> None:
         self.agent = agent
         self.store = agent.store
         self.init = init
@@ -147,8 +163,20 @@ class Invocation:
         """The index of the last model chunk streamed (the paused message's, when a turn pauses)."""
         self._failed = False
         self._tasks: list[asyncio.Task[Any]] = []
+        self._handed = False
+        """The turn went to the worker queue (``detach_to``) or is handed back to it: nothing to finalize here."""
+        self._pending = None if handed is None else handed[0]
+        """On a worker: the pending row whose turn this invocation runs (:func:`run_handed_off`)."""
         self.main = asyncio.ensure_future(self._main())
         self.main.add_done_callback(self._settle)
+        if handed is not None and self.writer is not None:
+            pending, lease = handed
+            self.detached = DetachedRun(
+                writer=self.writer, snapshot_id=pending.snapshot_id, session_id=pending.session_id, lease=lease
+            )
+            self.session.detach_sink()
+            self._tasks += self.detached.keep_alive(self._aborted)
+            self._store_ready = True  # the lease's write checked the store already
 
     @property
     def detached_id(self) -> str | None:
@@ -187,8 +215,12 @@ class Invocation:
 
     async def _main(self) -> None:
         try:
-            state, self.tip = await load_state(self.agent, self.init, self.tenant)
+            state, self.tip = await self._load()
         except PreTurnFailure as failure:
+            if self._pending is not None and self.detached is not None:  # a worker's run that cannot start
+                await self.detached.fail(error_info(failure.error))
+                await self.detached.release()
+                self._stop_tasks()
             self._resolve(
                 AgentOutput(session_id=failure.session_id, finish_reason="failed", error=error_info(failure.error))
             )
@@ -218,7 +250,18 @@ class Invocation:
             self._fail_thrown(exc)
             raise
 
+    async def _load(self) -> tuple[SessionState, Snapshot | None]:
+        pending = self._pending
+        if pending is not None and pending.parent_id is None:  # a handed-off first turn of its session
+            return SessionState(session_id=pending.session_id), None
+        return await load_state(self.agent, self.init, self.tenant)
+
     async def _finish(self, result: AgentResult | None) -> None:
+        if self._handed:
+            self._stop_tasks()
+            if self.detached is not None:
+                await self.detached.release()
+            return
         if self.detached is not None:
             status = "aborted" if self.abort_event.is_set() else "failed" if self.error else "completed"
             with hooks.detached_finished(self.agent.name, self.detached.snapshot_id, status, self.trace):
@@ -281,6 +324,8 @@ class Invocation:
             assert isinstance(item, AgentInput)
             has_payload = item.message is not None or item.resume is not None
             reserved = new_id() if self.store is not None and has_payload else None
+            if item.detach and reserved is not None and await self._hand_off(item, reserved):
+                return
             if item.detach:
                 await self._detach(reserved)
             if has_payload:
@@ -302,6 +347,50 @@ class Invocation:
         self.main.add_done_callback(_background.discard)
         hooks.detached_enqueued(self.agent.name, pending_id, session_id, self.trace if self._running else None)
         self._resolve(AgentOutput(session_id=session_id, snapshot_id=pending_id, finish_reason="detached"))
+
+    async def _hand_off(self, item: AgentInput, pending_id: str) -> bool:
+        """Send a detached turn to the agent's worker queue (``detach_to``), if it has one and nothing runs here.
+
+        The pending row carries the input and the context (:mod:`interlock.handoff`); then its
+        job is enqueued. A detach sent while a turn runs in this process keeps that turn here.
+        """
+        target = self.agent.detach_to
+        if target is None or self.writer is None or self.detached is not None:
+            return False
+        if self._running is not None or not self._turns.empty():
+            return False
+        session_id = self.session.session_id
+        self.detached = DetachedRun(writer=self.writer, snapshot_id=pending_id, session_id=session_id)
+        self._handed = True
+        self.session.detach_sink()
+        try:
+            await self.detached.write_pending(
+                self.tip.snapshot_id if self.tip else None, handoff_metadata(item, self.context)
+            )
+            await target.enqueue(pending_id, self.tenant)
+        except Exception as exc:  # no job: the row must not stay pending
+            error = error_info(exc)
+            await self.detached.fail(error)
+            self._resolve(AgentOutput(session_id=session_id, finish_reason="failed", error=error))
+        else:
+            hooks.detached_enqueued(self.agent.name, pending_id, session_id, None)
+            self._resolve(AgentOutput(session_id=session_id, snapshot_id=pending_id, finish_reason="detached"))
+        self._turns.put_nowait(END)
+        return True
+
+    def enqueue_turn(self, input: AgentInput, snapshot_id: str) -> None:
+        """Queue the one turn of a handed-off run, then the end of its inputs."""
+        self._turns.put_nowait(_Turn(input=input, snapshot_id=snapshot_id))
+        self._turns.put_nowait(END)
+
+    def hand_back(self) -> None:
+        """Stop a worker's run without writing its outcome: its lease is released for another worker."""
+        self._handed = True
+        self.main.cancel()
+
+    def abort(self) -> None:
+        """Stop a worker's run because its snapshot was aborted (nothing is written)."""
+        self._aborted()
 
     def _aborted(self) -> None:
         self.abort_event.set()
@@ -429,3 +518,19 @@ class Invocation:
         plan = self.agent.check_resume(input.resume, self.session.messages)
         tip = self.tip.snapshot_id if self.tip else None
         return plan, check_tokens(self.agent, plan, session_id=self.session.session_id, snapshot_id=tip)
+
+
+def run_handed_off(agent: RunnableAgent, pending: Snapshot, lease: ClaimHold) -> Invocation:
+    """Run, on a worker, the turn the pending snapshot carries (:mod:`interlock.handoff`), fenced by ``lease``.
+
+    ``lease`` is the worker's claim on ``pending`` itself (:meth:`interlock.claims.Claims.take`);
+    the outcome is written into ``pending`` under it, and the lease is released on every exit.
+    Await the returned invocation's ``main``; :meth:`Invocation.hand_back` stops it unwritten.
+    """
+    input, context = read_handoff(pending)
+    if lease.claims.tenant is not None:  # the tenant the job names and the lease was taken in
+        context = {**context, "tenant": lease.claims.tenant}
+    init = AgentInit(snapshot_id=pending.parent_id, session_id=pending.session_id)
+    invocation = Invocation(agent, init, context, handed=(pending, lease))
+    invocation.enqueue_turn(input, pending.snapshot_id)
+    return invocation

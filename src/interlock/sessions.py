@@ -33,6 +33,7 @@ __all__ = [
     "Snapshot",
     "SnapshotStatus",
     "check_state",
+    "fail_pending",
     "new_id",
     "utcnow",
 ]
@@ -216,6 +217,17 @@ class Snapshot:
 
 
 ChunkSink = Callable[[Any], None]
+
+
+def fail_pending(error: ErrorInfo) -> Callable[[Snapshot | None], Snapshot | None]:
+    """The store updater that marks a still-pending (detached) row failed with ``error``; any other row is kept."""
+
+    def fail(cur: Snapshot | None) -> Snapshot | None:
+        if cur is None or cur.status != "pending":
+            return None
+        return cur.evolve(status="failed", finish_reason="failed", error=error, heartbeat_at=None)
+
+    return fail
 
 
 class Session:

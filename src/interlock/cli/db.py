@@ -2,9 +2,11 @@
 
 A store whose schema is older than the code refuses to open (``FAILED_PRECONDITION``) and
 names this command. It opens the store with ``upgrade=True``: the migrations run in one
-transaction, under the store's own lock, so several processes may run it at once. It
-prints the versions, and exits 1 when the store cannot be opened (unreachable, newer than
-this interlock, not interlock's tables).
+transaction, under the store's own lock, so several processes may run it at once. On a
+PostgreSQL store with ``interlock[workers]`` installed it also installs the worker queue's
+tables (procrastinate's, :mod:`interlock.workers`) when they are missing. It prints the versions,
+and exits 1 when the store cannot be opened (unreachable, newer than this interlock, not
+interlock's tables).
 """
 
 from __future__ import annotations
@@ -38,9 +40,23 @@ async def _upgrade(url: str) -> str:
         await store.ready()
         current = cast(int, getattr(store, "SCHEMA_VERSION", 0))
         found = cast(int | None, getattr(store, "upgraded_from", None))
-    if found is None:
-        return f"{url}: schema version {current}, nothing to do"
-    return f"{url}: upgraded from schema version {found} to {current}"
+    said = (
+        f"{url}: schema version {current}, nothing to do"
+        if found is None
+        else f"{url}: upgraded from schema version {found} to {current}"
+    )
+    return said + await _worker_queue(url)
+
+
+async def _worker_queue(url: str) -> str:
+    """Install the worker queue's tables (procrastinate's) beside a PostgreSQL store, with ``interlock[workers]``."""
+    if not url.lower().startswith(("postgresql://", "postgres://")):
+        return ""
+    try:
+        from ..workers import install_schema
+    except ModuleNotFoundError:  # no interlock[workers]: no worker queue to install
+        return ""
+    return f"\n{url}: worker queue tables " + ("installed" if await install_schema(url) else "present")
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -45,6 +45,7 @@ __all__ = [
     "CommandError",
     "ServeExtension",
     "ServeLoop",
+    "agents_of",
     "load_target",
     "main",
     "register",
@@ -95,6 +96,7 @@ COMMAND_MODULES: list[str] = [
     "interlock.cli.db",
     "interlock.cli.inbox_serve",
     "interlock.cli.notify",
+    "interlock.cli.worker",
 ]
 """Modules that register sub-commands; :func:`main` imports them first."""
 
@@ -181,7 +183,7 @@ def as_app(target: Any, *, base_path: str = "") -> Any:
         return target
     if is_asgi_app(target):
         return target
-    agents = _agents_of(target)
+    agents = agents_of(target)
     if agents:
         return AgentServer(agents, base_path=base_path)
     raise CommandError(
@@ -217,7 +219,8 @@ def _describe(target: object) -> str:
     return f"a {type(target).__qualname__} ({target!r:.60})"
 
 
-def _agents_of(target: object) -> dict[str, Any] | list[Any] | None:
+def agents_of(target: object) -> dict[str, Any] | list[Any] | None:
+    """The agents of a list or dict of agents (``None`` if ``target`` is not one)."""
     from ..agents import Agent
 
     if isinstance(target, Mapping):

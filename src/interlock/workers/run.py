@@ -1,0 +1,187 @@
+"""The worker side: claim a pending snapshot, run its turn, sweep stalled jobs (``interlock worker``).
+
+A job names a pending snapshot (``snapshot_id``, ``tenant``). The worker that takes it:
+
+1. **claims** the pending row with a lease, through :class:`interlock.claims.Claims` (the one
+   mechanism for claims): the holder is a fresh attempt id, the fencing token. While another
+   attempt's lease is held the job waits for it to lapse (or for the row to stop being pending);
+   a lapsed one is taken over (``metadata.reclaimedFrom``).
+2. **runs** the turn from what the row carries (:mod:`interlock.handoff`), with the
+   runtime's detached machinery: heartbeats, the abort watch (LISTEN/NOTIFY), the effect
+   journal. The lease is refreshed every ``lease / 3`` seconds; the turn's outcome is written
+   fenced by it, so a zombie attempt whose lease was taken over commits nothing.
+3. On **abort** (the snapshot flipped, or procrastinate's abort of the job) the turn is cancelled.
+   On **shutdown** (SIGTERM: procrastinate waits ``grace`` seconds for running jobs, then aborts
+   them) an unfinished turn is *handed back*: its lease is released and the job is retried, so
+   another worker takes it at once. The journal decides what its tool calls replay.
+
+The **sweeper** (a loop in every worker) asks procrastinate for jobs whose worker stopped
+heartbeating (``get_stalled_jobs``: a SIGKILLed worker, a lost host) and retries them; the
+worker that picks one up waits out the dead attempt's lease, then takes it over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from procrastinate import JobContext, RetryStrategy
+from procrastinate.exceptions import JobAborted
+from procrastinate.job_context import AbortReason
+
+from ..claims import ClaimHold, Claims
+from ..errors import ClaimConflictError, FailedPreconditionError, InterlockError
+from ..runtime import RunnableAgent, run_handed_off
+from ..sessions import ErrorInfo, Snapshot, fail_pending, new_id, utcnow
+from ..stores import SessionStore
+from . import TASK, WorkerQueue
+
+__all__ = ["TurnWorker", "WorkerSettings"]
+
+log = logging.getLogger("interlock.workers")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WorkerSettings:
+    """How a worker runs, claims and sweeps (``interlock worker`` options)."""
+
+    concurrency: int = 8
+    """Turns one worker runs at once."""
+    lease: float = 30.0
+    """Seconds a turn's claim lasts without refresh: a dead worker's turn is taken over after this."""
+    stalled_after: float = 30.0
+    """Seconds without a procrastinate heartbeat after which a worker's jobs are retried by the sweeper."""
+    sweep_every: float = 5.0
+    """Seconds between sweeps for stalled jobs."""
+    grace: float = 30.0
+    """Seconds a stopping worker (SIGTERM) waits for its turns before handing them back."""
+    poll: float = 1.0
+    """procrastinate's fallback poll (seconds): new jobs wake workers by NOTIFY; a retried job by this or a sweep."""
+
+
+class TurnWorker:
+    """Runs detached turns of ``agents`` from ``queue``, with pending snapshots read from ``store``."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        agents: Mapping[str, RunnableAgent],
+        queue: WorkerQueue,
+        settings: WorkerSettings | None = None,
+    ) -> None:
+        self.store = store
+        self.agents = dict(agents)
+        self.queue = queue
+        self.settings = settings or WorkerSettings()
+        queue.app.task(
+            name=TASK,
+            queue=queue.queue,
+            pass_context=True,
+            retry=RetryStrategy(max_attempts=1_000, wait=1),
+        )(self.run_job)
+
+    async def run(self, *, install_signal_handlers: bool = True) -> None:
+        """Work until stopped (SIGTERM/SIGINT with the handlers, or cancellation); the sweeper runs beside."""
+        s = self.settings
+        app = await self.queue.open()
+        sweeper = asyncio.ensure_future(self.sweep())
+        try:
+            await app.run_worker_async(
+                queues=[self.queue.queue],
+                concurrency=s.concurrency,
+                shutdown_graceful_timeout=s.grace,
+                update_heartbeat_interval=max(0.1, s.stalled_after / 3),
+                stalled_worker_timeout=s.stalled_after,
+                fetch_job_polling_interval=s.poll,
+                abort_job_polling_interval=s.poll,
+                install_signal_handlers=install_signal_handlers,
+            )
+        finally:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
+            await self.queue.aclose()
+
+    # one job ----------------------------------------------------------------------------------
+
+    async def run_job(self, context: JobContext, snapshot_id: str, tenant: str | None) -> str:
+        """The task: claim the pending snapshot, run its turn; returns what happened (the job's result)."""
+        pending = await self.store.load(snapshot_id, tenant=tenant)
+        if pending is None or pending.status != "pending":
+            return "not pending"
+        lease = await self._take(pending, tenant)
+        if lease is None:
+            return "not pending"
+        name = (pending.metadata or {}).get("agent")
+        agent = self.agents.get(str(name))
+        try:
+            if agent is None:
+                raise FailedPreconditionError(f"no worker runs agent {name!r} (interlock worker --agents)")
+            invocation = run_handed_off(agent, pending, lease)
+        except InterlockError as exc:  # it cannot run anywhere (no such agent, no handed-off input): say so, once
+            error = ErrorInfo(status=exc.status, message=exc.message)
+            await self.store.save(snapshot_id, lease.own_updater(fail_pending(error)), tenant=tenant)
+            lease.settled()
+            return "failed"
+        try:
+            await asyncio.shield(invocation.main)
+        except asyncio.CancelledError:
+            if context.abort_reason() == AbortReason.SHUTDOWN:
+                invocation.hand_back()
+            else:
+                invocation.abort()
+            with contextlib.suppress(BaseException):
+                await invocation.main
+            raise
+        if invocation.abort_event.is_set():  # the snapshot was aborted (its watch stopped the run): so is the job
+            raise JobAborted(f"snapshot {snapshot_id} was aborted")
+        return "ran"
+
+    async def _take(self, pending: Snapshot, tenant: str | None) -> ClaimHold | None:
+        """Claim the pending row for a new attempt, after another attempt's lease (``None``: no longer pending)."""
+        claims = Claims(self.store, tenant, ttl=self.settings.lease)
+        attempt = new_id()
+        while True:
+            try:
+                return await claims.take(pending.snapshot_id, attempt)
+            except ClaimConflictError:
+                pass
+            cur = await self.store.load(pending.snapshot_id, tenant=tenant)
+            if cur is None or cur.status != "pending":
+                return None
+            left = (cur.claim_expires_at - utcnow()).total_seconds() if cur.claim_expires_at else 0.0
+            await asyncio.sleep(min(max(left, 0.0) + 0.05, self.settings.lease))
+
+    # the sweeper ------------------------------------------------------------------------------
+
+    async def sweep(self) -> None:
+        """Every ``sweep_every`` seconds, retry the jobs of workers that stopped heartbeating."""
+        while True:
+            await asyncio.sleep(self.settings.sweep_every)
+            try:
+                await self.sweep_once()
+            except Exception as exc:  # the database is unreachable: try again next time
+                log.warning("sweep failed: %s", exc)
+
+    async def sweep_once(self) -> int:
+        """One sweep; returns how many stalled jobs it retried."""
+        app = await self.queue.open()
+        stalled = await app.job_manager.get_stalled_jobs(
+            queue=self.queue.queue, task_name=TASK, seconds_since_heartbeat=self.settings.stalled_after
+        )
+        retried = 0
+        for job in stalled:
+            if job.id is None:
+                continue
+            try:
+                await app.job_manager.retry_job(job)
+            except Exception as exc:  # another worker's sweeper retried it first
+                log.debug("job %s not retried: %s", job.id, exc)
+                continue
+            retried += 1
+            log.info("retrying stalled job %s (snapshot %s)", job.id, job.task_kwargs.get("snapshot_id"))
+            await self.queue.wake(job.id)
+        return retried
