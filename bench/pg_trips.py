@@ -52,7 +52,7 @@ def _start_trace(con: Con, path: str) -> None:
 
 def _trace_connections(folder: str) -> None:
     """Trace every connection psycopg opens from now on, each into its own file under ``folder``."""
-    original = psycopg.AsyncConnection.connect.__func__  # type: ignore[attr-defined]
+    original = psycopg.AsyncConnection.connect.__func__
 
     async def connect(cls: type[Con], *args: Any, **kwargs: Any) -> Any:
         con = await original(cls, *args, **kwargs)
