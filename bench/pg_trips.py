@@ -12,8 +12,9 @@ the wire, whatever psycopg did above it:
 * **transactions**: the ``BEGIN`` statements.
 
 Printed per cycle (a pause, then a fresh agent over the same store loads and resumes: the
-cycle of ``bench/agents.py``), with the store calls the cycle made, and with ``--verbose``
-each statement's text and how often a cycle sent it.
+cycle of ``bench/agents.py``; with ``--http`` the two requests of ``bench/served_bank.py``'s
+cycle, answered in process by an :class:`~interlock.http.server.AgentServer`), with the store
+calls the cycle made, and with ``--verbose`` each statement's text and how often a cycle sent it.
 """
 
 from __future__ import annotations
@@ -127,10 +128,33 @@ def _read_traces() -> Counts:
     return counts
 
 
+def _http_cycle(store: PostgresStore) -> Callable[[], Awaitable[None]]:
+    """bench/served_bank.py's cycle: the turn that pauses, then the resume by snapshot id, as HTTP requests."""
+    import httpx
+    from served_bank import PAUSE_BODY, BankModel, resume_body, transfer
+
+    from interlock import PromptAgent
+    from interlock.http.server import AgentServer
+
+    app = AgentServer([PromptAgent("bank", BankModel(), tools=[transfer], store=store)])
+    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bench")
+    headers = {"content-type": "application/json", "accept": "application/json"}
+
+    async def cycle() -> None:
+        paused = (await http.post("/bank", content=PAUSE_BODY, headers=headers)).json()["result"]
+        assert paused["finishReason"] == "interrupted", paused
+        body = resume_body(str(paused["snapshotId"]))
+        done = (await http.post("/bank", content=body, headers=headers)).json()["result"]
+        assert done["finishReason"] == "stop", done
+
+    return cycle
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--cycles", type=int, default=20)
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--http", action="store_true", help="the cycle as HTTP requests to an AgentServer")
     args = parser.parse_args()
     n = args.cycles
     cluster = Cluster(durable=False)
@@ -140,13 +164,14 @@ async def main() -> None:
             store = PostgresStore(cluster.dsn, max_size=4)
             await store.setup()
             _count_calls(store)
+            cycle = _http_cycle(store) if args.http else (lambda: one_cycle(store))
             try:
                 for _ in range(10):  # warm: connections, prepared statements, caches
-                    await one_cycle(store)
+                    await cycle()
                 _read_traces()
                 _calls.clear()
                 for _ in range(n):
-                    await one_cycle(store)
+                    await cycle()
                 counts = _read_traces()
             finally:
                 await store.close()
