@@ -5,13 +5,15 @@ stays linear in the conversation; the effect journal; tenants) in PostgreSQL, th
 psycopg 3's async API and a connection pool:
 
 * **Atomic, fenced saves across processes.** :meth:`PostgresStore.save_all` runs in one
-  transaction that reads each row ``FOR UPDATE`` (a row lock held to the commit), runs the
-  updater (the claim rules of :mod:`interlock.claims` live in updaters) and writes. A row
-  that did not exist is inserted only if it still does not (``ON CONFLICT DO NOTHING``);
-  if another transaction created it meanwhile, the whole save runs again and its updater
-  sees that row. A deadlock or serialization failure is retried the same way (updaters are
-  pure). Nothing is serialised inside the process: concurrent saves run on different
-  connections, and PostgreSQL's WAL group commit batches their commits.
+  transaction that reads its rows and journal entries ``FOR UPDATE`` (row locks held to the
+  commit), runs the updaters (the claim rules of :mod:`interlock.claims` live in updaters)
+  and writes. A row that did not exist is inserted without ``ON CONFLICT``: if another
+  transaction created it meanwhile, the insert fails on the primary key and the whole save
+  runs again, so its updater sees that row. A deadlock or serialization failure is retried
+  the same way (updaters are pure). Nothing is serialised inside the process: concurrent
+  saves run on different connections, and PostgreSQL's WAL group commit batches their commits.
+* **Two round trips per save.** The transaction is pipelined (:func:`_transaction`): ``BEGIN``
+  and the locking reads go out together, then every write and ``COMMIT`` together.
 * **Reads** are single autocommitted statements when a row's history is a checkpoint or in
   the cache; a read that must follow a base chain (or a session's rows) runs in one
   repeatable-read transaction.
