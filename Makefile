@@ -67,6 +67,7 @@ bench: $(STAMP) postgres
 	$(BIN)/python bench/telemetry.py
 	$(BIN)/python bench/inbox_http.py
 	$(BIN)/python bench/notify.py
+	$(BIN)/python bench/delegation.py
 	$(BIN)/python bench/workers.py
 	$(BIN)/python bench/effects.py  # last: it exits 1 while the journal's cost is over its target
 

@@ -96,6 +96,13 @@ def test_streaming_example_prints_chunks_then_the_output() -> None:
     ]
 
 
+def test_delegation_example_answers_the_sub_agents_approval_through_the_orchestrator() -> None:
+    assert run("delegation.py") == [
+        "interrupted: transfer_money via banker, ref d1/1",
+        "stop: Bob has his 25.",
+    ]
+
+
 def test_every_example_has_a_test() -> None:
     source = pathlib.Path(__file__).read_text()
     untested = [p.name for p in EXAMPLES.glob("*.py") if f'run("{p.name}")' not in source]

@@ -43,6 +43,7 @@ EXPECTED = [
     "ToolResponsePart",
     "TurnContext",
     "approve",
+    "delegate",
     "deny",
     "interrupt_tool",
     "open_store",

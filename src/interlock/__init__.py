@@ -9,6 +9,7 @@ import importlib.metadata as _metadata
 
 from .agent_io import AgentError, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext
 from .agents import Agent, CustomAgent, PromptAgent
+from .delegation import delegate
 from .errors import ClaimConflictError, InterlockError
 from .http.client import RemoteAgent
 from .http.server import AgentServer
@@ -65,6 +66,7 @@ __all__ = [
     "ToolResponsePart",
     "TurnContext",
     "approve",
+    "delegate",
     "deny",
     "interrupt_tool",
     "open_store",

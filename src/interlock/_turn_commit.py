@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from . import metadata as md
 from .claims import ClaimHold, Claims
 from .decisions import audit_record
 from .effects import Effects
@@ -69,8 +70,10 @@ class TurnWriter:
         return hold
 
     def metadata(self, plan: ResumePlan | None, traced: dict[str, Any]) -> dict[str, Any]:
-        """A committed turn's snapshot metadata: the agent, the trace ids, and the resume's audit record."""
+        """A committed turn's snapshot metadata: the agent, the trace ids, the resume's audit record, its delegator."""
         meta: dict[str, Any] = {"agent": self.agent.name, **traced}
+        if isinstance(delegated := self.context.get(md.DELEGATED_BY), dict):  # a sub-agent's turn (delegation)
+            meta[md.DELEGATED_BY] = delegated
         if plan is not None:
             meta["resume"] = audit_record(plan.resume, self.context, plan=plan)
         return meta

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 from . import metadata as md
 from .agents import PromptAgent
 from .decisions import Decision, DecisionLabel
+from .delegation import tool_for
 from .errors import InvalidArgumentError, UsageError
 from .middleware import approve as approve_hold
 from .middleware import deny as deny_hold
@@ -133,7 +134,8 @@ def entry(item: PendingInterrupt, answer: Answer, agent: ResumableAgent) -> Tool
         if answer.payload is not None:
             raise UsageError(f"{item.label} is held for approval: a rejection never runs it, so it takes no payload")
         return deny_hold(part, None if answer.output is None else to_json(answer.output))
-    if isinstance(agent, PromptAgent) and any(t.name == item.tool and t.is_interrupt_only for t in agent.tools):
+    found = tool_for(agent, part) if isinstance(agent, PromptAgent) else None
+    if found is not None and found.is_interrupt_only:
         raise UsageError(f"tool {item.tool!r} never runs (it only asks); answer {item.label} with respond")
     if isinstance(answer, Restart):
         return Decision.restart(None if answer.payload is None else to_json(answer.payload)).answer(part)

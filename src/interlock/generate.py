@@ -31,6 +31,7 @@ from .messages import Message
 from .models import ChunkCallback, Model, ModelChunk, ModelRequest, Usage
 from .parts import Part, ToolRequestPart, ToolResponsePart, with_metadata
 from .sessions import Session
+from .surfacing import collapse, expand
 from .telemetry import calls as telemetry
 from .tools import Tool, ToolContext, ToolMiddleware, to_json
 
@@ -389,8 +390,11 @@ async def generate(
     elif plan is not None and not plan.schemas_checked and tools:
         plan = check_resume(plan.resume, loop.history, tools, allow_replaced_input=allow_replaced_input)
     if plan is not None:
+        plan = collapse(loop.history, plan, loop.tools)  # answers to surfaced interrupts go to their delegation
         if await _resume(loop, plan):
-            return GenerateResult(messages=loop.history, finish_reason="interrupted", finish_message=REINTERRUPTED)
+            return GenerateResult(
+                messages=expand(loop.history), finish_reason="interrupted", finish_message=REINTERRUPTED
+            )
     definitions = [t.definition for t in tools]
     calls = 0
     rounds = 0
@@ -420,7 +424,7 @@ async def generate(
         loop.history.append(model_msg)
         if tool_msg is None:
             return GenerateResult(
-                messages=loop.history, finish_reason="interrupted", usage=response.usage, model_calls=calls
+                messages=expand(loop.history), finish_reason="interrupted", usage=response.usage, model_calls=calls
             )
         loop.history.append(tool_msg)
         await loop.emit(ModelChunk(role="tool", content=list(tool_msg.content)))

@@ -127,6 +127,9 @@ class PendingInterrupt:
         idempotency_key: an in-doubt call's key (the same on every attempt), else ``None``.
         attempts: how many attempts an in-doubt call has had, else ``None``.
         created_at: when the paused turn ended; ``age`` is measured from it.
+        agent_path: the agents the interrupt came through, from the snapshot's agent down to
+            the one whose tool raised it (one name for an agent's own interrupt; more for a
+            sub-agent's, surfaced by delegation: :mod:`interlock.delegation`).
         part: the paused tool request itself.
     """
 
@@ -144,6 +147,7 @@ class PendingInterrupt:
     in_doubt: bool = False
     idempotency_key: str | None = None
     attempts: int | None = None
+    agent_path: tuple[str, ...] = ()
     part: ToolRequestPart = field(repr=False, compare=False)
 
     @property
@@ -322,6 +326,12 @@ class Inbox:
         if status != "completed" or not snap.interrupts:
             how = f"is {status}" if status != "completed" else f"finished with {snap.finish_reason or 'no reason'!r}"
             raise FailedPreconditionError(f"{missing}: its turn {how}")
+        delegator = (snap.metadata or {}).get(md.DELEGATED_BY)
+        if isinstance(delegator, dict):
+            raise FailedPreconditionError(
+                f"{missing}: it is a sub-agent's turn, delegated by session "
+                f"{cast(dict[str, Any], delegator).get('sessionId')}; answer it there, where it is surfaced"
+            )
         if self.store is not None and not await self.store.open_interrupts(
             InterruptQuery(now=utcnow(), snapshot_id=snapshot_id), tenant=tenant
         ):  # not in the index: find the snapshot the session went on with (a claim taken meanwhile: go on)
@@ -553,6 +563,7 @@ def _item(entry: OpenInterrupt, now: datetime, tenant: str | None, agent: str | 
         age=now - entry.created_at,
         tenant=tenant,
         **_doubt(part),
+        agent_path=tuple(n for n in (agent, *md.agent_path(part)) if n is not None),
         part=part,
     )
 

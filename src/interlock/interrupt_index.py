@@ -10,6 +10,9 @@ that writes its snapshot, so listing the inbox reads the index and nothing else
   time ``now`` leaves out those held then (:meth:`OpenInterrupt.answerable`);
 * its session did not go on from it: no ``completed`` snapshot of the same session names
   it as its parent (a failed, aborted or running resume does not count).
+* it is not a sub-agent's turn run by a delegation (``metadata.delegatedBy``): those calls
+  wait, surfaced, in the delegating session's snapshot (:mod:`interlock.delegation`), and are
+  indexed there, once.
 
 :func:`entries_of` is that rule for one snapshot (the caller checks the last point), and
 :class:`InterruptQuery` what a listing filters on, and how it pages.
@@ -126,6 +129,8 @@ class InterruptQuery:
 def entries_of(snap: Snapshot) -> list[OpenInterrupt]:
     """The index entries of ``snap``, assuming its session did not go on from it (see the module docs)."""
     if snap.status != "completed" or snap.finish_reason != "interrupted" or claim_state(snap) == "answered":
+        return []
+    if md.DELEGATED_BY in (snap.metadata or {}):  # surfaced under the delegating session, and indexed there
         return []
     agent = snap.agent
     return [

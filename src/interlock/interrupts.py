@@ -266,7 +266,7 @@ def plan_resume(
     for i, part in enumerate(latest.content if latest else ()):
         if not isinstance(part, ToolRequestPart):
             continue
-        found = by_name.get(part.name)
+        found = None if md.surfaced_from(part) is not None else by_name.get(part.name)  # a sub-agent's tool
         if part.metadata and md.PENDING_OUTPUT in part.metadata:
             calls.append(PlannedCall(index=i, request=part, verb="pending"))
         elif (response := _entry_for(resume.respond, part)) is not None:

@@ -22,7 +22,16 @@ key                       where, and what it means
 ``deadline``              tool request (interrupt): ``{expiresAt, onExpire}``, its deadline and policy
 ``expired``               in a respond entry's ``interruptResponse``: the deadline policy that answered it
 ``escalated``             snapshot: ``{tool#ref: {at, group}}``, escalations a passed deadline applied
+``delegated``             tool request (a delegation call): where its sub-agent paused; its interrupts follow it
+``agentPath``             tool request (a surfaced interrupt): the sub-agents it came through, down to its tool's
+``surfacedFrom``          tool request (a surfaced interrupt): ``{name, ref}`` of the delegation call it belongs to
+``delegatedBy``           snapshot (and a sub-agent's context): ``{sessionId}`` of the session that delegated it
 ========================  ===================================================================
+
+A delegation call (:mod:`interlock.delegation`) whose sub-agent paused is kept in the paused
+message as the call, marked ``delegated`` (not ``interrupt``: it is not answered itself),
+followed by the sub-agent's interrupts *surfaced*: the same tool requests with a ref made
+unique in this message, ``agentPath`` and ``surfacedFrom`` (:mod:`interlock.surfacing`).
 """
 
 from __future__ import annotations
@@ -48,14 +57,19 @@ __all__ = [
     "RECLAIMED_FROM",
     "RESUME_TOKEN",
     "CONSUMED_TOKENS",
+    "AGENT_PATH",
     "DEADLINE",
+    "DELEGATED",
+    "DELEGATED_BY",
     "ESCALATED",
     "EXPIRED",
     "REPLACED_INPUT",
     "RESOLVED_INTERRUPT",
     "RESUMED",
     "SOURCE",
+    "SURFACED_FROM",
     "TRACE_CONTEXT",
+    "agent_path",
     "approval",
     "deadline_of",
     "expired_by",
@@ -65,6 +79,7 @@ __all__ = [
     "is_hold",
     "is_in_doubt",
     "resume_token",
+    "surfaced_from",
     "with_resume_token",
     "without_approval",
 ]
@@ -110,6 +125,22 @@ EXPIRED = "expired"
 """In a respond entry's ``interruptResponse`` dict: the policy (``reject``/``respond``) of a passed deadline."""
 ESCALATED = "escalated"
 """Snapshot metadata: ``{"tool#ref": {"at", "group"}}``, the escalations of passed deadlines (each applied once)."""
+
+DELEGATED = "delegated"
+"""Tool request: a delegation call whose sub-agent paused: ``{agent, sessionId, snapshotId | state, interrupts}``.
+
+In a paused delegation tool's interrupt data while the tool loop works on it; on the call in the
+stored (and output) message, with the sub-agent's interrupts surfaced after it.
+"""
+AGENT_PATH = "agentPath"
+"""Surfaced interrupt: the names of the sub-agents it came through, from this agent's own sub-agent down."""
+SURFACED_FROM = "surfacedFrom"
+"""Surfaced interrupt: ``{"name", "ref"}`` of the delegation call in the same message that it belongs to."""
+DELEGATED_BY = "delegatedBy"
+"""Snapshot metadata (from the sub-agent's context): ``{"sessionId"}`` of the session whose delegation ran it.
+
+The inbox lists such a snapshot's interrupts once, surfaced under the delegating session.
+"""
 
 _HOLD_PREFIX = "Tool not in approved list: "
 
@@ -207,3 +238,17 @@ def expired_by(entry: Part) -> str | None:
     note = entry.meta(INTERRUPT_RESPONSE) if entry.kind == "tool_response" else None
     said = cast(dict[str, Any], note).get(EXPIRED) if isinstance(note, dict) else None
     return said if isinstance(said, str) else None
+
+
+def surfaced_from(part: Part) -> dict[str, Any] | None:
+    """The delegation call (``{"name", "ref"}``) a surfaced interrupt belongs to, or ``None`` for any other part."""
+    found = part.meta(SURFACED_FROM) if part.kind == "tool_request" else None
+    return cast(dict[str, Any], found) if isinstance(found, dict) else None
+
+
+def agent_path(part: Part) -> tuple[str, ...]:
+    """The sub-agents a surfaced interrupt came through (``()`` for an agent's own interrupt)."""
+    found = part.meta(AGENT_PATH) if surfaced_from(part) is not None else None
+    if not isinstance(found, list):
+        return ()
+    return tuple(name for name in cast(list[Any], found) if isinstance(name, str))

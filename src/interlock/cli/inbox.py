@@ -273,7 +273,10 @@ async def _inbox_list(args: argparse.Namespace) -> int:
     elif not items:
         print("no pending interrupts")
     else:
-        rows = [[i.snapshot_id, _age(i.age), i.agent or "-", i.label, _summary(i)] for i in items]
+        rows = [
+            [i.snapshot_id, _age(i.age), " > ".join(i.agent_path) or i.agent or "-", i.label, _summary(i)]
+            for i in items
+        ]
         _table(["SNAPSHOT", "AGE", "AGENT", "TOOL", "DATA"], rows)
     return 0
 

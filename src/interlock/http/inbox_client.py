@@ -198,5 +198,6 @@ def _item(d: dict[str, Any]) -> PendingInterrupt:
         in_doubt=bool(d.get("in_doubt")),
         idempotency_key=d.get("idempotency_key"),
         attempts=d.get("attempts"),
+        agent_path=tuple(str(n) for n in d.get("agent_path") or ()),
         part=part,
     )

@@ -116,6 +116,11 @@ _SCHEMAS: dict[str, Any] = {
             "snapshot_id": _ID,
             "session_id": _ID,
             "agent": {"type": ["string", "null"]},
+            "agent_path": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "the agents it came through, down to its tool's (a sub-agent's, surfaced)",
+            },
             "tool": _ID,
             "ref": {"type": ["string", "null"]},
             "label": _ID,

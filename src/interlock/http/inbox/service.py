@@ -17,6 +17,7 @@ from typing import Any, cast
 from ... import metadata as md
 from ...agent_io import AgentOutput
 from ...agents import PromptAgent
+from ...delegation import tool_for
 from ...durations import parse_duration
 from ...errors import ClaimConflictError, InvalidArgumentError, SnapshotNotFoundError
 from ...inbox import Answer, Approve, AuditEntry, Edit, Inbox, PendingInterrupt, Reject, Respond, Restart
@@ -166,10 +167,9 @@ def item_json(inbox: Inbox, item: PendingInterrupt) -> dict[str, Any]:
 
 
 def _tool(inbox: Inbox, item: PendingInterrupt) -> Tool[Any, Any, Any] | None:
+    """The tool that paused ``item``: its agent's, or a sub-agent's for a surfaced interrupt."""
     agent = inbox.agents.get(item.agent or "") if item.agent else None
-    if isinstance(agent, PromptAgent):
-        return next((t for t in agent.tools if t.name == item.tool), None)
-    return None
+    return tool_for(agent, item.part) if isinstance(agent, PromptAgent) else None
 
 
 def answer_options(inbox: Inbox, item: PendingInterrupt) -> dict[str, dict[str, Any]]:
