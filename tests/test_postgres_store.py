@@ -22,6 +22,7 @@ from interlock.errors import (
     PermissionDeniedError,
     UnavailableError,
 )
+from interlock.journal import JournalEntry
 from interlock.sessions import SessionState, Snapshot
 from interlock.stores.postgres import PostgresStore
 from interlock.stores.urls import open_store
@@ -73,6 +74,45 @@ async def test_racing_creates_of_one_new_row_have_one_winner() -> None:
         )
     assert sum(isinstance(r, Snapshot) for r in results) == 1
     assert sum(isinstance(r, AlreadyExistsError) for r in results) == 19
+
+
+def entry(key: str, *, attempt: int = 1) -> JournalEntry:
+    return JournalEntry(key=key, session_id="s1", snapshot_id="a", agent="bank", tool="transfer", ref="t1",
+                        input_digest="d", attempt=attempt, status="running", started_at=T0)  # fmt: skip
+
+
+async def test_racing_first_journal_entries_of_one_key_have_one_winner() -> None:
+    url = fresh_dsn()
+
+    def first(cur: JournalEntry | None) -> JournalEntry:
+        if cur is not None:
+            raise AlreadyExistsError("taken")
+        return entry("k")
+
+    async with PostgresStore(url) as one, PostgresStore(url) as two:
+        results = await asyncio.gather(
+            *(store.save_all([], journal=[("k", first)]) for store in [one, two] * 10), return_exceptions=True
+        )
+        assert await one.journal_get("k") == entry("k")
+    assert sum(r == [] for r in results) == 1
+    assert sum(isinstance(r, AlreadyExistsError) for r in results) == 19
+
+
+async def test_a_write_the_server_refuses_rolls_back_the_writes_sent_before_it() -> None:
+    """A save's writes go out without waiting for each answer: one refused by the server undoes them all."""
+    async with PostgresStore(fresh_dsn(), max_size=1) as store:  # one connection: the next save reuses it
+        await store.save("a", lambda _: snap("a"))
+        too_big = entry("k", attempt=2**40)  # an integer column: refused by the server, after the rows' writes
+        with pytest.raises(InvalidArgumentError, match="cannot store this value"):
+            await store.save_all(
+                [("a", lambda cur: cur.evolve(claimed_by="x") if cur else None), ("b", lambda _: snap("b"))],
+                journal=[("k", lambda _: too_big)],
+            )
+        a = await store.load("a")
+        assert a is not None and a.claimed_by is None and a.version == 1
+        assert await store.load("b") is None and await store.journal_get("k") is None
+        await store.save("b", lambda _: snap("b"))  # the connection was rolled back and serves the next save
+        assert await store.load("b") is not None
 
 
 async def test_watch_is_woken_by_notify_from_another_store_and_does_not_poll() -> None:

@@ -72,8 +72,9 @@ _WENT_ON = f"""SELECT 1 FROM {TABLE} WHERE {_SCOPE} AND parent_id = %(snapshot_i
     LIMIT 1"""
 _INSERT_ENTRY = (
     f"INSERT INTO {OPEN} (tenant, {', '.join(ENTRY_COLUMNS)}) "
-    f"VALUES (%(tenant)s, {', '.join(f'%({c})s' for c in ENTRY_COLUMNS)})"
+    f"SELECT %(tenant)s, {', '.join(f'%({c})s' for c in ENTRY_COLUMNS)} WHERE NOT EXISTS ({_WENT_ON})"
 )
+"""An entry, unless a completed child continues its snapshot (checked in the statement: no answer to wait for)."""
 _LINK = f"""WITH parent_leaf AS (
         DELETE FROM {LEAVES} WHERE {_SCOPE} AND snapshot_id = %(parent)s
     ), parent_entries AS (
@@ -136,7 +137,7 @@ async def _put_entries(con: Conn, tenant: str, snap: Snapshot) -> None:
     args = {"tenant": tenant, "session_id": snap.session_id, "snapshot_id": snap.snapshot_id}
     await con.execute(_DROP_ENTRIES, args)
     entries = entries_of(snap)
-    if entries and await (await con.execute(_WENT_ON, args)).fetchone() is None:
+    if entries:
         async with con.cursor() as cur:
             await cur.executemany(_INSERT_ENTRY, [entry_values(tenant, e) for e in entries])
 

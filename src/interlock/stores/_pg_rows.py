@@ -1,4 +1,4 @@
-"""The PostgreSQL store's row logic: reads, writes (as deltas on a base), deletes, the journal.
+"""The PostgreSQL store's row logic: reads, writes (as deltas on a base), deletes.
 
 The same storage rules as the SQLite store's (:mod:`interlock.stores._sqlite_rows`): a new
 row's messages are a delta on its parent's when they share a prefix, and before a row's
@@ -8,16 +8,20 @@ are shared; this module only reads and writes them the PostgreSQL way. Every met
 in a transaction the caller opened (:mod:`interlock.stores.postgres`).
 
 Locks that keep histories sound across processes: a row being saved or deleted is read
-``FOR UPDATE``, and a new row's parent ``FOR SHARE``, so a parent's messages cannot change,
-nor the parent go, between reading its history and committing a delta on it. A new row is
-inserted only if it is still absent (else :class:`RowRaced`: the caller runs the save again).
+``FOR UPDATE``, and a new row's parent ``FOR SHARE`` (unless the save already holds it
+``FOR UPDATE``), so a parent's messages cannot change, nor the parent go, between reading
+its history and committing a delta on it. A save reads all its rows ``FOR UPDATE`` in one
+statement (:meth:`PgRows.begin`, in id order, so that two saves lock in the same order) and
+then sends its writes without waiting for each one's answer (the store pipelines them): a
+new row is inserted without ``ON CONFLICT``, so one created meanwhile by another
+transaction fails the insert on :data:`~._pg_schema.PRIMARY_KEY`, and the save runs again.
 """
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple, cast
 
@@ -26,14 +30,15 @@ from psycopg import AsyncConnection
 from .._json_object import is_object
 from ..errors import DataLossError
 from ..interrupt_index import InterruptQuery, OpenInterrupt
-from ..journal import JournalEntry, superseded
 from ..sessions import Artifact, Snapshot
 from ..wire import messages_to_json
-from . import JournalUpdater, SnapshotInfo, Updater, apply_update, choose_leaf
+from . import SnapshotInfo, Updater, apply_update, choose_leaf
 from . import _pg_index as index
+from . import _pg_journal as journal
 from ._history import ChainCache, common_prefix
 from ._pg_schema import (
     CHECKPOINT,
+    COLUMNS,
     INSERT,
     JOURNAL,
     LOCK_ROW,
@@ -53,14 +58,33 @@ from ._sqlite_codec import Link, Messages, Row, bookkeeping, corrupt, decode, du
 Conn = AsyncConnection[tuple[Any, ...]]
 
 
-class RowRaced(Exception):
-    """A row this transaction was creating was created by another one first: the save must run again."""
+_LOCK_ROWS = (
+    f"SELECT {COLUMNS} FROM {TABLE} WHERE tenant = %s AND snapshot_id = ANY(%s) ORDER BY snapshot_id FOR UPDATE"
+)
 
 
 class Parent(NamedTuple):
+    """What a new row needs of its parent's row: its messages' revision, whether it has none, its session."""
+
     mrev: int
     stateless: bool
     session_id: str
+
+
+@dataclass(eq=False)
+class Tx:
+    """A save's transaction: the rows and journal entries it read ``FOR UPDATE`` up front, and what it holds.
+
+    ``rows`` and ``entries`` are consumed by the first write of each; ``held`` is every snapshot
+    row the transaction holds locked, as it stands now (a new row's parent among them is not
+    read again).
+    """
+
+    con: Conn
+    tenant: str
+    rows: dict[str, Row | None]
+    held: dict[str, Parent]
+    entries: journal.Locked
 
 
 def _row(found: tuple[Any, ...]) -> Row:
@@ -183,9 +207,26 @@ class PgRows(ChainCache):
 
     # writing ----------------------------------------------------------------------------------
 
-    async def save(self, con: Conn, tenant: str, snapshot_id: str, update: Updater) -> tuple[Snapshot | None, bool]:
+    async def begin(self, con: Conn, tenant: str, ids: Sequence[str], keys: Sequence[str]) -> Tx:
+        """Read the rows of ``ids`` and the journal entries of ``keys`` ``FOR UPDATE``: one round trip for both."""
+        unique = list(dict.fromkeys(ids))
+        cur = await con.execute(_LOCK_ROWS, (tenant, unique)) if unique else None
+        entries = await journal.lock(con, tenant, keys)  # sent before the rows' answer is awaited
+        rows: dict[str, Row | None] = dict.fromkeys(unique)
+        if cur is not None:
+            for found in await cur.fetchall():
+                row = _row(found)
+                rows[row.snapshot_id] = row
+        held = {sid: Parent(r.mrev, r.tail is None, r.session_id) for sid, r in rows.items() if r is not None}
+        return Tx(con, tenant, rows, held, await journal.locked(entries, keys))
+
+    async def save(self, tx: Tx, snapshot_id: str, update: Updater) -> tuple[Snapshot | None, bool]:
         """Read → update → write: the row written, and whether its status changed."""
-        row = await self.fetch(con, tenant, snapshot_id, lock=True)
+        con, tenant = tx.con, tx.tenant
+        if snapshot_id in tx.rows:
+            row = tx.rows.pop(snapshot_id)
+        else:  # an id saved twice in one transaction: the second save sees the first's write
+            row = await self.fetch(con, tenant, snapshot_id, lock=True)
         old: Messages | None = None
         current: Snapshot | None = None
         old_artifacts: list[Artifact] = []
@@ -195,20 +236,15 @@ class PgRows(ChainCache):
         new = apply_update(current, update, snapshot_id)
         if new is None:
             return None, False
-        await self.write(con, tenant, row, old, old_artifacts, new)
+        await self.write(tx, row, old, old_artifacts, new)
         before = None if row is None else (row.parent_id, row.status, row.finish_reason)
         await index.written(con, tenant, before, new, lambda sid: self.read(con, tenant, sid))
         return new, row is None or row.status != new.status
 
     async def write(
-        self,
-        con: Conn,
-        tenant: str,
-        row: Row | None,
-        old: Messages | None,
-        old_artifacts: list[Artifact],
-        new: Snapshot,
+        self, tx: Tx, row: Row | None, old: Messages | None, old_artifacts: list[Artifact], new: Snapshot
     ) -> None:
+        con, tenant = tx.con, tx.tenant
         sid = new.snapshot_id
         state = new.state
         stored = bookkeeping(new, row, old_artifacts, ident=plain, word=plain)
@@ -231,7 +267,7 @@ class PgRows(ChainCache):
         mrev = 0
         if state is not None:
             messages = tuple(state.messages)
-            base = await self.base_for(con, tenant, new, messages)
+            base = await self.base_for(tx, new, messages)
             if base is not None:
                 base_id, keep, base_mrev = base
             tail = dumps(messages_to_json(list(messages[keep:])))
@@ -240,24 +276,22 @@ class PgRows(ChainCache):
             self.remember_written(tenant, sid, mrev, messages, tail, based)
         (parent_id, state_session, *rest) = stored
         values = (tenant, sid, new.session_id, parent_id, base_id, keep, tail, mrev, base_mrev, state_session, *rest)
-        if row is None:
-            cur = await con.execute(INSERT, values)
-            if cur.rowcount != 1:  # created meanwhile by another transaction, after this one read "no row"
-                raise RowRaced(sid)
-        else:
-            await con.execute(UPSERT, values)
+        # not awaited for an answer: a row created meanwhile fails the insert on the primary key (see the module)
+        await con.execute(INSERT if row is None else UPSERT, values)
+        tx.held[sid] = Parent(mrev, tail is None, new.session_id if row is None else row.session_id)
 
-    async def base_for(
-        self, con: Conn, tenant: str, new: Snapshot, messages: Messages
-    ) -> tuple[str | None, int, int] | None:
+    async def base_for(self, tx: Tx, new: Snapshot, messages: Messages) -> tuple[str | None, int, int] | None:
         """``(base_id, keep, base_mrev)``: the parent, when it shares a prefix (``base_id`` ``None`` if implicit)."""
+        con, tenant = tx.con, tx.tenant
         parent_id = new.parent_id
         if parent_id is None or parent_id == new.snapshot_id or not messages:
             return None
-        found = await (await con.execute(SELECT_PARENT, (tenant, parent_id))).fetchone()
-        if found is None:
-            return None
-        parent = Parent(*found)
+        parent = tx.held.get(parent_id)  # locked FOR UPDATE by this transaction: as good as FOR SHARE
+        if parent is None:
+            found = await (await con.execute(SELECT_PARENT, (tenant, parent_id))).fetchone()
+            if found is None:
+                return None
+            parent = Parent(*found)
         if parent.stateless:
             return None
         prefix = self.cached(tenant, parent_id, parent.mrev)
@@ -335,78 +369,3 @@ class PgRows(ChainCache):
         found = cast(list[tuple[str, str | None, int, str]], await (await con.execute(sql, args)).fetchall())
         rows = [(s, p, from_us(us), status) for s, p, us, status in found]
         return await self.delete(con, tenant, prunable(rows, keep_last=keep_last, older_than=older_than))
-
-    # the effect journal -------------------------------------------------------------------------
-
-    @staticmethod
-    async def journal_get(con: Conn, tenant: str, key: str) -> JournalEntry | None:
-        cur = await con.execute(f"SELECT entry FROM {JOURNAL} WHERE tenant = %s AND key = %s", (tenant, key))
-        found = await cur.fetchone()
-        return None if found is None else _entry(found[0], key)
-
-    @classmethod
-    async def journal_put(cls, con: Conn, tenant: str, entry: JournalEntry, expect: int, durable: bool) -> None:
-        """Write ``entry`` if the stored attempt is ``expect`` (0: none), in one statement; else ABORTED.
-
-        ``durable=False`` commits it without waiting for the WAL flush: ``set_config(...,
-        true)`` in the statement itself sets ``synchronous_commit`` for its own (implicit)
-        transaction, so the write stays one round trip.
-        """
-        text = json.dumps(entry.to_json())
-        flush = "on" if durable else "off"
-        if expect == 0:
-            cur = await con.execute(
-                f"""INSERT INTO {JOURNAL} (tenant, key, session_id, snapshot_id, attempt, entry)
-                SELECT %s, %s, %s, %s, %s, %s WHERE set_config('synchronous_commit', %s, true) IS NOT NULL
-                ON CONFLICT (tenant, key) DO NOTHING""",
-                (tenant, entry.key, entry.session_id, entry.snapshot_id, entry.attempt, text, flush),
-            )
-        else:
-            cur = await con.execute(
-                f"""UPDATE {JOURNAL} SET attempt = %s, entry = %s WHERE tenant = %s AND key = %s AND attempt = %s
-                AND set_config('synchronous_commit', %s, true) IS NOT NULL""",
-                (entry.attempt, text, tenant, entry.key, expect, flush),
-            )
-        if cur.rowcount != 1:
-            raise superseded(entry, await cls.journal_get(con, tenant, entry.key), expect)
-
-    @staticmethod
-    async def journal_update(con: Conn, tenant: str, key: str, update: JournalUpdater) -> None:
-        """Apply ``update`` to the entry of ``key`` (read ``FOR UPDATE``; ``None``: none) and write its result."""
-        cur = await con.execute(f"SELECT entry FROM {JOURNAL} WHERE tenant = %s AND key = %s FOR UPDATE", (tenant, key))
-        found = await cur.fetchone()
-        new = update(None if found is None else _entry(found[0], key))
-        if new is None:
-            return
-        values = (tenant, new.key, new.session_id, new.snapshot_id, new.attempt, json.dumps(new.to_json()))
-        if found is None:
-            cur = await con.execute(
-                f"""INSERT INTO {JOURNAL} (tenant, key, session_id, snapshot_id, attempt, entry)
-                VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (tenant, key) DO NOTHING""",
-                values,
-            )
-            if cur.rowcount != 1:  # written meanwhile by another transaction: the save runs again
-                raise RowRaced(key)
-            return
-        await con.execute(
-            f"""UPDATE {JOURNAL} SET key = %s, session_id = %s, snapshot_id = %s, attempt = %s, entry = %s
-            WHERE tenant = %s AND key = %s""",
-            (*values[1:], tenant, key),
-        )
-
-    @staticmethod
-    async def journal_entries(con: Conn, tenant: str, session_id: str | None) -> list[JournalEntry]:
-        if session_id is None:
-            cur = await con.execute(f"SELECT key, entry FROM {JOURNAL} WHERE tenant = %s", (tenant,))
-        else:
-            sql = f"SELECT key, entry FROM {JOURNAL} WHERE tenant = %s AND session_id = %s"
-            cur = await con.execute(sql, (tenant, session_id))
-        found = [_entry(raw, key) for key, raw in await cur.fetchall()]
-        return sorted(found, key=lambda e: (e.started_at, e.key))
-
-
-def _entry(raw: object, key: str) -> JournalEntry:
-    try:
-        return JournalEntry.from_json(json.loads(cast(str, raw)))
-    except (TypeError, ValueError, KeyError) as exc:
-        raise DataLossError(f"the journal entry {key!r} of the PostgreSQL store is damaged: {exc}") from None

@@ -94,7 +94,9 @@ SELECT_LEAF_ROWS = f"""SELECT {", ".join("s." + c for c in COLUMNS.split(", "))}
 """The rows (:data:`SELECT_ROW`'s columns) of a session's leaves."""
 LOCK_ROW = SELECT_ROW + " FOR UPDATE"
 _VALUES = "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-INSERT = f"INSERT INTO {TABLE} (tenant, {COLUMNS}) {_VALUES} ON CONFLICT (tenant, snapshot_id) DO NOTHING"
+INSERT = f"INSERT INTO {TABLE} (tenant, {COLUMNS}) {_VALUES}"
+PRIMARY_KEY = f"{TABLE}_pkey"
+"""The constraint an insert violates when another transaction created the row first (the save then runs again)."""
 UPSERT = f"""INSERT INTO {TABLE} (tenant, {COLUMNS}) {_VALUES}
     ON CONFLICT (tenant, snapshot_id) DO UPDATE SET
         parent_id = excluded.parent_id, base_id = excluded.base_id, keep = excluded.keep, tail = excluded.tail,

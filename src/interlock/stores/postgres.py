@@ -5,13 +5,15 @@ stays linear in the conversation; the effect journal; tenants) in PostgreSQL, th
 psycopg 3's async API and a connection pool:
 
 * **Atomic, fenced saves across processes.** :meth:`PostgresStore.save_all` runs in one
-  transaction that reads each row ``FOR UPDATE`` (a row lock held to the commit), runs the
-  updater (the claim rules of :mod:`interlock.claims` live in updaters) and writes. A row
-  that did not exist is inserted only if it still does not (``ON CONFLICT DO NOTHING``);
-  if another transaction created it meanwhile, the whole save runs again and its updater
-  sees that row. A deadlock or serialization failure is retried the same way (updaters are
-  pure). Nothing is serialised inside the process: concurrent saves run on different
-  connections, and PostgreSQL's WAL group commit batches their commits.
+  transaction that reads its rows and journal entries ``FOR UPDATE`` (row locks held to the
+  commit), runs the updaters (the claim rules of :mod:`interlock.claims` live in updaters)
+  and writes. A row that did not exist is inserted without ``ON CONFLICT``: if another
+  transaction created it meanwhile, the insert fails on the primary key and the whole save
+  runs again, so its updater sees that row. A deadlock or serialization failure is retried
+  the same way (updaters are pure). Nothing is serialised inside the process: concurrent
+  saves run on different connections, and PostgreSQL's WAL group commit batches their commits.
+* **Two round trips per save.** The transaction is pipelined (:func:`_transaction`): ``BEGIN``
+  and the locking reads go out together, then every write and ``COMMIT`` together.
 * **Reads** are single autocommitted statements when a row's history is a checkpoint or in
   the cache; a read that must follow a base chain (or a session's rows) runs in one
   repeatable-read transaction.
@@ -42,7 +44,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from contextlib import asynccontextmanager
 from datetime import datetime
 from types import TracebackType
-from typing import TypeVar
+from typing import LiteralString, TypeVar
 
 try:
     import psycopg
@@ -69,10 +71,11 @@ from ..outbox import OutboxEvent
 from ..sessions import TERMINAL, Snapshot
 from . import JournalUpdater, SnapshotInfo, Updater, check_tenant
 from . import _pg_index as index
+from . import _pg_journal as journal_rows
 from . import _pg_outbox as outbox
 from ._pg_errors import pg_error, redacted
 from ._pg_listen import Listener
-from ._pg_rows import Conn, PgRows, RowRaced
+from ._pg_rows import Conn, PgRows
 from ._pg_schema import (
     CHANNEL,
     CREATE_VERSIONS,
@@ -80,6 +83,7 @@ from ._pg_schema import (
     INDEX_VERSION,
     LOCK_SCHEMA,
     MIGRATIONS,
+    PRIMARY_KEY,
     SELECT_VERSION,
     STAMP,
     TABLE,
@@ -90,7 +94,9 @@ __all__ = ["PostgresStore"]
 
 _R = TypeVar("_R")
 _RETRIES = 20
-_RETRYABLE = (errors.SerializationFailure, errors.DeadlockDetected, RowRaced)
+_RETRYABLE = (errors.SerializationFailure, errors.DeadlockDetected)
+_RACED = (PRIMARY_KEY, journal_rows.PRIMARY_KEY)
+"""The primary keys whose violation means another transaction created the row first: the save runs again."""
 
 
 class PostgresStore:
@@ -244,15 +250,16 @@ class PostgresStore:
         added = list(events)
 
         async def save_each(con: Conn) -> list[Snapshot | None]:
+            tx = await self._rows.begin(con, t, [sid for sid, _ in todo], [key for key, _ in entries])
             written: list[Snapshot | None] = []
             changed: list[str] = []
             for sid, update in todo:
-                new, status_changed = await self._rows.save(con, t, sid, update)
+                new, status_changed = await self._rows.save(tx, sid, update)
                 written.append(new)
                 if status_changed:
                     changed.append(json.dumps([t, sid]))
             for key, update in entries:
-                await self._rows.journal_update(con, t, key, update)
+                await journal_rows.update(con, t, key, update, tx.entries)
             await outbox.insert(con, added)
             if changed:  # delivered to listeners when (and only if) the transaction commits
                 await con.execute("SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p", (CHANNEL, changed))
@@ -284,17 +291,17 @@ class PostgresStore:
 
     async def journal_get(self, key: str, *, tenant: str | None = None) -> JournalEntry | None:
         t = _key(tenant)
-        return await self._read(lambda con: self._rows.journal_get(con, t, key))
+        return await self._read(lambda con: journal_rows.get(con, t, key))
 
     async def journal_put(
         self, entry: JournalEntry, *, expect: int, tenant: str | None = None, durable: bool = True
     ) -> None:
         t = _key(tenant)
-        await self._write(lambda con: self._rows.journal_put(con, t, entry, expect, durable), transaction=False)
+        await self._write(lambda con: journal_rows.put(con, t, entry, expect, durable), transaction=False)
 
     async def journal_entries(self, *, session_id: str | None = None, tenant: str | None = None) -> list[JournalEntry]:
         t = _key(tenant)
-        return await self._read(lambda con: self._rows.journal_entries(con, t, session_id))
+        return await self._read(lambda con: journal_rows.entries(con, t, session_id))
 
     async def watch(self, snapshot_id: str, *, tenant: str | None = None) -> AsyncIterator[str]:
         t = _key(tenant)
@@ -350,16 +357,16 @@ class PostgresStore:
             async with self._pool.connection() as con:
                 if not consistent:
                     return await fn(con)
-                async with con.transaction():
-                    await con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                    return await fn(con)
+                return await _transaction(con, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", fn)
 
         return await self._guard(run)
 
     async def _write(self, fn: Callable[[Conn], Awaitable[_R]], *, transaction: bool = True) -> _R:
         """Run ``fn`` in a read-committed transaction (or autocommitted: one statement), retried on a lost race.
 
-        A lost race is a deadlock, a serialization failure, or a row created by another transaction.
+        The transaction is pipelined (see :func:`_transaction`). A lost race is a deadlock, a
+        serialization failure, or a row created by another transaction (a violation of a primary
+        key in :data:`_RACED`).
         """
         await self.setup()
 
@@ -369,10 +376,10 @@ class PostgresStore:
                     async with self._pool.connection() as con:
                         if not transaction:
                             return await fn(con)
-                        async with con.transaction():
-                            return await fn(con)
-                except _RETRYABLE:
-                    if attempt == _RETRIES - 1:
+                        return await _transaction(con, "BEGIN", fn)
+                except (*_RETRYABLE, errors.UniqueViolation) as exc:
+                    lost = not isinstance(exc, errors.UniqueViolation) or exc.diag.constraint_name in _RACED
+                    if not lost or attempt == _RETRIES - 1:
                         raise
                     await asyncio.sleep(0.001 * (attempt + 1))
             raise AssertionError("unreachable")
@@ -426,6 +433,27 @@ class PostgresStore:
                 if todo:
                     await con.execute(STAMP, (CURRENT,))
                     self.upgraded_from = found
+
+
+async def _transaction(con: Conn, begin: LiteralString, fn: Callable[[Conn], Awaitable[_R]]) -> _R:
+    """Run ``fn`` in one transaction opened by ``begin``, in pipeline mode; rolled back if anything fails.
+
+    A statement whose answer ``fn`` does not read is sent without waiting for it: ``BEGIN`` goes
+    out with the first read, and the writes after the last read go out with ``COMMIT``, which
+    is one round trip for them all. A statement that fails makes the server skip the rest up
+    to the pipeline's end, ``COMMIT`` included; its error is raised at the next answer read
+    (at the latest at the end), and the transaction is rolled back.
+    """
+    try:
+        async with con.pipeline():
+            await con.execute(begin, prepare=False)
+            result = await fn(con)
+            await con.execute("COMMIT", prepare=False)
+    except BaseException:
+        with contextlib.suppress(psycopg.Error):
+            await con.rollback()
+        raise
+    return result
 
 
 async def _stored_version(con: Conn) -> int | None:
