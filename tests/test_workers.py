@@ -13,7 +13,7 @@ import time
 
 import pytest
 from pg import fresh_dsn
-from workers_fleet import DSN, FAST, LOG, Fleet, fleet, job_statuses, kill, logged, runs, upgrade
+from workers_fleet import DSN, FAST, LOG, Fleet, fleet, job_statuses, kill, logged, runs, settled_jobs, upgrade
 
 from interlock import PromptAgent, Snapshot
 from interlock.claims import Claims
@@ -63,7 +63,7 @@ async def test_a_detached_turn_is_enqueued_and_run_by_a_worker(tmp_path: pathlib
         async with RemoteAgent(f"{server.url}/errand") as remote:
             latest = await remote.get_snapshot(session_id=session)
         assert latest.snapshot_id == pending and latest.status == "completed"
-        assert job_statuses(f.dsn) == ["succeeded"]
+        assert await settled_jobs(f.dsn) == ["succeeded"]
         async with PostgresStore(f.dsn) as store:  # an agent no worker runs: its turn fails once, saying why
             queue = WorkerQueue(f.dsn)
             ghost = PromptAgent("ghost", EchoModel(), store=store, detach_to=queue)
@@ -76,7 +76,7 @@ async def test_a_detached_turn_is_enqueued_and_run_by_a_worker(tmp_path: pathlib
             "FAILED_PRECONDITION",
             "no worker runs agent 'ghost' (interlock worker --agents)",
         )
-        assert job_statuses(f.dsn) == ["succeeded", "succeeded"]
+        assert await settled_jobs(f.dsn) == ["succeeded", "succeeded"]
 
 
 async def _killed_mid_turn(f: Fleet, url: str) -> tuple[Snapshot, str]:

@@ -183,3 +183,14 @@ def job_statuses(dsn: str) -> list[str]:
     """The status of every job in the queue, oldest first."""
     with psycopg.connect(dsn, autocommit=True) as con:
         return [str(r[0]) for r in con.execute("SELECT status FROM procrastinate_jobs ORDER BY id").fetchall()]
+
+
+async def settled_jobs(dsn: str, timeout: float = 20.0) -> list[str]:
+    """:func:`job_statuses` once no job is waiting or running: a worker marks its job done just
+    after the turn's final write, so a snapshot can read finished a moment before its job does."""
+    deadline = time.monotonic() + timeout
+    while True:
+        statuses = job_statuses(dsn)
+        if not {"todo", "doing"} & set(statuses) or time.monotonic() > deadline:
+            return statuses
+        await asyncio.sleep(0.05)
