@@ -21,31 +21,14 @@ import tempfile
 import time
 from typing import Any
 
-from pydantic import BaseModel
+from bank import one_cycle
 
-from interlock import InMemoryStore, Message, PromptAgent, Resume, ToolContext, ToolRequestPart, tool
+from interlock import InMemoryStore, Message, PromptAgent, ToolRequestPart, tool
 from interlock.messages import messages_to_json
 from interlock.models import ModelRequest, ModelResponse
 from interlock.stores import SessionStore
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
-
-
-class Transfer(BaseModel):
-    to: str
-    amount: float
-
-
-class Approval(BaseModel):
-    approved: bool
-
-
-@tool
-async def transfer(req: Transfer, ctx: ToolContext[Any], approval: Approval | None) -> str:
-    """Move money once approved."""
-    if approval is None:
-        ctx.interrupt({"to": req.to, "amount": req.amount})
-    return "sent"
 
 
 @tool
@@ -54,25 +37,8 @@ def lookup(input: dict[str, Any]) -> dict[str, Any]:
     return {"result": "a fact of moderate length " * 3, "query": input.get("q")}
 
 
-PAUSE = Message(role="model", content=[ToolRequestPart(name="transfer", ref="t1", input={"to": "bob", "amount": 5})])
-APPROVE = Resume(
-    restart=[
-        ToolRequestPart(
-            name="transfer", ref="t1", input={"to": "bob", "amount": 5}, metadata={"resumed": {"approved": True}}
-        )
-    ]
-)
-
-
 def report(label: str, value: float, unit: str, target: str, ok: bool) -> None:
     print(f"  {label:<52} {value:>10.3f} {unit:<8} target {target:<12} {'OK' if ok else 'MISSED'}")
-
-
-async def one_cycle(store: SessionStore) -> None:
-    out = await PromptAgent("bank", ScriptedModel([PAUSE]), tools=[transfer], store=store).run("pay bob")
-    fresh = PromptAgent("bank", ScriptedModel(["paid"]), tools=[transfer], store=store)
-    done = await fresh.run(resume=APPROVE, snapshot_id=out.snapshot_id)
-    assert done.finish_reason == "stop", done.error
 
 
 async def cycle_ms(store: SessionStore, n: int) -> float:

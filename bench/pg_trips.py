@@ -131,7 +131,8 @@ def _read_traces() -> Counts:
 def _http_cycle(store: PostgresStore) -> Callable[[], Awaitable[None]]:
     """bench/served_bank.py's cycle: the turn that pauses, then the resume by snapshot id, as HTTP requests."""
     import httpx
-    from served_bank import PAUSE_BODY, BankModel, resume_body, transfer
+    from bank import transfer
+    from served_bank import PAUSE_BODY, BankModel, resume_body
 
     from interlock import PromptAgent
     from interlock.http.server import AgentServer

@@ -12,9 +12,9 @@ import json
 import os
 from typing import Any
 
-from pydantic import BaseModel
+from bank import transfer
 
-from interlock import InMemoryStore, Message, PromptAgent, ToolContext, ToolRequestPart, tool
+from interlock import InMemoryStore, Message, PromptAgent, ToolRequestPart
 from interlock.models import ModelRequest, ModelResponse
 from interlock.stores import SessionStore
 
@@ -26,23 +26,6 @@ def resume_body(snapshot_id: str) -> bytes:
     """The request body that approves the transfer the snapshot paused on."""
     restart = {"toolRequest": CALL, "metadata": {"resumed": {"approved": True}}}
     return json.dumps({"data": {"resume": {"restart": [restart]}}, "init": {"snapshotId": snapshot_id}}).encode()
-
-
-class Transfer(BaseModel):
-    to: str
-    amount: float
-
-
-class Approval(BaseModel):
-    approved: bool
-
-
-@tool
-async def transfer(req: Transfer, ctx: ToolContext[Any], approval: Approval | None) -> str:
-    """Move money once approved."""
-    if approval is None:
-        ctx.interrupt({"to": req.to, "amount": req.amount})
-    return "sent"
 
 
 class BankModel:

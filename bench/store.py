@@ -29,14 +29,14 @@ import tempfile
 import time
 from typing import Any
 
-from pydantic import BaseModel
+from bank import one_cycle
 
-from interlock import Message, PromptAgent, Resume, ToolContext, ToolRequestPart, tool
+from interlock import Message, PromptAgent, ToolRequestPart
 from interlock.messages import messages_from_json, messages_to_json
 from interlock.parts import ToolResponsePart
 from interlock.sessions import SessionState, Snapshot, new_id
 from interlock.stores.sqlite import SQLiteStore
-from interlock.testing import EchoModel, ScriptedModel
+from interlock.testing import EchoModel
 
 BEFORE = {
     "cycles": "62-73",
@@ -53,43 +53,9 @@ BEFORE = {
 """This bench on main at de51feb (before group commit), load average 11-19 on the 2-core machine."""
 
 
-class Transfer(BaseModel):
-    to: str
-    amount: float
-
-
-class Approval(BaseModel):
-    approved: bool
-
-
-@tool
-async def transfer(req: Transfer, ctx: ToolContext[Any], approval: Approval | None) -> str:
-    """Move money once approved."""
-    if approval is None:
-        ctx.interrupt({"to": req.to, "amount": req.amount})
-    return "sent"
-
-
-PAUSE = Message(role="model", content=[ToolRequestPart(name="transfer", ref="t1", input={"to": "bob", "amount": 5})])
-APPROVE = Resume(
-    restart=[
-        ToolRequestPart(
-            name="transfer", ref="t1", input={"to": "bob", "amount": 5}, metadata={"resumed": {"approved": True}}
-        )
-    ]
-)
-
-
 def report(label: str, value: float, unit: str, target: str, ok: bool | None, before: str = "") -> None:
     verdict = "" if ok is None else ("OK" if ok else "MISSED")
     print(f"  {label:<50} {value:>10.3f} {unit:<9} target {target:<10} {verdict:<7} before {before}")
-
-
-async def one_cycle(store: SQLiteStore) -> None:
-    out = await PromptAgent("bank", ScriptedModel([PAUSE]), tools=[transfer], store=store).run("pay bob")
-    fresh = PromptAgent("bank", ScriptedModel(["paid"]), tools=[transfer], store=store)
-    done = await fresh.run(resume=APPROVE, snapshot_id=out.snapshot_id)
-    assert done.finish_reason == "stop", done.error
 
 
 async def cycles(path: str, sessions: int, width: int) -> tuple[float, float, float | None]:
