@@ -161,16 +161,25 @@ class _Loop:
     async def _through_middleware(
         self, tool: Tool[Any, Any, Any], ctx: ToolContext[Any], value: Any, index: int, retry: bool
     ) -> Any:
-        async def run(depth: int, current: object) -> Any:
-            if depth < len(self.middleware):
-                return await self.middleware[depth](ctx, current, lambda v: run(depth + 1, v))
-            if self.effects is None or tool.is_interrupt_only:
-                return await tool.invoke(current, ctx)
-            # the body runs through the effect journal: replayed, retried, or asked about (interlock.effects)
-            body = lambda: tool.invoke(current, ctx)  # noqa: E731
-            return await self.effects.run(tool, ctx, to_json(current), index, body, retry=retry)
+        return await self._layer(0, tool, ctx, value, index, retry)
 
-        return await run(0, value)
+    async def _layer(
+        self, depth: int, tool: Tool[Any, Any, Any], ctx: ToolContext[Any], current: object, index: int, retry: bool
+    ) -> Any:
+        """Middleware ``depth`` onwards, then the tool.
+
+        A method, not a closure that names itself: that would be a reference cycle holding the
+        whole turn until the garbage collector finds it.
+        """
+        if depth < len(self.middleware):
+            return await self.middleware[depth](
+                ctx, current, lambda v: self._layer(depth + 1, tool, ctx, v, index, retry)
+            )
+        if self.effects is None or tool.is_interrupt_only:
+            return await tool.invoke(current, ctx)
+        # the body runs through the effect journal: replayed, retried, or asked about (interlock.effects)
+        body = lambda: tool.invoke(current, ctx)  # noqa: E731
+        return await self.effects.run(tool, ctx, to_json(current), index, body, retry=retry)
 
     async def call_all(
         self, calls: Sequence[tuple[ToolRequestPart, PlannedCall | None]], index: int

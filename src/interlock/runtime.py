@@ -300,6 +300,7 @@ class Invocation:
 
     def _settle(self, task: asyncio.Task[None]) -> None:
         """Resolve the output if the invocation ended without doing so (e.g. cancelled before it started)."""
+        self.session.detach_sink()  # the session's sink is our method: without this cycle, refcounting frees us
         if not self.output.done():
             error = ErrorInfo(status="CANCELLED", message="the invocation was cancelled before it finished")
             self._resolve(AgentOutput(session_id=self.session.state.session_id, finish_reason="failed", error=error))

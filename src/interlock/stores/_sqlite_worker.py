@@ -202,7 +202,14 @@ class Worker:
                 job.fail(exc)
             return []
         applied: list[Job] = []
-        for i, job in enumerate(jobs):
+        if len(jobs) == 1:  # alone in its transaction: the transaction is its savepoint
+            jobs[0].run(con)
+            if not jobs[0].ok:
+                if con.in_transaction:
+                    con.execute("ROLLBACK")
+                return []
+            applied = jobs
+        for i, job in enumerate(jobs if len(jobs) > 1 else ()):
             con.execute("SAVEPOINT job")
             job.run(con)
             if job.ok:

@@ -209,8 +209,9 @@ class SQLiteStore:
     async def ready(self) -> None:
         """Open the file (creating the schema) and check that it takes writes."""
         # BEGIN IMMEDIATE takes the write lock: it fails now, before a turn runs, where a commit would fail later.
-        # Nothing is written, so a group of these alone commits without an fsync.
-        await self._run("write", _nothing, (), durable=False)
+        # Nothing is written, so it commits without an fsync whatever the level (durable: no switch of level
+        # between it and the turn's durable writes).
+        await self._run("write", _nothing, ())
 
     async def watch(self, snapshot_id: str, *, tenant: str | None = None) -> AsyncIterator[str]:
         loop = asyncio.get_running_loop()
