@@ -42,7 +42,8 @@ def interlock_garbage() -> dict[str, int]:
     """Unreachable objects of interlock's types, by type name (a collection with the collector off)."""
     gc.collect()
     found: dict[str, int] = {}
-    for item in gc.garbage:
+    garbage: list[object] = gc.garbage
+    for item in garbage:
         kind = type(item)
         if kind.__module__.startswith("interlock"):
             found[kind.__qualname__] = found.get(kind.__qualname__, 0) + 1
