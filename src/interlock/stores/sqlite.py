@@ -13,9 +13,11 @@ transactions). The rest lives in private modules:
 
 Threads
 -------
-Each store owns one connection, used only by its worker thread
-(:mod:`._sqlite_worker`): the async methods queue work for it, so no blocking call runs on
-the event loop. The worker takes the work in batches and commits the writes waiting
+Each store owns one connection, used by its worker thread (:mod:`._sqlite_worker`): the
+async methods queue work for it, so no blocking call runs on the event loop. One exception:
+a journal outcome (a small write with ``synchronous=NORMAL``, no fsync) runs on the
+caller's thread when the worker is idle and the file's write lock is free, never waiting
+for either (``Worker.run_here``). The worker takes the work in batches and commits the writes waiting
 together in one transaction (group commit: one fsync for them all, each write isolated by
 a savepoint, none acknowledged before its commit is durable). It keeps an LRU cache of
 message lists, bounded by their size and keyed by each row's content revision, so it is
@@ -200,8 +202,16 @@ class SQLiteStore:
         self, entry: JournalEntry, *, expect: int, tenant: str | None = None, durable: bool = True
     ) -> None:
         # durable=False: committed with synchronous=NORMAL (WAL: it survives a process crash without an fsync),
-        # unless a durable write shares its transaction
-        await self._run("write", journal.put, (_key(tenant), entry, expect), durable=durable)
+        # unless a durable write shares its transaction; on this thread when the worker is idle (no hand-off)
+        args = (_key(tenant), entry, expect)
+        if not durable and self._con is not None and not self._closed:
+            try:
+                done, _ = self._worker.run_here(journal.put, args)
+            except sqlite3.DatabaseError as exc:
+                raise self._error(exc, journal.put) from exc
+            if done:
+                return
+        await self._run("write", journal.put, args, durable=durable)
 
     async def journal_entries(self, *, session_id: str | None = None, tenant: str | None = None) -> list[JournalEntry]:
         return await self._read(journal.entries, _key(tenant), session_id)
@@ -283,10 +293,14 @@ class SQLiteStore:
         try:
             return await self._worker.submit(kind, fn, args, durable=durable).future
         except sqlite3.DatabaseError as exc:  # locked (retry) or permanent: read-only, no directory, damaged, ...
-            error = sqlite_error(exc, self.path)
-            name = getattr(fn, "__name__", "call").lstrip("_")
-            hooks.store_error(error, store="sqlite", operation=_OPERATIONS.get((fn.__module__, name), name))
-            raise error from exc
+            raise self._error(exc, fn) from exc
+
+    def _error(self, exc: sqlite3.DatabaseError, fn: Callable[..., Any]) -> Exception:
+        """The store error ``exc`` from ``fn`` is (see :func:`sqlite_error`), reported to the hooks."""
+        error = sqlite_error(exc, self.path)
+        name = getattr(fn, "__name__", "call").lstrip("_")
+        hooks.store_error(error, store="sqlite", operation=_OPERATIONS.get((fn.__module__, name), name))
+        return error
 
     def _wake(self) -> None:
         try:
@@ -300,10 +314,11 @@ class SQLiteStore:
                 loop.call_soon_threadsafe(event.set)
 
     def _db(self) -> sqlite3.Connection:
-        """The connection (worker thread only), opened and set up on first use."""
+        """The connection (the worker's; used under its lock), opened and set up on first use."""
         if self._con is not None:
             return self._con
-        con = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        # check_same_thread=False: the worker's lock serialises its use (Worker.run_here runs on the caller's thread)
+        con = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
         try:
             con.execute("PRAGMA busy_timeout = 30000")
             con.execute("PRAGMA journal_mode = WAL")

@@ -1,0 +1,123 @@
+"""The SQLite store's small writes that need no fsync (a journal outcome) run on the caller's thread when they can.
+
+A tool's result is journaled before the model is called, with ``synchronous=NORMAL`` (it must
+survive a process crash, not a power cut). Handing that one statement to the worker thread and
+back cost more than the write itself, so when the worker is idle it runs on the caller's
+thread. It never waits there: with the worker busy, or the file's write lock held by another
+connection, it goes to the worker as before, and the event loop stays free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from test_sqlite_group_commit import hold_worker
+
+from interlock.errors import ClaimConflictError
+from interlock.journal import JournalEntry
+from interlock.stores import _sqlite_journal
+from interlock.stores.sqlite import SQLiteStore
+
+
+def entry(attempt: int = 1, status: Any = "running", output: object = None) -> JournalEntry:
+    return JournalEntry(
+        key="ik_test",
+        session_id="s1",
+        snapshot_id="p1",
+        agent="bank",
+        tool="transfer",
+        ref="t1",
+        input_digest="d" * 64,
+        attempt=attempt,
+        status=status,
+        output=output,
+    )
+
+
+@pytest.fixture
+def put_threads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The name of the thread each journal write ran on."""
+    threads: list[str] = []
+    real = _sqlite_journal.put
+
+    def spy(con: sqlite3.Connection, tenant: str, item: JournalEntry, expect: int) -> None:
+        threads.append(threading.current_thread().name)
+        real(con, tenant, item, expect)
+
+    monkeypatch.setattr(_sqlite_journal, "put", spy)
+    yield threads
+
+
+async def test_an_outcome_runs_on_the_callers_thread_when_the_worker_is_idle(
+    tmp_path: pathlib.Path, put_threads: list[str]
+) -> None:
+    async with SQLiteStore(tmp_path / "s.db") as store:
+        await store.journal_put(entry(), expect=0)  # an intent: durable, so the worker's (fsync with group commit)
+        await store.journal_put(entry(status="done", output="sent"), expect=1, durable=False)
+        stored = await store.journal_get("ik_test")
+    assert put_threads == ["interlock-sqlite", threading.current_thread().name]
+    assert stored is not None and (stored.status, stored.output) == ("done", "sent")
+    async with SQLiteStore(tmp_path / "s.db") as reopened:  # committed, not only seen by its own connection
+        again = await reopened.journal_get("ik_test")
+    assert again is not None and again.status == "done"
+
+
+async def test_a_superseded_outcome_is_refused_on_the_callers_thread_and_changes_nothing(
+    tmp_path: pathlib.Path, put_threads: list[str]
+) -> None:
+    async with SQLiteStore(tmp_path / "s.db") as store:
+        await store.journal_put(entry(), expect=0)
+        await store.journal_put(entry(attempt=2), expect=1)  # another run took the call over
+        with pytest.raises(ClaimConflictError, match="attempt 2"):
+            await store.journal_put(entry(status="done", output="late"), expect=1, durable=False)
+        stored = await store.journal_get("ik_test")
+        assert put_threads[-1] == threading.current_thread().name
+        assert stored is not None and (stored.attempt, stored.status, stored.output) == (2, "running", None)
+        await store.journal_put(entry(attempt=2, status="done", output="ok"), expect=2, durable=False)  # still usable
+        final = await store.journal_get("ik_test")
+        assert final is not None and (final.attempt, final.status, final.output) == (2, "done", "ok")
+
+
+async def test_with_the_worker_busy_an_outcome_waits_for_it_and_runs_there(
+    tmp_path: pathlib.Path, put_threads: list[str]
+) -> None:
+    async with SQLiteStore(tmp_path / "s.db") as store:
+        await store.journal_put(entry(), expect=0)
+        held, release = await hold_worker(store)
+        write = asyncio.ensure_future(store.journal_put(entry(status="done"), expect=1, durable=False))
+        await asyncio.sleep(0.05)
+        assert not write.done(), "ran beside the worker's transaction"
+        release.set()
+        await held
+        await write
+        assert put_threads == ["interlock-sqlite", "interlock-sqlite"]
+
+
+async def test_another_connections_write_lock_never_blocks_the_event_loop(
+    tmp_path: pathlib.Path, put_threads: list[str]
+) -> None:
+    path = tmp_path / "s.db"
+    async with SQLiteStore(path) as store:
+        await store.journal_put(entry(), expect=0)
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another process writing: the file's write lock is taken
+        try:
+            write = asyncio.ensure_future(store.journal_put(entry(status="done"), expect=1, durable=False))
+            start = time.monotonic()
+            await asyncio.sleep(0.2)
+            assert time.monotonic() - start < 0.5, "the event loop was blocked waiting for the lock"
+            assert not write.done()
+        finally:
+            other.execute("COMMIT")
+            other.close()
+        await write  # the worker waited for the lock (busy_timeout), then wrote
+        stored = await store.journal_get("ik_test")
+    assert stored is not None and stored.status == "done"
+    assert put_threads == ["interlock-sqlite", "interlock-sqlite"]
