@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from . import metadata as md
 from ._json import check_json
 from .errors import ClaimConflictError, Interrupt
-from .journal import JournalEntry, JournalStatus, call_key, digest, superseded
+from .journal import Expecting, JournalEntry, JournalStatus, call_key, digest
 from .parts import ToolRequestPart
 from .sessions import utcnow
 from .stores import JournalUpdater, SessionStore
@@ -112,7 +112,7 @@ class Effects:
 
     def commit_updates(self) -> list[tuple[str, JournalUpdater]]:
         """The journal updates the turn's commit writes: deferred outcomes, and unused intents undone."""
-        updates = [(key, _expecting(entry)) for key, entry in self._outcomes.items()]
+        updates: list[tuple[str, JournalUpdater]] = [(key, Expecting(entry)) for key, entry in self._outcomes.items()]
         updates += [(key, _undo(intent, seen)) for key, (intent, seen) in self._prepared.items()]
         self._outcomes, self._prepared = {}, {}
         return updates
@@ -274,17 +274,6 @@ class Effects:
 
 
 _NOT_HAPPENED: Any = object()
-
-
-def _expecting(entry: JournalEntry) -> JournalUpdater:
-    """Write ``entry`` if the stored attempt is still its own (else another run took the call over)."""
-
-    def write(cur: JournalEntry | None) -> JournalEntry | None:
-        if (0 if cur is None else cur.attempt) != entry.attempt:
-            raise superseded(entry, cur, entry.attempt)
-        return entry
-
-    return write
 
 
 def _undo(intent: JournalEntry, seen: JournalEntry) -> JournalUpdater:

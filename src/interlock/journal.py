@@ -31,7 +31,7 @@ from typing import Any, Literal, TypeAlias
 from .errors import ClaimConflictError
 from .sessions import utcnow
 
-__all__ = ["JournalEntry", "JournalStatus", "call_key", "digest", "superseded"]
+__all__ = ["Expecting", "JournalEntry", "JournalStatus", "call_key", "digest", "superseded"]
 
 JournalStatus: TypeAlias = Literal["running", "done", "interrupted", "failed"]
 
@@ -147,3 +147,20 @@ def superseded(entry: JournalEntry, stored: JournalEntry | None, expect: int) ->
         + ", and this run's outcome was not recorded",
         winner=by,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Expecting:
+    """A journal update that writes ``entry`` if the stored attempt is still its own, else raises ABORTED.
+
+    The one rule for recording an attempt's outcome with a later write (a turn's commit): if
+    another run took the call over meanwhile, its attempt is newer and the outcome is refused.
+    Stores may carry it out as one conditional write (``entry.attempt`` as the expected one).
+    """
+
+    entry: JournalEntry
+
+    def __call__(self, cur: JournalEntry | None) -> JournalEntry | None:
+        if (0 if cur is None else cur.attempt) != self.entry.attempt:
+            raise superseded(self.entry, cur, self.entry.attempt)
+        return self.entry

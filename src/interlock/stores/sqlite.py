@@ -48,7 +48,7 @@ from typing import Any, TypeVar
 
 from ..errors import InvalidArgumentError, UsageError
 from ..interrupt_index import InterruptQuery, OpenInterrupt
-from ..journal import JournalEntry
+from ..journal import Expecting, JournalEntry
 from ..outbox import OutboxEvent
 from ..sessions import TERMINAL, Snapshot
 from ..telemetry import hooks
@@ -357,7 +357,10 @@ class SQLiteStore:
     ) -> tuple[list[Snapshot | None], bool]:
         results = [self._rows.save(con, tenant, sid, update) for sid, update in updates]
         for key, update in entries:
-            journal.update(con, tenant, key, update)
+            if isinstance(update, Expecting):  # one conditional statement, no read
+                journal.put(con, tenant, update.entry, update.entry.attempt)
+            else:
+                journal.update(con, tenant, key, update)
         outbox.insert(con, events)
         return [written for written, _ in results], any(changed for _, changed in results)
 

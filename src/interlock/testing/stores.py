@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from datetime import UTC, datetime, timedelta, timezone
-from typing import Any, Protocol, TypeAlias
+from collections.abc import AsyncGenerator, Callable, Iterable
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from ..errors import FailedPreconditionError, InvalidArgumentError
 from ..messages import Message
@@ -30,24 +30,21 @@ from ..parts import (
 )
 from ..sessions import Artifact, ErrorInfo, SessionState, Snapshot
 from ..stores import SessionStore
+from ._checking import StoreCheck, StoreFactory
+from ._checking import at_seconds as _at
+from ._checking import equal as _equal
+from ._checking import expect as _expect
+from ._checking import messages_of as _messages_of
+from ._checking import must_load as _must_load
+from ._checking import put as _put
+from ._checking import raises as _raises
+from ._checking import snap as _snap
+from ._checking import turn as _turn
 from ._index_checks import INDEX_CHECKS
+from ._journal_checks import JOURNAL_CHECKS
 from ._outbox_checks import OUTBOX_CHECKS
 
 __all__ = ["STORE_CHECKS", "StoreCheck", "StoreFactory", "check_store", "store_factory"]
-
-
-class StoreFactory(Protocol):
-    """Opens a fresh, empty store for one check and closes it afterwards.
-
-    ``async with make_store() as store: ...``; ``reject_branching=True`` asks for a store
-    whose :meth:`~interlock.stores.SessionStore.latest` rejects branching sessions.
-    """
-
-    def __call__(self, *, reject_branching: bool = False) -> AbstractAsyncContextManager[SessionStore]: ...
-
-
-StoreCheck: TypeAlias = Callable[[StoreFactory], Awaitable[None]]
-"""One conformance check: an async function of a :class:`StoreFactory` that raises ``AssertionError`` on failure."""
 
 
 def store_factory(make: Callable[..., SessionStore]) -> StoreFactory:
@@ -83,81 +80,6 @@ async def check_store(make_store: StoreFactory, *, checks: Iterable[StoreCheck] 
             await check(make_store)
         except AssertionError as exc:
             raise AssertionError(f"{getattr(check, '__name__', check)}: {exc}") from exc
-
-
-_T0 = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
-
-
-def _expect(condition: bool, message: str) -> None:
-    if not condition:
-        raise AssertionError(message)
-
-
-def _equal(actual: Any, expected: Any, what: str) -> None:
-    if actual != expected:
-        raise AssertionError(f"{what}: expected {expected!r}, got {actual!r}")
-
-
-async def _raises(kind: type[BaseException], what: str, awaitable: Awaitable[Any]) -> BaseException:
-    try:
-        await awaitable
-    except kind as exc:
-        return exc
-    raise AssertionError(f"{what}: expected {kind.__name__}, nothing was raised")
-
-
-def _at(seconds: float) -> datetime:
-    return _T0 + timedelta(seconds=seconds)
-
-
-def _snap(
-    snapshot_id: str,
-    session_id: str = "s1",
-    parent_id: str | None = None,
-    *,
-    messages: Sequence[Message] = (),
-    custom: Any = None,
-    at: float = 0,
-    status: str = "completed",
-    finish_reason: str | None = "stop",
-    metadata: dict[str, Any] | None = None,
-    stateless: bool = False,
-) -> Snapshot:
-    state = None if stateless else SessionState(session_id=session_id, messages=list(messages), custom=custom)
-    return Snapshot(
-        snapshot_id=snapshot_id,
-        session_id=session_id,
-        parent_id=parent_id,
-        created_at=_at(at),
-        status=status,
-        finish_reason=finish_reason,
-        state=state,
-        metadata=metadata,
-    )
-
-
-async def _put(store: SessionStore, snapshot: Snapshot, *, tenant: str | None = None) -> Snapshot:
-    written = await store.save(snapshot.snapshot_id, lambda _: snapshot, tenant=tenant)
-    _expect(written is not None, f"save of {snapshot.snapshot_id!r} returned None")
-    assert written is not None
-    return written
-
-
-async def _must_load(store: SessionStore, snapshot_id: str, *, tenant: str | None = None) -> Snapshot:
-    loaded = await store.load(snapshot_id, tenant=tenant)
-    _expect(loaded is not None, f"snapshot {snapshot_id!r} should load")
-    assert loaded is not None
-    return loaded
-
-
-def _messages_of(snapshot: Snapshot) -> list[Message]:
-    _expect(snapshot.state is not None, f"snapshot {snapshot.snapshot_id!r} should carry state")
-    assert snapshot.state is not None
-    return snapshot.state.messages
-
-
-def _turn(i: int) -> list[Message]:
-    return [Message.user(f"question {i}"), Message.model(f"answer {i}")]
 
 
 async def _chain(store: SessionStore, n: int, *, session_id: str = "s1") -> list[list[Message]]:
@@ -611,97 +533,6 @@ async def check_ready(make_store: StoreFactory) -> None:
         _equal(_messages_of(await _must_load(store, "r")), _turn(0), "row after ready")
 
 
-def _entry(key: str, *, snapshot_id: str = "a", session_id: str = "s1", attempt: int = 1, **changes: Any) -> Any:
-    from ..journal import JournalEntry
-
-    base = JournalEntry(
-        key=key,
-        session_id=session_id,
-        snapshot_id=snapshot_id,
-        agent="bank",
-        tool="transfer",
-        ref="t1",
-        input_digest="d",
-        attempt=attempt,
-        status="running",
-        started_at=_at(attempt),
-    )
-    return base.evolve(**changes) if changes else base
-
-
-async def check_journal(make_store: StoreFactory) -> None:
-    """The effect journal: intents and results round-trip, writes are conditional on the attempt, tenants apart."""
-    from ..errors import ClaimConflictError
-
-    async with make_store() as store:
-        _equal(await store.journal_get("k1"), None, "a key never written")
-        intent = _entry("k1")
-        await store.journal_put(intent, expect=0)
-        _equal(await store.journal_get("k1"), intent, "the intent read back")
-        await _raises(ClaimConflictError, "a second first attempt", store.journal_put(_entry("k1"), expect=0))
-        done = intent.evolve(status="done", output={"id": "tx-1", "amount": 5.5}, steps={"reserve": [1, "a"]})
-        await store.journal_put(done, expect=1)
-        _equal(await store.journal_get("k1"), done, "the result read back")
-        retry = done.evolve(attempt=2, status="running", attempts=({"attempt": 1, "status": "done"},))
-        await _raises(ClaimConflictError, "a stale attempt", store.journal_put(retry, expect=2))
-        await store.journal_put(retry, expect=1)
-        _equal(await store.journal_get("k1"), retry, "the retry read back")
-        _equal(await store.journal_get("k1", tenant="acme"), None, "another tenant's entry")
-        await store.journal_put(_entry("k2", session_id="s2", snapshot_id="b"), expect=0)
-        _equal([e.key for e in await store.journal_entries(session_id="s1")], ["k1"], "entries of one session")
-        _equal(sorted(e.key for e in await store.journal_entries()), ["k1", "k2"], "every entry")
-
-
-async def check_journal_in_save_all(make_store: StoreFactory) -> None:
-    """save_all's journal updates: in the same transaction as its rows, each seeing its stored entry."""
-
-    def boom(_: Any) -> Any:
-        raise ValueError("boom")
-
-    async with make_store() as store:
-        first = await _put(store, _snap("a", messages=_turn(0)))
-        intent = _entry("k1")
-        seen: list[Any] = []
-
-        def record(cur: Any) -> Any:
-            seen.append(cur)
-            return intent
-
-        await _raises(
-            ValueError, "a raising journal updater", store.save_all([("a", lambda _: None)], journal=[("k1", boom)])
-        )
-        await _raises(
-            ValueError,
-            "a raising row updater",
-            store.save_all([("b", lambda _: _snap("b")), ("a", boom)], journal=[("k1", record)]),
-        )
-        _equal(await store.journal_get("k1"), None, "an entry staged with a failed save_all")
-        _equal(await store.load("b"), None, "a row staged with a raising journal updater")
-        new_a = first.evolve(claimed_by="x")
-        await store.save_all([("a", lambda _: new_a)], journal=[("k1", record), ("k2", lambda _: None)])
-        _equal(seen[-1], None, "the journal updater of a key never written")
-        _equal(await store.journal_get("k1"), intent, "the entry written with the row")
-        _equal(await store.journal_get("k2"), None, "a journal updater returning None")
-        _equal((await _must_load(store, "a")).claimed_by, "x", "the row written with the entry")
-        done = intent.evolve(status="done", output={"ok": True})
-        await store.save_all([], journal=[("k1", lambda cur: done if cur == intent else boom(cur))])
-        _equal(await store.journal_get("k1"), done, "a journal-only save_all, updating the stored entry")
-        await store.save_all([], tenant="acme", journal=[("k1", record)])
-        _equal(seen[-1], None, "another tenant's updater does not see this tenant's entry")
-        _equal(await store.journal_get("k1"), done, "this tenant's entry after another tenant's write")
-
-
-async def check_journal_pruned_with_snapshots(make_store: StoreFactory) -> None:
-    """Deleting a snapshot deletes the journal entries of calls made from it."""
-    async with make_store() as store:
-        await _put(store, _snap("a", messages=_turn(0)))
-        await _put(store, _snap("b", parent_id="a", messages=[*_turn(0), *_turn(1)]))
-        await store.journal_put(_entry("ka", snapshot_id="a"), expect=0)
-        await store.journal_put(_entry("kb", snapshot_id="b"), expect=0)
-        await store.delete(["a"])
-        _equal([e.key for e in await store.journal_entries()], ["kb"], "entries after deleting a snapshot")
-
-
 STORE_CHECKS: list[StoreCheck] = [
     check_round_trip,
     check_updater_none_writes_nothing,
@@ -723,9 +554,7 @@ STORE_CHECKS: list[StoreCheck] = [
     check_save_all_is_atomic,
     check_tenant_rule,
     check_ready,
-    check_journal,
-    check_journal_in_save_all,
-    check_journal_pruned_with_snapshots,
+    *JOURNAL_CHECKS,
     *OUTBOX_CHECKS,
     *INDEX_CHECKS,
 ]
