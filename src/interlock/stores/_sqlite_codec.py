@@ -12,8 +12,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple, cast
 
 from .._json_object import is_array
+from .._stored_messages import stored_messages
 from ..errors import DataLossError, InvalidArgumentError
-from ..messages import Message, messages_from_json
+from ..messages import Message
 from ..sessions import Artifact, SessionState, Snapshot, trusted_state
 from ..wire import artifact_from_json, artifact_to_json, error_from_json, error_to_json
 from ._sqlite_schema import SESSIONS
@@ -246,7 +247,7 @@ def loads(snapshot_id: str, column: str, text: str) -> Any:
 def parse_tail(snapshot_id: str, text: str) -> list[Message]:
     data = loads(snapshot_id, "tail", text)
     try:
-        return messages_from_json(data)
+        return stored_messages(data)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise corrupt(snapshot_id, "column 'tail' does not hold messages", exc) from exc
 
@@ -261,7 +262,7 @@ def parse_tails(snapshot_ids: Sequence[str], texts: Sequence[str]) -> list[list[
     try:
         data: Any = json.loads(f"[{','.join(texts)}]")
         if isinstance(data, list) and len(cast(list[Any], data)) == len(texts):
-            return [messages_from_json(d) for d in cast(list[Any], data)]
+            return [stored_messages(d) for d in cast(list[Any], data)]
     except (ValueError, TypeError, KeyError, AttributeError):
         pass
     return [parse_tail(sid, text) for sid, text in zip(snapshot_ids, texts, strict=True)]
