@@ -9,8 +9,10 @@ import pytest
 
 from interlock import Message, Snapshot
 from interlock.errors import DataLossError
+from interlock.messages import messages_to_json
 from interlock.sessions import SessionState
-from interlock.stores._sqlite_codec import id_in
+from interlock.stores._history import CHAIN_LIMIT, CHAIN_SLACK, ROW_COST
+from interlock.stores._sqlite_codec import dumps, id_in
 from interlock.stores._sqlite_schema import MAX_CHAIN, SELECT_CHAIN
 from interlock.stores.sqlite import SQLiteStore
 
@@ -48,14 +50,37 @@ async def cold_load(path: pathlib.Path, snapshot_id: str) -> list[Message]:
     return snap.state.messages
 
 
-async def test_appended_turns_are_stored_as_deltas(tmp_path: pathlib.Path) -> None:
+def chain_cost(path: pathlib.Path, snapshot_id: str) -> int:
+    """What a cold load of ``snapshot_id`` costs: the bytes of the tails it reads, plus :data:`ROW_COST` per row."""
+    con = sqlite3.connect(path)
+    try:
+        rows = con.execute(SELECT_CHAIN, ("", id_in(snapshot_id), MAX_CHAIN)).fetchall()
+    finally:
+        con.close()
+    return sum(len(r[3]) + ROW_COST for r in rows)
+
+
+def stored_bytes(path: pathlib.Path) -> int:
+    con = sqlite3.connect(path)
+    try:
+        return int(con.execute("SELECT sum(length(tail)) FROM interlock_snapshots").fetchone()[0])
+    finally:
+        con.close()
+
+
+async def test_appended_turns_are_stored_as_deltas_whose_cold_load_stays_bounded(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "a.db"
     histories: list[list[Message]] = []
     for i in range(60):
         histories.append((histories[-1] if histories else []) + turn(i))
     async with SQLiteStore(path) as store:
         leaf = await write_session(store, histories)
-    assert chain_length(path, leaf) == 60  # every row adds its turn only: storage stays linear
+    for i, history in enumerate(histories):  # any row loads cold in about the time of its history as one document
+        document = len(dumps(messages_to_json(history)))
+        assert chain_cost(path, f"r{i}") <= CHAIN_LIMIT * document + CHAIN_SLACK + ROW_COST
+    assert chain_length(path, leaf) <= 60
+    final = len(dumps(messages_to_json(histories[-1])))
+    assert stored_bytes(path) <= final + 60 * ROW_COST / (CHAIN_LIMIT - 1)  # linear: not 60 copies of the history
     assert await cold_load(path, leaf) == histories[-1]
 
 

@@ -210,10 +210,10 @@ def row_of(found: tuple[Any, ...]) -> Row:
 
 
 class Link(NamedTuple):
-    """One row of a base chain."""
+    """One row of a base chain, its ids as stored (:func:`id_out` decodes them, when needed)."""
 
-    snapshot_id: str
-    base: str | None
+    snapshot_id: DbId
+    base: DbId | None
     keep: int
     tail: str | None
     mrev: int
@@ -221,8 +221,8 @@ class Link(NamedTuple):
 
 
 def link_of(found: tuple[Any, ...]) -> Link:
-    """Decode a :data:`~._sqlite_schema.SELECT_CHAIN` result."""
-    return Link(id_out(found[0]), id_out_or_none(found[1]), *found[2:])
+    """A :data:`~._sqlite_schema.SELECT_CHAIN` result (its ids are decoded only if needed: most never are)."""
+    return Link._make(found)
 
 
 # JSON and errors ------------------------------------------------------------------------------
@@ -252,7 +252,7 @@ def parse_tail(snapshot_id: str, text: str) -> list[Message]:
         raise corrupt(snapshot_id, "column 'tail' does not hold messages", exc) from exc
 
 
-def parse_tails(snapshot_ids: Sequence[str], texts: Sequence[str]) -> list[list[Message]]:
+def parse_tails(snapshot_ids: Sequence[DbId], texts: Sequence[str]) -> list[list[Message]]:
     """Several rows' tails at once, as one JSON document (the array of their arrays) when that parses.
 
     One ``json.loads`` of the lot costs less than one per row. The tails must come back as
@@ -265,7 +265,7 @@ def parse_tails(snapshot_ids: Sequence[str], texts: Sequence[str]) -> list[list[
             return [stored_messages(d) for d in cast(list[Any], data)]
     except (ValueError, TypeError, KeyError, AttributeError):
         pass
-    return [parse_tail(sid, text) for sid, text in zip(snapshot_ids, texts, strict=True)]
+    return [parse_tail(id_out(sid), text) for sid, text in zip(snapshot_ids, texts, strict=True)]
 
 
 def same(a: Sequence[Any], b: Sequence[Any]) -> bool:
