@@ -75,7 +75,7 @@ def _message(d: Any) -> Message:
         return message_from_json(d)
     m = _new(Message)
     _ROLE(m, role)
-    _CONTENT(m, [_part(p) for p in content])
+    _CONTENT(m, [_part(content[0])] if len(content) == 1 else [_part(p) for p in content])
     _MSG_META(m, meta)
     _MSG_EXTRA(m, {})
     return m
@@ -86,14 +86,18 @@ def _part(d: Any) -> Part:
         return part_from_json(d)
     key = next(iter(d))  # written first (see part_to_json)
     body = d[key]
-    meta, custom = d.get("metadata"), d.get("custom")
-    if (
-        body is None
-        or len(d) != 1 + ("metadata" in d) + ("custom" in d)
-        or (meta is not None and type(meta) is not _DICT)
-        or (custom is not None and type(custom) is not _DICT)
-    ):
-        return part_from_json(d)  # data: null, extra keys, a custom part, a damaged part
+    if len(d) == 1:
+        meta = custom = None
+    else:
+        meta, custom = d.get("metadata"), d.get("custom")
+        if (
+            len(d) != 1 + ("metadata" in d) + ("custom" in d)
+            or (meta is not None and type(meta) is not _DICT)
+            or (custom is not None and type(custom) is not _DICT)
+        ):
+            return part_from_json(d)  # extra keys, a custom part, a damaged part
+    if body is None:
+        return part_from_json(d)  # data: null, or a damaged part
     p: Any
     if key == "text" and type(body) is str:
         p = _new(TextPart)
