@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import pathlib
+import sqlite3
+from datetime import UTC, datetime
 from typing import Any, cast
 
 import pytest
@@ -11,11 +15,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_wire import domain_messages, json_messages
 
-from interlock import Message
+from interlock import Message, Snapshot
 from interlock._stored_messages import stored_messages
-from interlock.errors import InvalidArgumentError
+from interlock.errors import DataLossError, InvalidArgumentError
+from interlock.interrupt_index import InterruptQuery
 from interlock.messages import messages_from_json, messages_to_json
 from interlock.parts import DataPart, ReasoningPart, TextPart, ToolRequestPart, ToolResponsePart
+from interlock.sessions import SessionState
+from interlock.stores.sqlite import SQLiteStore
 
 
 def outcome(read: Any, data: Any) -> Any:
@@ -103,3 +110,28 @@ def test_every_field_is_set_on_what_is_built_here() -> None:
         assert type(copy) is type(original)
         for field in dataclasses.fields(original):
             assert getattr(copy, field.name) == getattr(original, field.name), field.name
+
+
+async def test_a_damaged_part_in_the_index_of_open_interrupts_is_data_loss(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "i.db"
+    call = ToolRequestPart(name="pay", ref="r1", input={"to": "bob"}, metadata={"interrupt": True})
+    snap = Snapshot(
+        snapshot_id="p1",
+        session_id="s",
+        finish_reason="interrupted",
+        state=SessionState(messages=[Message.user("pay"), Message(role="model", content=[call])]),
+    )
+    async with SQLiteStore(path) as store:
+        await store.save("p1", lambda _: snap)
+        (found,) = await store.open_interrupts(InterruptQuery(now=datetime.now(UTC)))
+        assert found.part == call
+    for damage, match in (
+        ('{"toolRequest": "x"}', "not a part"),
+        ('{"text": "x"}', "not a tool request"),
+        ("[", "JSON"),
+    ):
+        with contextlib.closing(sqlite3.connect(path)) as con, con:
+            con.execute("UPDATE interlock_open_interrupts SET part = ?", (damage,))
+        async with SQLiteStore(path) as store:
+            with pytest.raises(DataLossError, match=match):
+                await store.open_interrupts(InterruptQuery(now=datetime.now(UTC)))

@@ -1,4 +1,4 @@
-"""Messages built from a store's own JSON: the load path's fast reader.
+"""Messages and parts built from a store's own JSON: the load path's fast reader.
 
 A store writes a history with :func:`~interlock.messages.messages_to_json` from messages
 that were checked when they entered (wire input goes through the full readers in
@@ -21,7 +21,7 @@ from ._json_object import unknown_keys
 from .messages import Message, message_from_json, messages_from_json
 from .parts import DataPart, Part, ReasoningPart, TextPart, ToolRequestPart, ToolResponsePart, part_from_json
 
-__all__ = ["stored_messages"]
+__all__ = ["stored_messages", "stored_part"]
 
 Setter = Callable[[object, object], None]
 
@@ -60,6 +60,11 @@ def stored_messages(data: Any) -> list[Message]:
     if type(data) is not _LIST:
         return messages_from_json(data)  # raises: not a list
     return [_message(m) for m in data]
+
+
+def stored_part(data: Any) -> Part:
+    """A stored part (as parsed): :func:`~interlock.parts.part_from_json`'s result, faster."""
+    return _part(data)
 
 
 def _message(d: Any) -> Message:
