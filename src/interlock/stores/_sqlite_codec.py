@@ -255,14 +255,22 @@ def parse_tail(snapshot_id: str, text: str) -> list[Message]:
 def parse_tails(snapshot_ids: Sequence[DbId], texts: Sequence[str]) -> list[list[Message]]:
     """Several rows' tails at once, as one JSON document (the array of their arrays) when that parses.
 
-    One ``json.loads`` of the lot costs less than one per row. The tails must come back as
-    exactly one array per row; anything else (a damaged row) falls back to :func:`parse_tail`,
-    one by one, which says which row is corrupt.
+    One ``json.loads`` of the lot costs less than one per row, and so does building their
+    messages in one go. The tails must come back as exactly one array per row; anything else
+    (a damaged row) falls back to :func:`parse_tail`, one by one, which says which row is corrupt.
     """
     try:
         data: Any = json.loads(f"[{','.join(texts)}]")
-        if isinstance(data, list) and len(cast(list[Any], data)) == len(texts):
-            return [stored_messages(d) for d in cast(list[Any], data)]
+        tails = cast(list[list[Any]], data)
+        if is_array(data) and len(tails) == len(texts) and all(is_array(t) for t in tails):
+            built = stored_messages([m for t in tails for m in t])
+            out: list[list[Message]] = []
+            start = 0
+            for tail in tails:
+                end = start + len(tail)
+                out.append(built[start:end])
+                start = end
+            return out
     except (ValueError, TypeError, KeyError, AttributeError):
         pass
     return [parse_tail(id_out(sid), text) for sid, text in zip(snapshot_ids, texts, strict=True)]
