@@ -11,7 +11,7 @@ from interlock import Message, Snapshot
 from interlock.errors import DataLossError
 from interlock.messages import messages_to_json
 from interlock.sessions import SessionState
-from interlock.stores._history import CHAIN_LIMIT, CHAIN_SLACK, ROW_COST
+from interlock.stores._history import CHAIN_LIMIT, CHAIN_SLACK, ROW_COST, ChainCache
 from interlock.stores._sqlite_codec import dumps, id_in
 from interlock.stores._sqlite_schema import MAX_CHAIN, SELECT_CHAIN
 from interlock.stores.sqlite import SQLiteStore
@@ -129,3 +129,18 @@ async def test_a_damaged_tail_is_named_even_when_the_tails_are_read_together(tmp
         async with SQLiteStore(path) as cold:
             with pytest.raises(DataLossError, match="'r2'"):
                 await cold.load("r5")
+
+
+def test_the_cache_knows_the_revisions_it_holds_through_evictions_and_forgets() -> None:
+    """A chain's rows are looked up in the cache only when their revision is in it: it must never go stale."""
+    cache = ChainCache(cache_bytes=300)
+    history = tuple(turn(0))
+    for i in range(5):
+        cache.remember("", f"r{i}", 100 + i, history, 100, 100)  # 3 fit: r0 and r1 are evicted
+        cache.remember("", f"r{i}", 200 + i, history, 100, 100)  # a new revision replaces the old one
+    cache.forget("", ["r3"])
+    assert set(cache.revisions) == {c.mrev for c in cache.cache.values()} == {202, 204}
+    assert all(n == 1 for n in cache.revisions.values())
+    assert cache.cached("", "r4", 204) == history and cache.cached("", "r4", 104) is None
+    cache.clear()
+    assert not cache.revisions
