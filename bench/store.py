@@ -7,7 +7,9 @@ Run with ``make bench`` (or ``python bench/store.py``; ``--quick`` for smaller r
   run, when strace is installed);
 - a cold load of a 480-message history (a fresh store object, nothing cached) against
   ``json.loads`` of the same history as one document (target ≤ 1.0×), and against
-  ``json.loads`` plus building the messages;
+  ``json.loads`` plus building the messages with the wire's full readers (``messages_from_json``);
+  the store builds its own stored JSON with a faster reader (``interlock._stored_messages``),
+  whose time is printed too: the cold load's cost beyond it is reading the base chain's rows;
 - per-turn CPU with 1,000 sessions taking turns round-robin against one session at a time
   (target ≤ 1.3×);
 - the WAL file's size after 10,000 turns (target: near the store's logical size, ≤ 1 MiB).
@@ -19,10 +21,12 @@ de51feb, 2-core machine, load average 11–19, two runs): a reference, not a che
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -32,9 +36,12 @@ from typing import Any
 from bank import one_cycle
 
 from interlock import Message, PromptAgent, ToolRequestPart
+from interlock._stored_messages import stored_messages
 from interlock.messages import messages_from_json, messages_to_json
 from interlock.parts import ToolResponsePart
 from interlock.sessions import SessionState, Snapshot, new_id
+from interlock.stores._sqlite_codec import id_in
+from interlock.stores._sqlite_schema import MAX_CHAIN, SELECT_CHAIN
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import EchoModel
 
@@ -159,7 +166,7 @@ async def cold_load(path: str, n: int, runs: int) -> None:
         leaf = await write_chain(store, messages)
         other = await write_chain(store, history(20))
     text = json.dumps(messages_to_json(messages), separators=(",", ":"))
-    parse, build, first, miss = [], [], [], []
+    parse, build, stored, first, miss = [], [], [], [], []
     for _ in range(runs):
         start = time.perf_counter()
         json.loads(text)
@@ -167,6 +174,9 @@ async def cold_load(path: str, n: int, runs: int) -> None:
         start = time.perf_counter()
         messages_from_json(json.loads(text))
         build.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        stored_messages(json.loads(text))
+        stored.append(time.perf_counter() - start)
         for other_first, samples in ((False, first), (True, miss)):
             async with SQLiteStore(path) as cold:
                 await cold.setup()
@@ -178,10 +188,18 @@ async def cold_load(path: str, n: int, runs: int) -> None:
                 assert snap is not None and snap.state is not None and snap.state.messages == messages
     p, b, c, m = best(parse) * 1000, best(build) * 1000, best(first) * 1000, best(miss) * 1000
     print(f"  history: {n} messages, {len(text):,} bytes of JSON; json.loads {p:.2f} ms, + messages {b:.2f} ms")
+    print(f"  (json.loads + the store's reader of stored messages: {best(stored) * 1000:.2f} ms)")
+    print(f"  the cold load reads {chain_rows(path, leaf)} rows: a checkpoint and the deltas since (a turn each)")
     report(f"cold load of {n} messages, a new store's first load", c, "ms", "", None, BEFORE["cold_ms"])
     report(f"cold load of {n} messages, after another session", m, "ms", "", None, BEFORE["cold_miss"])
     report("cold load / json.loads", m / p, "x", "<= 1.0x", m <= p, BEFORE["cold_json"])
     report("cold load / (json.loads + building the messages)", m / b, "x", "<= 1.0x", m <= b, BEFORE["cold"])
+
+
+def chain_rows(path: str, snapshot_id: str) -> int:
+    """How many rows a cold load of ``snapshot_id`` reads (its base chain, down to a full checkpoint)."""
+    with contextlib.closing(sqlite3.connect(path)) as con:
+        return len(con.execute(SELECT_CHAIN, ("", id_in(snapshot_id), MAX_CHAIN)).fetchall())
 
 
 async def seed(store: SQLiteStore, sessions: int, messages: list[Message]) -> list[str | None]:

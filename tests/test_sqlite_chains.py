@@ -9,8 +9,10 @@ import pytest
 
 from interlock import Message, Snapshot
 from interlock.errors import DataLossError
+from interlock.messages import messages_to_json
 from interlock.sessions import SessionState
-from interlock.stores._sqlite_codec import id_in
+from interlock.stores._history import CHAIN_LIMIT, CHAIN_SLACK, ROW_COST, ChainCache
+from interlock.stores._sqlite_codec import dumps, id_in
 from interlock.stores._sqlite_schema import MAX_CHAIN, SELECT_CHAIN
 from interlock.stores.sqlite import SQLiteStore
 
@@ -48,14 +50,37 @@ async def cold_load(path: pathlib.Path, snapshot_id: str) -> list[Message]:
     return snap.state.messages
 
 
-async def test_appended_turns_are_stored_as_deltas(tmp_path: pathlib.Path) -> None:
+def chain_cost(path: pathlib.Path, snapshot_id: str) -> int:
+    """What a cold load of ``snapshot_id`` costs: the bytes of the tails it reads, plus :data:`ROW_COST` per row."""
+    con = sqlite3.connect(path)
+    try:
+        rows = con.execute(SELECT_CHAIN, ("", id_in(snapshot_id), MAX_CHAIN)).fetchall()
+    finally:
+        con.close()
+    return sum(len(r[3]) + ROW_COST for r in rows)
+
+
+def stored_bytes(path: pathlib.Path) -> int:
+    con = sqlite3.connect(path)
+    try:
+        return int(con.execute("SELECT sum(length(tail)) FROM interlock_snapshots").fetchone()[0])
+    finally:
+        con.close()
+
+
+async def test_appended_turns_are_stored_as_deltas_whose_cold_load_stays_bounded(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "a.db"
     histories: list[list[Message]] = []
     for i in range(60):
         histories.append((histories[-1] if histories else []) + turn(i))
     async with SQLiteStore(path) as store:
         leaf = await write_session(store, histories)
-    assert chain_length(path, leaf) == 60  # every row adds its turn only: storage stays linear
+    for i, history in enumerate(histories):  # any row loads cold in about the time of its history as one document
+        document = len(dumps(messages_to_json(history)))
+        assert chain_cost(path, f"r{i}") <= CHAIN_LIMIT * document + CHAIN_SLACK + ROW_COST
+    assert chain_length(path, leaf) <= 60
+    final = len(dumps(messages_to_json(histories[-1])))
+    assert stored_bytes(path) <= final + 60 * ROW_COST / (CHAIN_LIMIT - 1)  # linear: not 60 copies of the history
     assert await cold_load(path, leaf) == histories[-1]
 
 
@@ -104,3 +129,18 @@ async def test_a_damaged_tail_is_named_even_when_the_tails_are_read_together(tmp
         async with SQLiteStore(path) as cold:
             with pytest.raises(DataLossError, match="'r2'"):
                 await cold.load("r5")
+
+
+def test_the_cache_knows_the_revisions_it_holds_through_evictions_and_forgets() -> None:
+    """A chain's rows are looked up in the cache only when their revision is in it: it must never go stale."""
+    cache = ChainCache(cache_bytes=300)
+    history = tuple(turn(0))
+    for i in range(5):
+        cache.remember("", f"r{i}", 100 + i, history, 100, 100)  # 3 fit: r0 and r1 are evicted
+        cache.remember("", f"r{i}", 200 + i, history, 100, 100)  # a new revision replaces the old one
+    cache.forget("", ["r3"])
+    assert set(cache.revisions) == {c.mrev for c in cache.cache.values()} == {202, 204}
+    assert all(n == 1 for n in cache.revisions.values())
+    assert cache.cached("", "r4", 204) == history and cache.cached("", "r4", 104) is None
+    cache.clear()
+    assert not cache.revisions

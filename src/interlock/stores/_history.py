@@ -10,12 +10,12 @@ shares. The SQLite and PostgreSQL stores read the chain their own way and hand i
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from typing import NamedTuple, cast
 
 from ..messages import Message
-from ._sqlite_codec import Link, Messages, Row, corrupt, parse_tail, parse_tails
+from ._sqlite_codec import Link, Messages, Row, corrupt, id_out, id_out_or_none, parse_tail, parse_tails
 
 
 def common_prefix(new: Sequence[Message], base: Messages) -> int:
@@ -31,10 +31,17 @@ def common_prefix(new: Sequence[Message], base: Messages) -> int:
 
 
 ROW_COST = 256
-"""What reading one more row of a base chain costs, in bytes of JSON parsed in the same time (about 6 µs)."""
-CHAIN_LIMIT = 4
-"""A new row is a delta only while loading it cold costs at most this many times reading its history as one
-document (plus :data:`CHAIN_SLACK`); past that it is written as a full checkpoint."""
+"""What reading one more row of a base chain costs (about 2.5 µs: the query's step, decoding the row, assembling),
+in bytes of stored history loaded (parsed, and built as messages) in the same time."""
+CHAIN_LIMIT = 1.75
+"""A new row is a delta only while loading it cold costs at most this many times loading its history as one
+document (plus :data:`CHAIN_SLACK`); past that it is written as a full checkpoint.
+
+So a cold load reads one checkpoint and the deltas since, their rows costing at most three quarters of the
+history's own load (plus the slack). Storage stays linear: a checkpoint of ``n`` bytes comes after at least
+``0.75 * n / ROW_COST`` rows, so each row adds its own tail plus at most ``ROW_COST / (CHAIN_LIMIT - 1)``
+(some 340 bytes) of checkpoint, amortized, and turns of more than that many bytes never need one: a 200-turn
+session of short turns stays within twice its JSON on disk (``tests/test_sqlite_store.py``)."""
 CHAIN_SLACK = 16 * ROW_COST
 
 
@@ -69,6 +76,8 @@ class ChainCache:
         self.cache_bytes = cache_bytes
         self.cache: OrderedDict[tuple[str, str], Cached] = OrderedDict()
         self.cached_bytes = 0
+        self.revisions: Counter[int] = Counter()
+        """The ``mrev`` of each entry: a chain's rows are looked up only if theirs is here (most never are)."""
 
     def entry(self, tenant: str, snapshot_id: str, mrev: int | None) -> Cached | None:
         key = (tenant, snapshot_id)
@@ -84,13 +93,20 @@ class ChainCache:
 
     def remember(self, tenant: str, snapshot_id: str, mrev: int, messages: Messages, size: int, chain: int) -> None:
         key = (tenant, snapshot_id)
+        self.drop(key)
+        self.cache[key] = Cached(mrev, messages, size, chain)
+        self.cached_bytes += size
+        self.revisions[mrev] += 1
+        while self.cached_bytes > self.cache_bytes and len(self.cache) > 1:
+            self.drop(next(iter(self.cache)))
+
+    def drop(self, key: tuple[str, str]) -> None:
         old = self.cache.pop(key, None)
         if old is not None:
             self.cached_bytes -= old.size
-        self.cache[key] = Cached(mrev, messages, size, chain)
-        self.cached_bytes += size
-        while self.cached_bytes > self.cache_bytes and len(self.cache) > 1:
-            self.cached_bytes -= self.cache.popitem(last=False)[1].size
+            self.revisions[old.mrev] -= 1
+            if not self.revisions[old.mrev]:
+                del self.revisions[old.mrev]
 
     def remember_written(
         self, tenant: str, snapshot_id: str, mrev: int, messages: Messages, tail: str, base: tuple[str, int, int] | None
@@ -107,21 +123,21 @@ class ChainCache:
 
         So that loading any row cold reads at most one checkpoint and a bounded chain of
         deltas since: at most :data:`CHAIN_LIMIT` times the cost of its history as one
-        document. Appending turns of a few hundred bytes never gets there; rows that add
-        nothing, or keep only part of their base (a compacted history), do.
+        document. Appended turns get there after a number of rows in proportion to the
+        history's size; rows that add nothing, or keep only part of their base (a compacted
+        history), sooner.
         """
         base = self.entry(tenant, base_id, base_mrev)
         return base is not None and base.chain + ROW_COST > CHAIN_LIMIT * kept_size(base, keep) + CHAIN_SLACK
 
     def forget(self, tenant: str, snapshot_ids: Sequence[str]) -> None:
         for sid in snapshot_ids:
-            old = self.cache.pop((tenant, sid), None)
-            if old is not None:
-                self.cached_bytes -= old.size
+            self.drop((tenant, sid))
 
     def clear(self) -> None:
         self.cache.clear()
         self.cached_bytes = 0
+        self.revisions.clear()
 
     def without_chain(self, tenant: str, row: Row) -> Messages | None:
         """A row's history if no base chain must be read (a checkpoint, or a cached base); else ``None``.
@@ -156,12 +172,15 @@ class ChainCache:
             raise corrupt(snapshot_id, "its message revision changed while its history was read")
         pending: list[Link] = []
         start = Cached(0, (), 0, 0)
+        revisions = self.revisions
         for i, link in enumerate(links):
             if link.tail is None:
-                raise corrupt(snapshot_id, f"its history passes through {link.snapshot_id!r}, which has no state")
+                what = f"its history passes through {id_out(link.snapshot_id)!r}, which has no state"
+                raise corrupt(snapshot_id, what)
             if i > 0 and links[i - 1].base_mrev != link.mrev:
-                raise corrupt(links[i - 1].snapshot_id, f"its base {link.snapshot_id!r} changed under it")
-            hit = self.entry(tenant, link.snapshot_id, link.mrev)
+                what = f"its base {id_out(link.snapshot_id)!r} changed under it"
+                raise corrupt(id_out(links[i - 1].snapshot_id), what)
+            hit = None if link.mrev not in revisions else self.entry(tenant, id_out(link.snapshot_id), link.mrev)
             if hit is not None:
                 start = hit
                 break
@@ -170,7 +189,8 @@ class ChainCache:
                 break
         else:
             last = links[-1]
-            raise corrupt(last.snapshot_id, f"its base snapshot {last.base!r} is missing (or the chain is cyclic)")
+            what = f"its base snapshot {id_out_or_none(last.base)!r} is missing (or the chain is cyclic)"
+            raise corrupt(id_out(last.snapshot_id), what)
         messages = list(start.messages)
         size, chain = start.size, start.chain
         pending.reverse()
@@ -178,7 +198,8 @@ class ChainCache:
         tails = parse_tails([link.snapshot_id for link in pending], texts)
         for link, tail, parsed in zip(pending, texts, tails, strict=True):
             if link.keep > len(messages):
-                raise corrupt(link.snapshot_id, f"keeps {link.keep} messages of a base that has {len(messages)}")
+                what = f"keeps {link.keep} messages of a base that has {len(messages)}"
+                raise corrupt(id_out(link.snapshot_id), what)
             if link.keep < len(messages):
                 size = size * link.keep // len(messages)
                 del messages[link.keep :]
@@ -186,5 +207,5 @@ class ChainCache:
             size += len(tail)
             chain += len(tail) + ROW_COST
         result = tuple(messages)
-        self.remember(tenant, links[0].snapshot_id, links[0].mrev, result, size, chain)
+        self.remember(tenant, snapshot_id, links[0].mrev, result, size, chain)
         return result

@@ -21,9 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
+from .._stored_messages import stored_part
 from ..errors import DataLossError
 from ..interrupt_index import InterruptQuery, OpenInterrupt
-from ..parts import ToolRequestPart, part_from_json, part_to_json
+from ..parts import ToolRequestPart, part_to_json
 from ..sessions import Snapshot
 from ._sqlite_codec import corrupt, dumps, from_us, loads, to_us
 
@@ -154,7 +155,7 @@ def entry_of(found: tuple[Any, ...]) -> OpenInterrupt:
     sid, position, session_id, agent, tool, ref, created, deadline, in_doubt, claimed_by, until, text = found
     data = loads(sid, "part of an open interrupt", text)
     try:
-        part = part_from_json(data)
+        part = stored_part(data)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise corrupt(sid, "its open interrupt's part is not a part", exc) from exc
     if not isinstance(part, ToolRequestPart):

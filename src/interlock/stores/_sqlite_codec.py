@@ -12,8 +12,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple, cast
 
 from .._json_object import is_array
+from .._stored_messages import stored_messages
 from ..errors import DataLossError, InvalidArgumentError
-from ..messages import Message, messages_from_json
+from ..messages import Message
 from ..sessions import Artifact, SessionState, Snapshot, trusted_state
 from ..wire import artifact_from_json, artifact_to_json, error_from_json, error_to_json
 from ._sqlite_schema import SESSIONS
@@ -209,10 +210,10 @@ def row_of(found: tuple[Any, ...]) -> Row:
 
 
 class Link(NamedTuple):
-    """One row of a base chain."""
+    """One row of a base chain, its ids as stored (:func:`id_out` decodes them, when needed)."""
 
-    snapshot_id: str
-    base: str | None
+    snapshot_id: DbId
+    base: DbId | None
     keep: int
     tail: str | None
     mrev: int
@@ -220,8 +221,8 @@ class Link(NamedTuple):
 
 
 def link_of(found: tuple[Any, ...]) -> Link:
-    """Decode a :data:`~._sqlite_schema.SELECT_CHAIN` result."""
-    return Link(id_out(found[0]), id_out_or_none(found[1]), *found[2:])
+    """A :data:`~._sqlite_schema.SELECT_CHAIN` result (its ids are decoded only if needed: most never are)."""
+    return Link._make(found)
 
 
 # JSON and errors ------------------------------------------------------------------------------
@@ -246,25 +247,33 @@ def loads(snapshot_id: str, column: str, text: str) -> Any:
 def parse_tail(snapshot_id: str, text: str) -> list[Message]:
     data = loads(snapshot_id, "tail", text)
     try:
-        return messages_from_json(data)
+        return stored_messages(data)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise corrupt(snapshot_id, "column 'tail' does not hold messages", exc) from exc
 
 
-def parse_tails(snapshot_ids: Sequence[str], texts: Sequence[str]) -> list[list[Message]]:
+def parse_tails(snapshot_ids: Sequence[DbId], texts: Sequence[str]) -> list[list[Message]]:
     """Several rows' tails at once, as one JSON document (the array of their arrays) when that parses.
 
-    One ``json.loads`` of the lot costs less than one per row. The tails must come back as
-    exactly one array per row; anything else (a damaged row) falls back to :func:`parse_tail`,
-    one by one, which says which row is corrupt.
+    One ``json.loads`` of the lot costs less than one per row, and so does building their
+    messages in one go. The tails must come back as exactly one array per row; anything else
+    (a damaged row) falls back to :func:`parse_tail`, one by one, which says which row is corrupt.
     """
     try:
         data: Any = json.loads(f"[{','.join(texts)}]")
-        if isinstance(data, list) and len(cast(list[Any], data)) == len(texts):
-            return [messages_from_json(d) for d in cast(list[Any], data)]
+        tails = cast(list[list[Any]], data)
+        if is_array(data) and len(tails) == len(texts) and all(is_array(t) for t in tails):
+            built = stored_messages([m for t in tails for m in t])
+            out: list[list[Message]] = []
+            start = 0
+            for tail in tails:
+                end = start + len(tail)
+                out.append(built[start:end])
+                start = end
+            return out
     except (ValueError, TypeError, KeyError, AttributeError):
         pass
-    return [parse_tail(sid, text) for sid, text in zip(snapshot_ids, texts, strict=True)]
+    return [parse_tail(id_out(sid), text) for sid, text in zip(snapshot_ids, texts, strict=True)]
 
 
 def same(a: Sequence[Any], b: Sequence[Any]) -> bool:
