@@ -5,8 +5,10 @@ whose model asks for one tool that pauses for approval (committed as an interrup
 snapshot), then a resume that approves it (claim, tool, model, fenced commit). The model is
 :class:`interlock.testing.ScriptedModel`, so the figures are the runtime's and the store's.
 
-* CPU: ``time.process_time`` (every thread of this process, the SQLite worker included) per
-  cycle; the median of several interleaved runs of each setting.
+* CPU: user + system time of every thread of this process (the SQLite worker included) per
+  cycle, in pairs of short runs (one on, one off, the order alternating): the ratio is the
+  median of the pairs' ratios, so a neighbour's load, which drifts, hits both sides of a pair
+  alike. The interquartile range of the pairs' ratios is printed beside it.
 * Writes: SQLite write transactions (``BEGIN IMMEDIATE`` … ``COMMIT``) per cycle, counted by
   wrapping the store; of them, journal writes.
 * fsyncs: ``fsync``/``fdatasync`` calls per cycle, counted by ``strace -f -c`` around a child
@@ -16,7 +18,7 @@ snapshot), then a resume that approves it (claim, tool, model, fenced commit). T
 (``Invocation._effects`` patched to return ``None``: no intent, no result, no replay).
 
     python bench/effects.py                 # the figures, and the CPU ratio against its target
-    python bench/effects.py --cycles 100 --runs 3
+    python bench/effects.py --cycles 100 --runs 10
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import contextlib
 import os
 import pathlib
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -152,11 +155,11 @@ def counting() -> Iterator[Counts]:
 async def cpu_ms(store: SQLiteStore, on: bool, cycles: int) -> tuple[float, float]:
     """(user, system) CPU ms per cycle over ``cycles`` cycles, every thread of the process."""
     with journal(on):
-        before = os.times()
+        before = resource.getrusage(resource.RUSAGE_SELF)  # microseconds (os.times counts 10 ms ticks)
         for _ in range(cycles):
             await one_cycle(store)
-        after = os.times()
-    return (after.user - before.user) * 1000 / cycles, (after.system - before.system) * 1000 / cycles
+        after = resource.getrusage(resource.RUSAGE_SELF)
+    return (after.ru_utime - before.ru_utime) * 1000 / cycles, (after.ru_stime - before.ru_stime) * 1000 / cycles
 
 
 async def writes(store: SQLiteStore, on: bool, cycles: int) -> Counts:
@@ -195,8 +198,8 @@ async def child(on: bool, cycles: int, db: str) -> None:
 
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cycles", type=int, default=200, help="cycles per run (default 200)")
-    parser.add_argument("--runs", type=int, default=5, help="interleaved runs per setting (default 5)")
+    parser.add_argument("--cycles", type=int, default=60, help="cycles per run (default 60)")
+    parser.add_argument("--runs", type=int, default=30, help="pairs of runs, one on and one off (default 30)")
     parser.add_argument("--child", choices=["on", "off"], help=argparse.SUPPRESS)
     parser.add_argument("--db", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -209,14 +212,17 @@ async def main() -> int:
         async with SQLiteStore(work / "cpu.db") as store:
             for on in (True, False):  # warm up: the schema, caches, imports
                 await cpu_ms(store, on, 20)
-            for _ in range(args.runs):
-                for on in (True, False):  # interleaved, so a noisy neighbour hits both alike
+            for i in range(args.runs):
+                for on in (True, False) if i % 2 == 0 else (False, True):  # a pair, its order alternating
                     cpu[on].append(await cpu_ms(store, on, args.cycles))
             counted = {on: await writes(store, on, 50) for on in (True, False)}
         synced = {on: fsyncs(on, min(args.cycles, 100), work) for on in (True, False)}
-    report(args, cpu, counted, synced)
-    ratio = statistics.median(u + s for u, s in cpu[True]) / statistics.median(u + s for u, s in cpu[False])
-    return 0 if ratio <= TARGET_RATIO else 1
+    return 0 if report(args, cpu, counted, synced) <= TARGET_RATIO else 1
+
+
+def pair_ratios(cpu: dict[bool, list[tuple[float, float]]]) -> list[float]:
+    """Each pair's CPU on / off."""
+    return [(u1 + s1) / (u0 + s0) for (u1, s1), (u0, s0) in zip(cpu[True], cpu[False], strict=True)]
 
 
 def report(
@@ -224,12 +230,19 @@ def report(
     cpu: dict[bool, list[tuple[float, float]]],
     counted: dict[bool, Counts],
     synced: dict[bool, float | None],
-) -> None:
+) -> float:
+    """Print the figures; returns the CPU ratio (the median of the pairs' ratios)."""
     total = {on: [u + s for u, s in cpu[on]] for on in (True, False)}
     med = {on: statistics.median(total[on]) for on in (True, False)}
-    ratio = med[True] / med[False]
+    ratios = pair_ratios(cpu)
+    ratio = statistics.median(ratios)
+    low, _, high = statistics.quantiles(ratios, n=4)
     name = {True: "journal on", False: "journal off"}
-    print(f"SQLite interrupt cycle (pause → approve → finish, one tool call): {args.runs} runs × {args.cycles} cycles")
+    print(f"machine: {os.cpu_count()} cores, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"SQLite interrupt cycle (pause → approve → finish, one tool call): "
+        f"{args.runs} pairs of runs × {args.cycles} cycles"
+    )
     print(f"  {'':11}  {'CPU ms/cycle':>12}  {'user':>5}  {'sys':>5}  {'(min-max)':>11}  {'fsyncs/cycle':>12}")
     for on in (True, False):
         user = statistics.median(u for u, _ in cpu[on])
@@ -241,7 +254,7 @@ def report(
             f"{'n/a (no strace)' if fs is None else f'{fs:.1f}':>12}"
         )
     verdict = "within target" if ratio <= TARGET_RATIO else "OVER TARGET"
-    line = f"  on/off: CPU {ratio:.2f}× (target ≤ {TARGET_RATIO}×: {verdict})"
+    line = f"  on/off: CPU {ratio:.2f}× (pairs' IQR {low:.2f}-{high:.2f}; target ≤ {TARGET_RATIO}×: {verdict})"
     on_fs, off_fs = synced[True], synced[False]
     if on_fs is not None and off_fs:
         line += f", fsyncs {on_fs / off_fs:.2f}× (+{on_fs - off_fs:.1f} per cycle)"
