@@ -104,6 +104,9 @@ class RemoteAgent(AgentAPI):
         self.state_management: Literal["server", "client"] = state_management
         self.get_snapshot_url = get_snapshot_url or f"{url.rstrip('/')}/getSnapshot"
         self.abort_url = abort_url or f"{url.rstrip('/')}/abort"
+        self.wait_url = f"{self.get_snapshot_url.rsplit('/', 1)[0]}/waitForSnapshot"
+        """interlock's long poll beside ``getSnapshot``: answered when the snapshot settles."""
+        self._long_poll: bool | None = None  # None: not tried yet; False: the server has no waitForSnapshot
         self.timeout = timeout
         self._http = http
         self._own_http = http is None
@@ -178,6 +181,35 @@ class RemoteAgent(AgentAPI):
         status = result.get("status") if is_object(result) else None
         return status if isinstance(status, str) else None
 
+    async def changed(
+        self,
+        snap: Snapshot,
+        *,
+        timeout: float | None = None,
+        interval: float | None = None,
+        context: dict[str, Any] | None = None,
+    ) -> None:
+        """Return once ``snap``'s status may have changed, or after ``timeout`` seconds.
+
+        An interlock server answers ``waitForSnapshot`` once the snapshot settles (woken by its
+        store: a commit by any process answers at once), so one request replaces the polls. A
+        server without it (a Genkit server answers 404) is polled every ``interval`` (default
+        :attr:`wait_interval`), as is every wait given an ``interval``.
+        """
+        if interval is None and self._long_poll is not False:
+            try:
+                async with asyncio.timeout(timeout):
+                    # no read timeout: the server answers within its wait_timeout, settled or not
+                    found = await self._post(self.wait_url, {"snapshotId": snap.snapshot_id}, long=True)
+            except TimeoutError:
+                return
+            if found is not None:
+                self._long_poll = True
+                return
+            if self._long_poll is None:  # 404 on the first try: no such route here (a vanished snapshot: the
+                self._long_poll = False  # caller's next read says so)
+        await super().changed(snap, timeout=timeout, interval=interval, context=context)
+
     # HTTP ----------------------------------------------------------------------------------
 
     def _client(self) -> httpx.AsyncClient:
@@ -193,10 +225,12 @@ class RemoteAgent(AgentAPI):
         kept = {k: v for k, v in cast(dict[str, str], provided).items() if k.lower() not in overridden}
         return kept | outgoing_trace() | fixed
 
-    async def _post(self, url: str, data: dict[str, Any]) -> Any:
+    async def _post(self, url: str, data: dict[str, Any], *, long: bool = False) -> Any:
+        """POST ``{"data": data}``; the result, or ``None`` on 404 (``long``: no read timeout, a long poll)."""
         headers = await self._headers(**{"Content-Type": "application/json", "Accept": "application/json"})
+        timeout: Any = httpx.Timeout(self.timeout, read=None) if long else httpx.USE_CLIENT_DEFAULT
         try:
-            response = await self._client().post(url, content=encode({"data": data}), headers=headers)
+            response = await self._client().post(url, content=encode({"data": data}), headers=headers, timeout=timeout)
         except httpx.HTTPError as exc:
             raise _http_error(exc, url) from exc
         if response.status_code == 404:
