@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import collections
 import contextlib
-import os
 import pathlib
 import re
 import resource
@@ -40,6 +39,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from machine import describe
 from pydantic import BaseModel
 
 from interlock import Message, PromptAgent, Resume, ToolContext, ToolRequestPart, tool
@@ -238,7 +238,7 @@ def report(
     ratio = statistics.median(ratios)
     low, _, high = statistics.quantiles(ratios, n=4)
     name = {True: "journal on", False: "journal off"}
-    print(f"machine: {os.cpu_count()} cores, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"machine: {describe()}")
     print(
         f"SQLite interrupt cycle (pause → approve → finish, one tool call): "
         f"{args.runs} pairs of runs × {args.cycles} cycles"

@@ -34,6 +34,7 @@ import time
 from typing import Any
 
 from bank import one_cycle
+from machine import describe
 
 from interlock import Message, PromptAgent, ToolRequestPart
 from interlock._stored_messages import stored_messages
@@ -278,7 +279,7 @@ async def wal_size(path: str, total: int, width: int) -> None:
 
 async def main() -> None:
     quick = "--quick" in sys.argv
-    print(f"machine: {os.cpu_count()} cores; {open('/proc/loadavg').read().strip()}")
+    print(f"machine: {describe()}")
     with tempfile.TemporaryDirectory() as tmp:
         sessions = 200 if quick else 1000
         print(f"{sessions} sessions x one interrupt cycle at concurrency 100 (SQLite, WAL, synchronous=FULL):")
@@ -298,7 +299,7 @@ async def main() -> None:
         await round_robin(tmp, 200 if quick else 1000, 3, 100)
         print("WAL housekeeping:")
         await wal_size(os.path.join(tmp, "wal.db"), 2000 if quick else 10_000, 100)
-    print(f"machine after: {open('/proc/loadavg').read().strip()}")
+    print(f"machine after: {describe()}")
 
 
 def child_cycles() -> None:
