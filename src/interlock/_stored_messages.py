@@ -21,8 +21,6 @@ from ._json_object import unknown_keys
 from .messages import Message, message_from_json, messages_from_json
 from .parts import DataPart, Part, ReasoningPart, TextPart, ToolRequestPart, ToolResponsePart, part_from_json
 
-__all__ = ["stored_messages", "stored_part"]
-
 Setter = Callable[[object, object], None]
 
 

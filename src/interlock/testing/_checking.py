@@ -1,30 +1,14 @@
-"""What the store conformance checks share: the factory they take, and the helpers they assert with."""
+"""What the store conformance checks share: the helpers they assert with."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Awaitable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol, TypeAlias
+from typing import Any
 
 from ..messages import Message
 from ..sessions import SessionState, Snapshot
 from ..stores import SessionStore
-
-
-class StoreFactory(Protocol):
-    """Opens a fresh, empty store for one check and closes it afterwards.
-
-    ``async with make_store() as store: ...``; ``reject_branching=True`` asks for a store
-    whose :meth:`~interlock.stores.SessionStore.latest` rejects branching sessions.
-    """
-
-    def __call__(self, *, reject_branching: bool = False) -> AbstractAsyncContextManager[SessionStore]: ...
-
-
-StoreCheck: TypeAlias = Callable[[StoreFactory], Awaitable[None]]
-"""One conformance check: an async function of a :class:`StoreFactory` that raises ``AssertionError`` on failure."""
-
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 

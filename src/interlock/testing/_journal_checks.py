@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ClaimConflictError
 from ..journal import Expecting, JournalEntry
 from ..sessions import Snapshot
-from ._checking import StoreCheck, StoreFactory
 from ._checking import at_seconds as _at
 from ._checking import equal as _equal
 from ._checking import must_load as _must_load
@@ -15,6 +14,9 @@ from ._checking import put as _put
 from ._checking import raises as _raises
 from ._checking import snap as _snap
 from ._checking import turn as _turn
+
+if TYPE_CHECKING:  # stores.py imports this module
+    from .stores import StoreCheck, StoreFactory
 
 
 def _entry(

@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-from collections.abc import AsyncGenerator, Callable, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Protocol, TypeAlias
 
 from ..errors import FailedPreconditionError, InvalidArgumentError
 from ..messages import Message
@@ -30,7 +30,6 @@ from ..parts import (
 )
 from ..sessions import Artifact, ErrorInfo, SessionState, Snapshot
 from ..stores import SessionStore
-from ._checking import StoreCheck, StoreFactory
 from ._checking import at_seconds as _at
 from ._checking import equal as _equal
 from ._checking import expect as _expect
@@ -45,6 +44,20 @@ from ._journal_checks import JOURNAL_CHECKS
 from ._outbox_checks import OUTBOX_CHECKS
 
 __all__ = ["STORE_CHECKS", "StoreCheck", "StoreFactory", "check_store", "store_factory"]
+
+
+class StoreFactory(Protocol):
+    """Opens a fresh, empty store for one check and closes it afterwards.
+
+    ``async with make_store() as store: ...``; ``reject_branching=True`` asks for a store
+    whose :meth:`~interlock.stores.SessionStore.latest` rejects branching sessions.
+    """
+
+    def __call__(self, *, reject_branching: bool = False) -> AbstractAsyncContextManager[SessionStore]: ...
+
+
+StoreCheck: TypeAlias = Callable[[StoreFactory], Awaitable[None]]
+"""One conformance check: an async function of a :class:`StoreFactory` that raises ``AssertionError`` on failure."""
 
 
 def store_factory(make: Callable[..., SessionStore]) -> StoreFactory:
