@@ -111,8 +111,8 @@ async def written(
             "went_on": p.drop_parent_entries,
         }
         await con.execute(_LINK, args)  # one round trip for a turn's usual three changes
-    if p.own_entries:
-        await _put_entries(con, tenant, new)
+    if p.own_entries:  # a new row has no entries to drop: its insert (no ON CONFLICT) proves it did not exist
+        await _put_entries(con, tenant, new, fresh=before is None)
 
 
 async def refresh(con: Conn, tenant: str, session_id: str, snapshot_id: str, read: Reader) -> None:
@@ -133,9 +133,11 @@ async def refresh(con: Conn, tenant: str, session_id: str, snapshot_id: str, rea
             await _put_entries(con, tenant, snap)
 
 
-async def _put_entries(con: Conn, tenant: str, snap: Snapshot) -> None:
+async def _put_entries(con: Conn, tenant: str, snap: Snapshot, *, fresh: bool = False) -> None:
+    """Replace a snapshot's entries with its open interrupts' (``fresh``: it has none yet)."""
     args = {"tenant": tenant, "session_id": snap.session_id, "snapshot_id": snap.snapshot_id}
-    await con.execute(_DROP_ENTRIES, args)
+    if not fresh:
+        await con.execute(_DROP_ENTRIES, args)
     entries = entries_of(snap)
     if entries:
         async with con.cursor() as cur:

@@ -23,7 +23,7 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple, cast
+from typing import Any, LiteralString, NamedTuple, cast
 
 from psycopg import AsyncConnection
 
@@ -61,6 +61,13 @@ Conn = AsyncConnection[tuple[Any, ...]]
 _LOCK_ROWS = (
     f"SELECT {COLUMNS} FROM {TABLE} WHERE tenant = %s AND snapshot_id = ANY(%s) ORDER BY snapshot_id FOR UPDATE"
 )
+_WIDTH = len(COLUMNS.split(", "))
+_NULLS: list[LiteralString] = ["NULL"] * _WIDTH
+_LOCK_BOTH = f"""WITH locked_rows AS ({_LOCK_ROWS}), locked_entries AS ({journal.LOCK})
+    SELECT *, NULL, NULL FROM locked_rows
+    UNION ALL SELECT {", ".join(_NULLS)}, key, entry FROM locked_entries"""
+"""A save's rows and journal entries read ``FOR UPDATE`` in one statement (the rows first, then the entries, each
+in id order as alone): a row's columns then two ``NULL``, or ``NULL`` columns then an entry's key and text."""
 
 
 class Parent(NamedTuple):
@@ -210,15 +217,22 @@ class PgRows(ChainCache):
     async def begin(self, con: Conn, tenant: str, ids: Sequence[str], keys: Sequence[str]) -> Tx:
         """Read the rows of ``ids`` and the journal entries of ``keys`` ``FOR UPDATE``: one round trip for both."""
         unique = list(dict.fromkeys(ids))
-        cur = await con.execute(_LOCK_ROWS, (tenant, unique)) if unique else None
-        entries = await journal.lock(con, tenant, keys)  # sent before the rows' answer is awaited
         rows: dict[str, Row | None] = dict.fromkeys(unique)
-        if cur is not None:
+        entries: journal.Locked = dict.fromkeys(keys)
+        if unique and keys:
+            cur = await con.execute(_LOCK_BOTH, (tenant, unique, tenant, list(entries)))
             for found in await cur.fetchall():
-                row = _row(found)
-                rows[row.snapshot_id] = row
+                if found[0] is None:
+                    entries[found[_WIDTH]] = found[_WIDTH + 1]
+                else:
+                    rows[found[0]] = _row(found[:_WIDTH])
+        elif unique:
+            for found in await (await con.execute(_LOCK_ROWS, (tenant, unique))).fetchall():
+                rows[found[0]] = _row(found)
+        else:
+            entries = await journal.locked(await journal.lock(con, tenant, keys), keys)
         held = {sid: Parent(r.mrev, r.tail is None, r.session_id) for sid, r in rows.items() if r is not None}
-        return Tx(con, tenant, rows, held, await journal.locked(entries, keys))
+        return Tx(con, tenant, rows, held, entries)
 
     async def save(self, tx: Tx, snapshot_id: str, update: Updater) -> tuple[Snapshot | None, bool]:
         """Read → update → write: the row written, and whether its status changed."""
