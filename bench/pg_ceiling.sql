@@ -12,12 +12,15 @@ INSERT INTO interlock_journal (tenant, key, session_id, snapshot_id, attempt, en
     SELECT '', 'k' || :n::text, 's' || :n::text, 'p' || :n::text, 1, '{"key": "k", "sessionId": "s", "snapshotId": "p", "agent": "bank", "tool": "transfer", "ref": "t1", "inputDigest": "688846c1365742480b06ed4faf0dc851", "attempt": 1, "status": "running", "output": null, "steps": {}, "turnId": "p", "startedAt": "2026-12-02T185150.465005Z", "finishedAt": null, "attempts": []}'
     WHERE set_config('synchronous_commit', 'on', true) IS NOT NULL ON CONFLICT (tenant, key) DO NOTHING;
 
--- the pause turn's commit: lock the (new) row and the journal entry, then write
+-- the pause turn's commit: lock the (new) row and the journal entry (one statement), then write; the status
+-- change is notified after COMMIT, in a transaction of its own that does not wait for the flush
 \startpipeline
 BEGIN;
-SELECT snapshot_id, session_id, parent_id, base_id, keep, tail, mrev, base_mrev, state_session, custom, artifacts, created_us, updated_us, heartbeat_us, status, finish_reason, error, version, claimed_by, claimed_us, metadata
-    FROM interlock_snapshots WHERE tenant = '' AND snapshot_id = ANY(ARRAY['p' || :n::text]) ORDER BY snapshot_id FOR UPDATE;
-SELECT key, entry FROM interlock_journal WHERE tenant = '' AND key = ANY(ARRAY['k' || :n::text]) ORDER BY key FOR UPDATE;
+WITH locked_rows AS (SELECT snapshot_id, session_id, parent_id, base_id, keep, tail, mrev, base_mrev, state_session, custom, artifacts, created_us, updated_us, heartbeat_us, status, finish_reason, error, version, claimed_by, claimed_us, metadata
+        FROM interlock_snapshots WHERE tenant = '' AND snapshot_id = ANY(ARRAY['p' || :n::text]) ORDER BY snapshot_id FOR UPDATE),
+    locked_entries AS (SELECT key, entry FROM interlock_journal WHERE tenant = '' AND key = ANY(ARRAY['k' || :n::text]) ORDER BY key FOR UPDATE)
+    SELECT *, NULL, NULL FROM locked_rows
+    UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, key, entry FROM locked_entries;
 \endpipeline
 \startpipeline
 INSERT INTO interlock_snapshots (tenant, snapshot_id, session_id, parent_id, base_id, keep, tail, mrev, base_mrev, state_session, custom, artifacts, created_us, updated_us, heartbeat_us, status, finish_reason, error, version, claimed_by, claimed_us, metadata)
@@ -31,14 +34,14 @@ WITH parent_leaf AS (
     SELECT '', 's' || :n::text, 'p' || :n::text, :created::bigint
     WHERE true AND NOT EXISTS (SELECT 1 FROM interlock_snapshots WHERE tenant = '' AND session_id = 's' || :n::text AND parent_id = 'p' || :n::text)
     ON CONFLICT DO NOTHING;
-DELETE FROM interlock_open_interrupts WHERE tenant = '' AND snapshot_id = 'p' || :n::text;
 INSERT INTO interlock_open_interrupts (tenant, snapshot_id, position, session_id, agent, tool, ref, created_us, deadline_us, in_doubt, claimed_by, claim_until_us, part)
     SELECT '', 'p' || :n::text, 0, 's' || :n::text, 'bank', 'transfer', 't1', :created::bigint, NULL, 0, NULL, NULL, '{"toolRequest":{"name":"transfer","ref":"t1","input":{"to":"bob","amount": 5}},"metadata":{"interrupt":{"to":"bob","amount": 5.0}}}'
     WHERE NOT EXISTS (SELECT 1 FROM interlock_snapshots WHERE tenant = '' AND session_id = 's' || :n::text AND parent_id = 'p' || :n::text AND status = 'completed' LIMIT 1);
 UPDATE interlock_journal SET key = 'k' || :n::text, session_id = 's' || :n::text, snapshot_id = 'p' || :n::text, attempt = 1, entry = '{"key": "k", "sessionId": "s", "snapshotId": "p", "agent": "bank", "tool": "transfer", "ref": "t1", "inputDigest": "688846c1365742480b06ed4faf0dc851", "attempt": 1, "status": "interrupted", "output": null, "steps": {}, "turnId": "p", "startedAt": "2026-12-02T185150.465005Z", "finishedAt": "2026-12-02T185150.466260Z", "attempts": []}'
     WHERE tenant = '' AND key = 'k' || :n::text;
-SELECT pg_notify('interlock_snapshots', p) FROM unnest(ARRAY['["", "p' || :n::text || '"]']) AS p;
 COMMIT;
+SELECT pg_notify('interlock_snapshots', p) FROM unnest(ARRAY['["", "p' || :n::text || '"]'])
+    AS p WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL;
 \endpipeline
 
 -- the resume: load the paused row (autocommitted)
@@ -48,9 +51,11 @@ SELECT snapshot_id, session_id, parent_id, base_id, keep, tail, mrev, base_mrev,
 -- the claim: fence the paused row (its claim columns) and its open interrupt, and the journal entry
 \startpipeline
 BEGIN;
-SELECT snapshot_id, session_id, parent_id, base_id, keep, tail, mrev, base_mrev, state_session, custom, artifacts, created_us, updated_us, heartbeat_us, status, finish_reason, error, version, claimed_by, claimed_us, metadata
-    FROM interlock_snapshots WHERE tenant = '' AND snapshot_id = ANY(ARRAY['p' || :n::text]) ORDER BY snapshot_id FOR UPDATE;
-SELECT key, entry FROM interlock_journal WHERE tenant = '' AND key = ANY(ARRAY['k' || :n::text]) ORDER BY key FOR UPDATE;
+WITH locked_rows AS (SELECT snapshot_id, session_id, parent_id, base_id, keep, tail, mrev, base_mrev, state_session, custom, artifacts, created_us, updated_us, heartbeat_us, status, finish_reason, error, version, claimed_by, claimed_us, metadata
+        FROM interlock_snapshots WHERE tenant = '' AND snapshot_id = ANY(ARRAY['p' || :n::text]) ORDER BY snapshot_id FOR UPDATE),
+    locked_entries AS (SELECT key, entry FROM interlock_journal WHERE tenant = '' AND key = ANY(ARRAY['k' || :n::text]) ORDER BY key FOR UPDATE)
+    SELECT *, NULL, NULL FROM locked_rows
+    UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, key, entry FROM locked_entries;
 \endpipeline
 \startpipeline
 UPDATE interlock_snapshots SET
@@ -95,6 +100,7 @@ WITH parent_leaf AS (
     SELECT '', 's' || :n::text, 'r' || :n::text, :created::bigint + 6000
     WHERE true AND NOT EXISTS (SELECT 1 FROM interlock_snapshots WHERE tenant = '' AND session_id = 's' || :n::text AND parent_id = 'r' || :n::text)
     ON CONFLICT DO NOTHING;
-SELECT pg_notify('interlock_snapshots', p) FROM unnest(ARRAY['["", "r' || :n::text || '"]']) AS p;
 COMMIT;
+SELECT pg_notify('interlock_snapshots', p) FROM unnest(ARRAY['["", "r' || :n::text || '"]'])
+    AS p WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL;
 \endpipeline
