@@ -203,6 +203,25 @@ async def test_a_committed_save_whose_notification_fails_still_succeeds(monkeypa
         assert found is not None and found.status == "completed" and found.version == 2
 
 
+async def test_a_new_row_with_its_own_id_as_parent_is_indexed_as_the_memory_store_does() -> None:
+    """A new row's insert rides in its leaf change's statement, except when it is its own parent (not its own leaf)."""
+    from interlock import InMemoryStore
+
+    outcomes: list[str] = []
+    async with PostgresStore(fresh_dsn()) as pg:
+        for store in (InMemoryStore(), pg):
+            await store.save("a", lambda _: snap("a", session="s"))
+            await store.save("loop", lambda _: snap("loop", session="l", parent="loop"))
+            a = await store.latest("s")
+            try:
+                found = await store.latest("l")
+                outcome = f"latest {found.snapshot_id if found else None}"
+            except Exception as exc:
+                outcome = type(exc).__name__
+            outcomes.append(f"{a.snapshot_id if a else None}, {outcome}")
+    assert outcomes[0] == outcomes[1] and outcomes[0].startswith("a, "), outcomes
+
+
 async def test_watch_survives_a_lost_listening_connection() -> None:
     url = fresh_dsn()
     async with PostgresStore(url) as store:
