@@ -23,9 +23,9 @@ WITH locked_rows AS (SELECT snapshot_id, session_id, parent_id, base_id, keep, t
     UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, key, entry FROM locked_entries;
 \endpipeline
 \startpipeline
-INSERT INTO interlock_snapshots (tenant, snapshot_id, session_id, parent_id, base_id, keep, tail, mrev, base_mrev, state_session, custom, artifacts, created_us, updated_us, heartbeat_us, status, finish_reason, error, version, claimed_by, claimed_us, metadata)
-    VALUES ('', 'p' || :n::text, 's' || :n::text, NULL, NULL, 0, '[{"role":"user","content":[{"text":"pay bob"}]},{"role":"model","content":[{"toolRequest":{"name":"transfer","ref":"t1","input":{"to":"bob","amount": 5}},"metadata":{"interrupt":{"to":"bob","amount": 5.0}}}]}]', :mrev::bigint, NULL, NULL, NULL, NULL, :created::bigint, 0, NULL, 'completed', 'interrupted', NULL, 1, NULL, NULL, '{"agent":"bank"}');
-WITH parent_leaf AS (
+WITH new_row AS (INSERT INTO interlock_snapshots (tenant, snapshot_id, session_id, parent_id, base_id, keep, tail, mrev, base_mrev, state_session, custom, artifacts, created_us, updated_us, heartbeat_us, status, finish_reason, error, version, claimed_by, claimed_us, metadata)
+    VALUES ('', 'p' || :n::text, 's' || :n::text, NULL, NULL, 0, '[{"role":"user","content":[{"text":"pay bob"}]},{"role":"model","content":[{"toolRequest":{"name":"transfer","ref":"t1","input":{"to":"bob","amount": 5}},"metadata":{"interrupt":{"to":"bob","amount": 5.0}}}]}]', :mrev::bigint, NULL, NULL, NULL, NULL, :created::bigint, 0, NULL, 'completed', 'interrupted', NULL, 1, NULL, NULL, '{"agent":"bank"}')),
+    parent_leaf AS (
         DELETE FROM interlock_leaves WHERE tenant = '' AND session_id = 's' || :n::text AND snapshot_id = NULL
     ), parent_entries AS (
         DELETE FROM interlock_open_interrupts WHERE tenant = '' AND snapshot_id = NULL AND session_id = 's' || :n::text
@@ -89,9 +89,9 @@ UPDATE interlock_snapshots SET
         claimed_by = 'r' || :n::text, claimed_us = NULL, metadata = '{"agent":"bank"}'
     WHERE tenant = '' AND snapshot_id = 'p' || :n::text;
 DELETE FROM interlock_open_interrupts WHERE tenant = '' AND snapshot_id = 'p' || :n::text;
-INSERT INTO interlock_snapshots (tenant, snapshot_id, session_id, parent_id, base_id, keep, tail, mrev, base_mrev, state_session, custom, artifacts, created_us, updated_us, heartbeat_us, status, finish_reason, error, version, claimed_by, claimed_us, metadata)
-    VALUES ('', 'r' || :n::text, 's' || :n::text, 'p' || :n::text, NULL, 1, '[{"role":"model","content":[{"toolRequest":{"name":"transfer","ref":"t1","input":{"to":"bob","amount": 5}},"metadata":{"resolvedInterrupt":{"to":"bob","amount": 5.0}}}]},{"role":"tool","content":[{"toolResponse":{"name":"transfer","ref":"t1","output":"sent"}}],"metadata":{"resumed": true}},{"role":"model","content":[{"text":"paid"}]}]', :mrev::bigint + 1, :mrev::bigint, NULL, NULL, NULL, :created::bigint + 6000, 0, NULL, 'completed', 'stop', NULL, 1, NULL, NULL, '{"agent":"bank"}');
-WITH parent_leaf AS (
+WITH new_row AS (INSERT INTO interlock_snapshots (tenant, snapshot_id, session_id, parent_id, base_id, keep, tail, mrev, base_mrev, state_session, custom, artifacts, created_us, updated_us, heartbeat_us, status, finish_reason, error, version, claimed_by, claimed_us, metadata)
+    VALUES ('', 'r' || :n::text, 's' || :n::text, 'p' || :n::text, NULL, 1, '[{"role":"model","content":[{"toolRequest":{"name":"transfer","ref":"t1","input":{"to":"bob","amount": 5}},"metadata":{"resolvedInterrupt":{"to":"bob","amount": 5.0}}}]},{"role":"tool","content":[{"toolResponse":{"name":"transfer","ref":"t1","output":"sent"}}],"metadata":{"resumed": true}},{"role":"model","content":[{"text":"paid"}]}]', :mrev::bigint + 1, :mrev::bigint, NULL, NULL, NULL, :created::bigint + 6000, 0, NULL, 'completed', 'stop', NULL, 1, NULL, NULL, '{"agent":"bank"}')),
+    parent_leaf AS (
         DELETE FROM interlock_leaves WHERE tenant = '' AND session_id = 's' || :n::text AND snapshot_id = 'p' || :n::text
     ), parent_entries AS (
         DELETE FROM interlock_open_interrupts WHERE tenant = '' AND snapshot_id = 'p' || :n::text AND session_id = 's' || :n::text
