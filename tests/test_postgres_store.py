@@ -149,6 +149,80 @@ async def test_watch_is_woken_by_notify_from_another_store_and_does_not_poll() -
     assert reads == 2
 
 
+async def test_a_save_notifies_once_committed_and_a_refused_save_notifies_nothing() -> None:
+    """The status change is notified after the commit (so a woken watcher reads it), never for a rolled-back save."""
+    url = fresh_dsn()
+    async with PostgresStore(url, max_size=1) as store:
+        listener = await psycopg.AsyncConnection.connect(url, autocommit=True)
+        async with listener:
+            await listener.execute("LISTEN interlock_snapshots")
+            heard: list[tuple[str, str | None]] = []
+
+            async def hear(count: int) -> None:
+                async for note in listener.notifies(timeout=5, stop_after=count):
+                    tenant, sid = json.loads(note.payload)
+                    with psycopg.connect(url) as reader:  # what a woken watcher reads: the committed row
+                        found = reader.execute(
+                            "SELECT status FROM interlock_snapshots WHERE tenant = %s AND snapshot_id = %s",
+                            (tenant, sid),
+                        ).fetchone()
+                    heard.append((sid, None if found is None else str(found[0])))
+
+            await store.save("a", lambda _: snap("a", status="pending"))
+            await hear(1)
+            assert heard == [("a", "pending")]
+            with pytest.raises(InvalidArgumentError, match="cannot store this value"):
+                await store.save_all(
+                    [("b", lambda _: snap("b", status="pending"))], journal=[("k", lambda _: entry("k", attempt=2**40))]
+                )
+            await store.save("a", lambda cur: cur.evolve(claimed_by="x") if cur else None)  # same status: silent
+            await store.save("a", lambda cur: cur.evolve(status="completed") if cur else None)
+            await hear(1)
+            assert heard == [("a", "pending"), ("a", "completed")]  # nothing for the refused "b"
+
+
+async def test_a_payload_too_long_to_notify_is_refused_before_writing() -> None:
+    async with PostgresStore(fresh_dsn()) as store:
+        long = "x" * 8000
+        with pytest.raises(InvalidArgumentError, match="cannot be notified"):
+            await store.save(long, lambda _: snap(long))
+        assert await store.list() == []
+
+
+async def test_a_committed_save_whose_notification_fails_still_succeeds(monkeypatch: pytest.MonkeyPatch) -> None:
+    import interlock.stores.postgres as module
+
+    failing = "SELECT pg_notify(%s, p || repeat('x', 9000)) FROM unnest(%s::text[]) AS p"  # payload too long
+    monkeypatch.setattr(module, "_NOTIFY", failing)
+    async with PostgresStore(fresh_dsn(), max_size=1) as store:
+        saved = await store.save("a", lambda _: snap("a", status="pending"))
+        assert saved is not None
+        found = await store.load("a")
+        assert found is not None and found.status == "pending"
+        await store.save("a", lambda cur: cur.evolve(status="completed") if cur else None)  # the connection serves on
+        found = await store.load("a")
+        assert found is not None and found.status == "completed" and found.version == 2
+
+
+async def test_a_new_row_with_its_own_id_as_parent_is_indexed_as_the_memory_store_does() -> None:
+    """A new row's insert rides in its leaf change's statement, except when it is its own parent (not its own leaf)."""
+    from interlock import InMemoryStore
+
+    outcomes: list[str] = []
+    async with PostgresStore(fresh_dsn()) as pg:
+        for store in (InMemoryStore(), pg):
+            await store.save("a", lambda _: snap("a", session="s"))
+            await store.save("loop", lambda _: snap("loop", session="l", parent="loop"))
+            a = await store.latest("s")
+            try:
+                found = await store.latest("l")
+                outcome = f"latest {found.snapshot_id if found else None}"
+            except Exception as exc:
+                outcome = type(exc).__name__
+            outcomes.append(f"{a.snapshot_id if a else None}, {outcome}")
+    assert outcomes[0] == outcomes[1] and outcomes[0].startswith("a, "), outcomes
+
+
 async def test_watch_survives_a_lost_listening_connection() -> None:
     url = fresh_dsn()
     async with PostgresStore(url) as store:

@@ -90,17 +90,35 @@ _SELECT_OWN = f"""SELECT created_us, finish_reason FROM {TABLE}
     WHERE tenant = %(tenant)s AND snapshot_id = %(snapshot_id)s AND session_id = %(session_id)s"""
 
 
+Statement = tuple[LiteralString, dict[str, Any]]
+"""A write (its SQL and named arguments) that :func:`written` may fold into its own statement."""
+
+
 def _mark(name: str) -> str:
     return f"%({name})s"
 
 
 async def written(
-    con: Conn, tenant: str, before: tuple[str | None, str, str | None] | None, new: Snapshot, read: Reader
+    con: Conn,
+    tenant: str,
+    before: tuple[str | None, str, str | None] | None,
+    new: Snapshot,
+    read: Reader,
+    *,
+    insert: Statement | None = None,
 ) -> None:
-    """Bring the leaves and the index in line after ``new`` was written (``before``: see :func:`~._index_rows.plan`)."""
+    """Bring the leaves and the index in line after ``new`` was written (``before``: see :func:`~._index_rows.plan`).
+
+    ``insert`` is the new row's insert, not sent yet: it runs first, in the statement of the
+    changes to the leaves when there are some (a statement's parts see the database as it was
+    before it, so the new row must not be its own parent's child: the caller sends that row alone).
+    """
     p = plan(before, new)
     scope = {"tenant": tenant, "session_id": new.session_id}
     if p.unlink is not None:
+        if insert is not None:
+            await con.execute(*insert)
+            insert = None
         await refresh(con, tenant, new.session_id, p.unlink, read)
     if p.drop_parent_leaf is not None or p.add_leaf or p.drop_parent_entries is not None:
         args = scope | {
@@ -110,9 +128,16 @@ async def written(
             "created_us": to_us(new.created_at),
             "went_on": p.drop_parent_entries,
         }
-        await con.execute(_LINK, args)  # one round trip for a turn's usual three changes
-    if p.own_entries:
-        await _put_entries(con, tenant, new)
+        if insert is None:
+            await con.execute(_LINK, args)  # one statement for a turn's usual three changes
+        else:  # and the new row's insert with them
+            sql, values = insert
+            await con.execute("WITH new_row AS (" + sql + "), " + _LINK.removeprefix("WITH "), values | args)
+            insert = None
+    if insert is not None:
+        await con.execute(*insert)
+    if p.own_entries:  # a new row has no entries to drop: its insert (no ON CONFLICT) proves it did not exist
+        await _put_entries(con, tenant, new, fresh=before is None)
 
 
 async def refresh(con: Conn, tenant: str, session_id: str, snapshot_id: str, read: Reader) -> None:
@@ -133,9 +158,11 @@ async def refresh(con: Conn, tenant: str, session_id: str, snapshot_id: str, rea
             await _put_entries(con, tenant, snap)
 
 
-async def _put_entries(con: Conn, tenant: str, snap: Snapshot) -> None:
+async def _put_entries(con: Conn, tenant: str, snap: Snapshot, *, fresh: bool = False) -> None:
+    """Replace a snapshot's entries with its open interrupts' (``fresh``: it has none yet)."""
     args = {"tenant": tenant, "session_id": snap.session_id, "snapshot_id": snap.snapshot_id}
-    await con.execute(_DROP_ENTRIES, args)
+    if not fresh:
+        await con.execute(_DROP_ENTRIES, args)
     entries = entries_of(snap)
     if entries:
         async with con.cursor() as cur:

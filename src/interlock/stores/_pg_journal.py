@@ -24,7 +24,8 @@ Locked = dict[str, str | None]
 """Keys → their entries' text as a save's transaction read (and locked) them (``None``: no entry)."""
 
 _COLUMNS = "tenant, key, session_id, snapshot_id, attempt, entry"
-_LOCK = f"SELECT key, entry FROM {JOURNAL} WHERE tenant = %s AND key = ANY(%s) ORDER BY key FOR UPDATE"
+LOCK = f"SELECT key, entry FROM {JOURNAL} WHERE tenant = %s AND key = ANY(%s) ORDER BY key FOR UPDATE"
+"""Read (and lock) a save's entries: a save with snapshot rows too locks both in one statement (``_pg_rows``)."""
 _INSERT = f"INSERT INTO {JOURNAL} ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s)"
 _UPDATE = f"""UPDATE {JOURNAL} SET key = %s, session_id = %s, snapshot_id = %s, attempt = %s, entry = %s
     WHERE tenant = %s AND key = %s"""
@@ -41,7 +42,7 @@ async def lock(con: Conn, tenant: str, keys: Sequence[str]) -> AsyncCursor[tuple
     """Send the read of ``keys``' entries ``FOR UPDATE`` (its rows come with :func:`locked`)."""
     if not keys:
         return None
-    return await con.execute(_LOCK, (tenant, list(dict.fromkeys(keys))))
+    return await con.execute(LOCK, (tenant, list(dict.fromkeys(keys))))
 
 
 async def locked(cur: AsyncCursor[tuple[Any, ...]] | None, keys: Sequence[str]) -> Locked:

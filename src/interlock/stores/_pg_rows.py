@@ -23,7 +23,7 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple, cast
+from typing import Any, LiteralString, NamedTuple, cast
 
 from psycopg import AsyncConnection
 
@@ -40,6 +40,7 @@ from ._pg_schema import (
     CHECKPOINT,
     COLUMNS,
     INSERT,
+    INSERT_NAMED,
     JOURNAL,
     LOCK_ROW,
     MAX_CHAIN,
@@ -61,6 +62,14 @@ Conn = AsyncConnection[tuple[Any, ...]]
 _LOCK_ROWS = (
     f"SELECT {COLUMNS} FROM {TABLE} WHERE tenant = %s AND snapshot_id = ANY(%s) ORDER BY snapshot_id FOR UPDATE"
 )
+_ROW_ARGS = [f"row_{c}" for c in ("tenant", *COLUMNS.split(", "))]
+_WIDTH = len(COLUMNS.split(", "))
+_NULLS: list[LiteralString] = ["NULL"] * _WIDTH
+_LOCK_BOTH = f"""WITH locked_rows AS ({_LOCK_ROWS}), locked_entries AS ({journal.LOCK})
+    SELECT *, NULL, NULL FROM locked_rows
+    UNION ALL SELECT {", ".join(_NULLS)}, key, entry FROM locked_entries"""
+"""A save's rows and journal entries read ``FOR UPDATE`` in one statement (the rows first, then the entries, each
+in id order as alone): a row's columns then two ``NULL``, or ``NULL`` columns then an entry's key and text."""
 
 
 class Parent(NamedTuple):
@@ -210,15 +219,22 @@ class PgRows(ChainCache):
     async def begin(self, con: Conn, tenant: str, ids: Sequence[str], keys: Sequence[str]) -> Tx:
         """Read the rows of ``ids`` and the journal entries of ``keys`` ``FOR UPDATE``: one round trip for both."""
         unique = list(dict.fromkeys(ids))
-        cur = await con.execute(_LOCK_ROWS, (tenant, unique)) if unique else None
-        entries = await journal.lock(con, tenant, keys)  # sent before the rows' answer is awaited
         rows: dict[str, Row | None] = dict.fromkeys(unique)
-        if cur is not None:
+        entries: journal.Locked = dict.fromkeys(keys)
+        if unique and keys:
+            cur = await con.execute(_LOCK_BOTH, (tenant, unique, tenant, list(entries)))
             for found in await cur.fetchall():
-                row = _row(found)
-                rows[row.snapshot_id] = row
+                if found[0] is None:
+                    entries[found[_WIDTH]] = found[_WIDTH + 1]
+                else:
+                    rows[found[0]] = _row(found[:_WIDTH])
+        elif unique:
+            for found in await (await con.execute(_LOCK_ROWS, (tenant, unique))).fetchall():
+                rows[found[0]] = _row(found)
+        else:
+            entries = await journal.locked(await journal.lock(con, tenant, keys), keys)
         held = {sid: Parent(r.mrev, r.tail is None, r.session_id) for sid, r in rows.items() if r is not None}
-        return Tx(con, tenant, rows, held, await journal.locked(entries, keys))
+        return Tx(con, tenant, rows, held, entries)
 
     async def save(self, tx: Tx, snapshot_id: str, update: Updater) -> tuple[Snapshot | None, bool]:
         """Read → update → write: the row written, and whether its status changed."""
@@ -236,14 +252,18 @@ class PgRows(ChainCache):
         new = apply_update(current, update, snapshot_id)
         if new is None:
             return None, False
-        await self.write(tx, row, old, old_artifacts, new)
+        insert = await self.write(tx, row, old, old_artifacts, new)
         before = None if row is None else (row.parent_id, row.status, row.finish_reason)
-        await index.written(con, tenant, before, new, lambda sid: self.read(con, tenant, sid))
+        await index.written(con, tenant, before, new, lambda sid: self.read(con, tenant, sid), insert=insert)
         return new, row is None or row.status != new.status
 
     async def write(
         self, tx: Tx, row: Row | None, old: Messages | None, old_artifacts: list[Artifact], new: Snapshot
-    ) -> None:
+    ) -> index.Statement | None:
+        """Write ``new`` over ``row``; a new row's insert is returned instead, for the index to send with its changes.
+
+        Not when the new row is its own parent: its insert must come before the index's changes look for children.
+        """
         con, tenant = tx.con, tx.tenant
         sid = new.snapshot_id
         state = new.state
@@ -257,7 +277,7 @@ class PgRows(ChainCache):
             if kept_base is None and row.keep > 0 and new.parent_id != row.parent_id:
                 kept_base = row.parent_id  # the implicit base (the old parent) must be named now
             await con.execute(UPDATE_BOOKKEEPING, (kept_base, *stored, tenant, sid))
-            return
+            return None
         if row is not None and old is not None:
             await self.checkpoint_dependents(con, tenant, {sid: old}, {row.session_id}, exclude=[])
         base_id: str | None = None
@@ -276,9 +296,12 @@ class PgRows(ChainCache):
             self.remember_written(tenant, sid, mrev, messages, tail, based)
         (parent_id, state_session, *rest) = stored
         values = (tenant, sid, new.session_id, parent_id, base_id, keep, tail, mrev, base_mrev, state_session, *rest)
-        # not awaited for an answer: a row created meanwhile fails the insert on the primary key (see the module)
-        await con.execute(INSERT if row is None else UPSERT, values)
         tx.held[sid] = Parent(mrev, tail is None, new.session_id if row is None else row.session_id)
+        # not awaited for an answer: a row created meanwhile fails the insert on the primary key (see the module)
+        if row is None and new.parent_id != sid:
+            return INSERT_NAMED, dict(zip(_ROW_ARGS, values, strict=True))
+        await con.execute(INSERT if row is None else UPSERT, values)
+        return None
 
     async def base_for(self, tx: Tx, new: Snapshot, messages: Messages) -> tuple[str | None, int, int] | None:
         """``(base_id, keep, base_mrev)``: the parent, when it shares a prefix (``base_id`` ``None`` if implicit)."""

@@ -95,6 +95,9 @@ SELECT_LEAF_ROWS = f"""SELECT {", ".join("s." + c for c in COLUMNS.split(", "))}
 LOCK_ROW = SELECT_ROW + " FOR UPDATE"
 _VALUES = "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 INSERT = f"INSERT INTO {TABLE} (tenant, {COLUMNS}) {_VALUES}"
+_NAMED: list[LiteralString] = [f"%(row_{c})s" for c in ("tenant", *COLUMNS.split(", "))]
+INSERT_NAMED = f"INSERT INTO {TABLE} (tenant, {COLUMNS}) VALUES ({', '.join(_NAMED)})"
+""":data:`INSERT` with named parameters (``row_`` and the column), to be folded into another statement."""
 PRIMARY_KEY = f"{TABLE}_pkey"
 """The constraint an insert violates when another transaction created the row first (the save then runs again)."""
 UPSERT = f"""INSERT INTO {TABLE} (tenant, {COLUMNS}) {_VALUES}

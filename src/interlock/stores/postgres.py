@@ -22,7 +22,8 @@ psycopg 3's async API and a connection pool:
   under the row locks above: ``latest`` reads a session's leaves' rows in one statement, and
   the inbox lists from the index.
 * **Watch by LISTEN/NOTIFY.** A save that changes a row's status notifies channel
-  ``interlock_snapshots`` in its transaction (delivered at commit); one listening
+  ``interlock_snapshots`` once it has committed (in the same round trip, see
+  :func:`_transaction`); one listening
   connection per store wakes the watchers of that row, which then read its status. No
   polling: after a lost connection the listener reconnects and wakes every watcher once.
 * **Schema versions.** An empty database gets the current tables on open; an older one is
@@ -40,11 +41,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from types import TracebackType
-from typing import LiteralString, TypeVar
+from typing import Any, LiteralString, TypeVar
 
 try:
     import psycopg
@@ -97,6 +99,12 @@ _RETRIES = 20
 _RETRYABLE = (errors.SerializationFailure, errors.DeadlockDetected)
 _RACED = (PRIMARY_KEY, journal_rows.PRIMARY_KEY)
 """The primary keys whose violation means another transaction created the row first: the save runs again."""
+_NOTIFY = """SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p
+    WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL"""
+"""A committed save's status changes, notified in a transaction of their own that does not wait for a flush."""
+_MAX_PAYLOAD = 8000
+"""PostgreSQL refuses a notification payload of this many bytes or more."""
+_log = logging.getLogger(__name__)
 
 
 class PostgresStore:
@@ -249,23 +257,24 @@ class PostgresStore:
         entries = list(journal)
         added = list(events)
 
+        changed: list[str] = []
+        for sid, _ in todo:  # a payload PostgreSQL would refuse fails the save before it writes
+            _payload(t, sid)
+
         async def save_each(con: Conn) -> list[Snapshot | None]:
             tx = await self._rows.begin(con, t, [sid for sid, _ in todo], [key for key, _ in entries])
             written: list[Snapshot | None] = []
-            changed: list[str] = []
             for sid, update in todo:
                 new, status_changed = await self._rows.save(tx, sid, update)
                 written.append(new)
                 if status_changed:
-                    changed.append(json.dumps([t, sid]))
+                    changed.append(_payload(t, sid))
             for key, update in entries:
                 await journal_rows.update(con, t, key, update, tx.entries)
             await outbox.insert(con, added)
-            if changed:  # delivered to listeners when (and only if) the transaction commits
-                await con.execute("SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p", (CHANNEL, changed))
             return written
 
-        return await self._write(save_each)
+        return await self._write(save_each, notify=changed)
 
     async def outbox_claim(
         self, *, channel: str, holder: str, lease: float, limit: int = 100, now: datetime | None = None
@@ -361,22 +370,27 @@ class PostgresStore:
 
         return await self._guard(run)
 
-    async def _write(self, fn: Callable[[Conn], Awaitable[_R]], *, transaction: bool = True) -> _R:
+    async def _write(
+        self, fn: Callable[[Conn], Awaitable[_R]], *, transaction: bool = True, notify: list[str] | None = None
+    ) -> _R:
         """Run ``fn`` in a read-committed transaction (or autocommitted: one statement), retried on a lost race.
 
-        The transaction is pipelined (see :func:`_transaction`). A lost race is a deadlock, a
-        serialization failure, or a row created by another transaction (a violation of a primary
-        key in :data:`_RACED`).
+        The transaction is pipelined (see :func:`_transaction`); the payloads ``fn`` adds to
+        ``notify`` (emptied before each attempt) are notified once it has committed. A lost race
+        is a deadlock, a serialization failure, or a row created by another transaction (a
+        violation of a primary key in :data:`_RACED`).
         """
         await self.setup()
 
         async def run() -> _R:
             for attempt in range(_RETRIES):
+                if notify is not None:
+                    notify.clear()
                 try:
                     async with self._pool.connection() as con:
                         if not transaction:
                             return await fn(con)
-                        return await _transaction(con, "BEGIN", fn)
+                        return await _transaction(con, "BEGIN", fn, notify)
                 except (*_RETRYABLE, errors.UniqueViolation) as exc:
                     lost = not isinstance(exc, errors.UniqueViolation) or exc.diag.constraint_name in _RACED
                     if not lost or attempt == _RETRIES - 1:
@@ -435,7 +449,9 @@ class PostgresStore:
                     self.upgraded_from = found
 
 
-async def _transaction(con: Conn, begin: LiteralString, fn: Callable[[Conn], Awaitable[_R]]) -> _R:
+async def _transaction(
+    con: Conn, begin: LiteralString, fn: Callable[[Conn], Awaitable[_R]], notify: list[str] | None = None
+) -> _R:
     """Run ``fn`` in one transaction opened by ``begin``, in pipeline mode; rolled back if anything fails.
 
     A statement whose answer ``fn`` does not read is sent without waiting for it: ``BEGIN`` goes
@@ -443,17 +459,38 @@ async def _transaction(con: Conn, begin: LiteralString, fn: Callable[[Conn], Awa
     is one round trip for them all. A statement that fails makes the server skip the rest up
     to the pipeline's end, ``COMMIT`` included; its error is raised at the next answer read
     (at the latest at the end), and the transaction is rolled back.
+
+    The ``notify`` payloads go out after ``COMMIT`` in the same round trip (:data:`_NOTIFY`), in
+    a transaction of their own that does not wait for the WAL flush: PostgreSQL holds one
+    database-wide lock from a notifying transaction's commit until its flush, so notifying
+    inside the transaction would serialise every save's commit and flush. The server skips
+    them if the transaction failed. If they fail after it committed (a full notification
+    queue), the save still succeeded: the error is logged, and watchers wake at their next
+    notification.
     """
+    done: list[_R] = []
+    committed: psycopg.AsyncCursor[tuple[Any, ...]] | None = None
     try:
         async with con.pipeline():
             await con.execute(begin, prepare=False)
-            result = await fn(con)
-            await con.execute("COMMIT", prepare=False)
+            done.append(await fn(con))
+            committed = await con.execute("COMMIT", prepare=False)
+            if notify:
+                await con.execute(_NOTIFY, (CHANNEL, notify))
+    except psycopg.Error as exc:
+        if committed is None or committed.pgresult is None:  # the transaction did not commit
+            await _rollback(con)
+            raise
+        _log.warning("a committed save could not notify its watchers: %s", exc)
     except BaseException:
-        with contextlib.suppress(psycopg.Error):
-            await con.rollback()
+        await _rollback(con)
         raise
-    return result
+    return done[0]
+
+
+async def _rollback(con: Conn) -> None:
+    with contextlib.suppress(psycopg.Error):
+        await con.rollback()
 
 
 async def _stored_version(con: Conn) -> int | None:
@@ -463,6 +500,16 @@ async def _stored_version(con: Conn) -> int | None:
         return None
     found = await (await con.execute(SELECT_VERSION)).fetchone()
     return None if found is None else int(found[0])
+
+
+def _payload(tenant: str, snapshot_id: str) -> str:
+    """The notification of a row's status change, refused if PostgreSQL could not carry it."""
+    payload = json.dumps([tenant, snapshot_id])
+    if len(payload.encode()) >= _MAX_PAYLOAD:
+        raise InvalidArgumentError(
+            f"{len(payload.encode())} bytes of tenant and snapshot id cannot be notified (limit {_MAX_PAYLOAD - 1})"
+        )
+    return payload
 
 
 def _key(tenant: str | None) -> str:
