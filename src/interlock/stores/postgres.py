@@ -88,9 +88,13 @@ from ._pg_schema import (
     STAMP,
     TABLE,
 )
+from ._sqlite_codec import to_us
 from ._versions import SCHEMA_TABLE, plan_upgrade
 
-__all__ = ["PostgresStore"]
+__all__ = ["PostgresStore", "TxStep"]
+
+TxStep = Callable[[Conn], Awaitable[None]]
+"""A statement run in a :meth:`PostgresStore.save_all` transaction after its writes (a worker queue's job insert)."""
 
 _R = TypeVar("_R")
 _RETRIES = 20
@@ -243,7 +247,9 @@ class PostgresStore:
         tenant: str | None = None,
         journal: Sequence[tuple[str, JournalUpdater]] = (),
         events: Sequence[OutboxEvent] = (),
+        then: Sequence[TxStep] = (),
     ) -> list[Snapshot | None]:
+        """As :meth:`SessionStore.save_all`; ``then`` runs in the same transaction, after the writes."""
         t = _key(tenant)
         todo = list(updates)
         entries = list(journal)
@@ -263,9 +269,24 @@ class PostgresStore:
             await outbox.insert(con, added)
             if changed:  # delivered to listeners when (and only if) the transaction commits
                 await con.execute("SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p", (CHANNEL, changed))
+            for step in then:
+                await step(con)
             return written
 
         return await self._write(save_each)
+
+    async def pending_before(self, before: datetime, *, limit: int = 100) -> list[tuple[str | None, str]]:
+        """``(tenant, snapshot_id)`` of pending rows, across tenants, whose heartbeat is older than ``before``."""
+        sql = (
+            f"SELECT tenant, snapshot_id FROM {TABLE} WHERE status = 'pending' AND created_us + heartbeat_us < %s "
+            "ORDER BY created_us + heartbeat_us LIMIT %s"
+        )
+
+        async def find(con: Conn) -> list[tuple[str | None, str]]:
+            rows = await (await con.execute(sql, (to_us(before), limit))).fetchall()
+            return [(str(t) or None, str(sid)) for t, sid in rows]
+
+        return await self._read(find)
 
     async def outbox_claim(
         self, *, channel: str, holder: str, lease: float, limit: int = 100, now: datetime | None = None
