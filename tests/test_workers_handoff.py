@@ -117,8 +117,15 @@ async def test_the_sweeper_re_enqueues_a_handed_off_row_whose_job_is_gone(
             (job,) = await app.job_manager.list_jobs_async(status="todo")
             assert job.id is not None and await app.job_manager.cancel_job_by_id_async(job.id)
             assert _jobs(f.dsn) == [("cancelled", cancelled)]
+            stale = sessions.utcnow() - timedelta(hours=1)  # a turn of a process that died, not handed off
+            local = Snapshot(
+                snapshot_id="local", session_id="s", status="pending", heartbeat_at=stale, created_at=stale
+            )
+            await store.save("local", lambda _: local)
             sweeper = TurnWorker(store, {}, queue, WorkerSettings(sweep_every=0.1))
             assert await sweeper.reconcile() == 0  # not expired yet: nothing to do
+            found = await store.pending_before(sessions.utcnow(), key=HANDOFF)
+            assert sorted(sid for _, sid in found) == sorted([lost, cancelled])  # not the row without a hand-off
             monkeypatch.setattr(sessions, "EXPIRY", timedelta(seconds=0.3))
             await asyncio.sleep(0.4)
             assert {
@@ -131,6 +138,8 @@ async def test_the_sweeper_re_enqueues_a_handed_off_row_whose_job_is_gone(
             for sid in (lost, cancelled):
                 row = await store.load(sid)
                 assert row is not None and row.read_status() == "pending" and (row.metadata or {})["requeued"] == 1
+            kept = await store.load("local")
+            assert kept is not None and kept.version == 1 and kept.read_status() == "expired"  # not ours: untouched
             monkeypatch.setattr(sessions, "EXPIRY", timedelta(seconds=60))
             f.worker()  # a worker runs both
             done = [await agent.wait(sid, timeout=30) for sid in (lost, cancelled)]

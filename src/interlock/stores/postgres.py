@@ -275,15 +275,19 @@ class PostgresStore:
 
         return await self._write(save_each)
 
-    async def pending_before(self, before: datetime, *, limit: int = 100) -> list[tuple[str | None, str]]:
-        """``(tenant, snapshot_id)`` of pending rows, across tenants, whose heartbeat is older than ``before``."""
+    async def pending_before(self, before: datetime, *, key: str, limit: int = 100) -> list[tuple[str | None, str]]:
+        """Pending rows whose heartbeat is older than ``before``, across tenants: ``(tenant, snapshot_id)``.
+
+        Only rows whose metadata mentions ``key`` (a superset: check the rows' metadata), oldest heartbeat first.
+        """
         sql = (
             f"SELECT tenant, snapshot_id FROM {TABLE} WHERE status = 'pending' AND created_us + heartbeat_us < %s "
-            "ORDER BY created_us + heartbeat_us LIMIT %s"
+            "AND metadata LIKE %s ORDER BY created_us + heartbeat_us LIMIT %s"
         )
+        pattern = "%" + json.dumps(key).replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
         async def find(con: Conn) -> list[tuple[str | None, str]]:
-            rows = await (await con.execute(sql, (to_us(before), limit))).fetchall()
+            rows = await (await con.execute(sql, (to_us(before), pattern, limit))).fetchall()
             return [(str(t) or None, str(sid)) for t, sid in rows]
 
         return await self._read(find)

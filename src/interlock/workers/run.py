@@ -211,7 +211,7 @@ class TurnWorker:
         store = self.store
         if not isinstance(store, PostgresStore):
             return 0
-        candidates = await store.pending_before(utcnow() - sessions.EXPIRY)
+        candidates = await store.pending_before(utcnow() - sessions.EXPIRY, key=HANDOFF)
         if not candidates:
             return 0
         live = set(await self.queue.jobs("todo", "doing"))
