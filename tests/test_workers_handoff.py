@@ -170,3 +170,24 @@ async def test_the_sweeper_fails_a_row_whose_job_keeps_ending_without_its_outcom
     assert row is not None and row.status == "failed" and row.error is not None, row
     assert row.error.status == "UNAVAILABLE" and f"ended {REQUEUES + 1} times" in row.error.message
     assert job_statuses(dsn) == []
+
+
+async def test_with_every_worker_dead_a_queued_turn_reads_expired_and_runs_when_one_comes_back(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with fleet(fresh_dsn(), tmp_path) as f:
+        async with PostgresStore(f.dsn) as store:
+            queue = WorkerQueue(f.dsn)
+            agent = PromptAgent("quick", EchoModel(), store=store, detach_to=queue)
+            sid = (await agent.run("later", detach=True)).snapshot_id
+            assert sid is not None
+            with monkeypatch.context() as m:  # no worker sweeps: nothing refreshes the row (a short window)
+                m.setattr(sessions, "EXPIRY", timedelta(seconds=0.3))
+                await asyncio.sleep(0.5)
+                row = await store.load(sid)
+                assert row is not None and row.read_status() == "expired" and _jobs(f.dsn) == [("todo", sid)]
+            f.worker()  # a worker comes back: the job still waits, and runs
+            done = await agent.wait(sid, timeout=30)
+            await queue.aclose()
+        assert (done.status, done.finish_reason) == ("completed", "stop"), done
+        assert await settled_jobs(f.dsn) == ["succeeded"]

@@ -59,6 +59,9 @@ class WorkerQueue:
 
     Opened on first use, in the event loop that uses it; :meth:`aclose` closes its pool.
 
+    A hand-off's job is inserted through the agent's store (its connection, its transaction:
+    :meth:`write`); this queue's own pool lists, aborts and announces jobs, and runs workers.
+
     Args:
         dsn: the database (the agent's ``PostgresStore`` DSN: the queue lives beside the snapshots).
         queue: the procrastinate queue name.
