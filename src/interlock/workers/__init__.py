@@ -3,11 +3,12 @@
 An agent given ``detach_to=WorkerQueue(dsn)`` (or served by ``interlock serve
 --detach-to-workers``) does not run a detached turn in its own process: the turn's pending
 snapshot is written with everything the turn needs (its input, its parent, the caller's
-context; :mod:`interlock.handoff`) and, in the same transaction on the store's connection, a
-job naming that snapshot is enqueued on `procrastinate <https://procrastinate.readthedocs.io>`_,
-whose tables live in the same database (``interlock db upgrade`` installs them). ``interlock worker`` processes pick the
-job up through LISTEN/NOTIFY and run the turn (:mod:`interlock.workers.run`). The job carries
-only the snapshot's id and tenant: a worker never receives state the store does not have.
+context; :mod:`interlock.handoff`) and, in the same transaction on the store's connection,
+a job naming that snapshot is enqueued on `procrastinate <https://procrastinate.readthedocs.io>`_,
+whose tables live in the same database (``interlock db upgrade`` installs them). ``interlock
+worker`` processes pick the job up through LISTEN/NOTIFY and run the turn
+(:mod:`interlock.workers.run`). The job carries only the snapshot's id and tenant: a worker
+never receives state the store does not have.
 
 Aborting the turn (``abort``) flips its snapshot and asks procrastinate to abort the job,
 which cancels it on whatever worker runs it.
