@@ -78,8 +78,10 @@ async def test_a_worker_queue_needs_the_agents_postgres_store() -> None:
     assert "a worker queue needs the agent's store to be a PostgresStore" in out.error.message
 
 
-async def test_a_queued_turn_stays_fresh_while_every_worker_is_busy(tmp_path: pathlib.Path) -> None:
-    with fleet(fresh_dsn(), tmp_path, sleep=4) as f:
+async def test_a_turn_queued_longer_than_the_staleness_window_reads_pending_then_completes(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with fleet(fresh_dsn(), tmp_path, sleep=6) as f:
         f.worker("--concurrency", "1", *FAST)
         async with PostgresStore(f.dsn) as store:
             queue = WorkerQueue(f.dsn)
@@ -91,12 +93,13 @@ async def test_a_queued_turn_stays_fresh_while_every_worker_is_busy(tmp_path: pa
             assert second.snapshot_id is not None
             handed = await store.load(second.snapshot_id)
             assert handed is not None and handed.heartbeat_at is not None
-            await asyncio.sleep(2.5)
-            assert ("todo", second.snapshot_id) in _jobs(f.dsn)  # still queued: the only worker is busy
-            queued = await store.load(second.snapshot_id)
-            assert queued is not None and queued.heartbeat_at is not None and queued.read_status() == "pending"
-            assert queued.heartbeat_at - handed.heartbeat_at > timedelta(seconds=1)  # the sweeper keeps it fresh
-            assert (sessions.utcnow() - queued.heartbeat_at) < timedelta(seconds=1.5)
+            with monkeypatch.context() as m:  # this process reads with a window of 2 s; the turn waits 3
+                m.setattr(sessions, "EXPIRY", timedelta(seconds=2))
+                await asyncio.sleep(3)
+                assert ("todo", second.snapshot_id) in _jobs(f.dsn)  # still queued: the only worker is busy
+                queued = await store.load(second.snapshot_id)
+                assert queued is not None and queued.heartbeat_at is not None and queued.read_status() == "pending"
+            assert queued.heartbeat_at - handed.heartbeat_at > timedelta(seconds=1.5)  # the sweeper keeps it fresh
             done = await agent.wait(second.snapshot_id, timeout=30)
             await queue.aclose()
         assert (done.status, done.finish_reason) == ("completed", "stop"), done
