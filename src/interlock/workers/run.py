@@ -45,7 +45,7 @@ from ..stores import SessionStore, Updater
 from ..stores.postgres import PostgresStore
 from . import TASK, WorkerQueue
 
-__all__ = ["TurnWorker", "WorkerSettings"]
+__all__ = ["REQUEUES", "TurnWorker", "WorkerSettings"]
 
 log = logging.getLogger("interlock.workers")
 
