@@ -21,7 +21,7 @@ from ._turn_commit import TurnWriter, error_info
 from .claims import ClaimHold
 from .handoff import without_handoff
 from .interrupts import ResumePlan
-from .sessions import ErrorInfo, SessionState, Snapshot, fail_pending, utcnow
+from .sessions import ErrorInfo, SessionState, Snapshot, beat, fail_pending, utcnow
 from .stores import Updater
 from .tokens import mint_tokens
 
@@ -45,9 +45,14 @@ class DetachedRun:
         return self.keep_alive(on_abort)
 
     async def write_pending(self, parent_id: str | None, extra: dict[str, Any]) -> None:
-        """Write the pending row (``extra``: more metadata, e.g. what a worker needs: :mod:`interlock.handoff`)."""
+        """Write the pending row (``extra``: more metadata)."""
+        pending = self.pending_row(parent_id, extra)
+        await self.writer.store.save(self.snapshot_id, lambda _: pending, tenant=self.writer.tenant)
+
+    def pending_row(self, parent_id: str | None, extra: dict[str, Any]) -> Snapshot:
+        """The pending row (``extra``: more metadata, e.g. what a worker needs: :mod:`interlock.handoff`)."""
         now = utcnow()
-        pending = Snapshot(
+        return Snapshot(
             snapshot_id=self.snapshot_id,
             session_id=self.session_id,
             parent_id=parent_id,
@@ -56,7 +61,6 @@ class DetachedRun:
             status="pending",
             metadata={"agent": self.writer.agent.name, **extra},
         )
-        await self.writer.store.save(self.snapshot_id, lambda _: pending, tenant=self.writer.tenant)
 
     def keep_alive(self, on_abort: Callable[[], None]) -> list[asyncio.Task[None]]:
         """The tasks that keep the pending row's heartbeat fresh and watch for its abort."""
@@ -70,12 +74,8 @@ class DetachedRun:
         writer = self.writer
         while True:
             await asyncio.sleep(writer.agent.heartbeat_interval)
-
-            def beat(cur: Snapshot | None) -> Snapshot | None:
-                return cur.evolve(heartbeat_at=utcnow()) if cur is not None and cur.status == "pending" else None
-
             with contextlib.suppress(Exception):
-                await writer.store.save(self.snapshot_id, beat, tenant=writer.tenant)
+                await writer.store.save(self.snapshot_id, beat(), tenant=writer.tenant)
 
     async def _watch_abort(self, on_abort: Callable[[], None]) -> None:
         async for status in self.writer.store.watch(self.snapshot_id, tenant=self.writer.tenant):

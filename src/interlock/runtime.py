@@ -44,7 +44,10 @@ __all__ = ["DetachTarget", "RunnableAgent", "SessionRunner", "TurnHandler", "run
 class DetachTarget(Protocol):
     """Where an agent hands its detached turns (:class:`interlock.workers.WorkerQueue` is one)."""
 
-    async def enqueue(self, snapshot_id: str, tenant: str | None) -> int: ...
+    async def hand_off(self, store: SessionStore, pending: Snapshot, tenant: str | None) -> None:
+        """Write the pending row ``pending`` and the job that runs it, in one transaction of ``store``."""
+        ...
+
     async def abort(self, snapshot_id: str, tenant: str | None) -> int: ...
 
 
@@ -351,8 +354,9 @@ class Invocation:
     async def _hand_off(self, item: AgentInput, pending_id: str) -> bool:
         """Send a detached turn to the agent's worker queue (``detach_to``), if it has one and nothing runs here.
 
-        The pending row carries the input and the context (:mod:`interlock.handoff`); then its
-        job is enqueued. A detach sent while a turn runs in this process keeps that turn here.
+        The pending row carries the input and the context (:mod:`interlock.handoff`); it and its
+        job are written in one transaction (both or neither). A detach sent while a turn runs in
+        this process keeps that turn here.
         """
         target = self.agent.detach_to
         if target is None or self.writer is None or self.detached is not None:
@@ -363,14 +367,15 @@ class Invocation:
         self.detached = DetachedRun(writer=self.writer, snapshot_id=pending_id, session_id=session_id)
         self._handed = True
         self.session.detach_sink()
+        parent_id = self.tip.snapshot_id if self.tip else None
         try:
-            await self.detached.write_pending(
-                self.tip.snapshot_id if self.tip else None, handoff_metadata(item, self.context)
+            await target.hand_off(
+                self.writer.store,
+                self.detached.pending_row(parent_id, handoff_metadata(item, self.context)),
+                self.tenant,
             )
-            await target.enqueue(pending_id, self.tenant)
-        except Exception as exc:  # no job: the row must not stay pending
+        except Exception as exc:  # neither the row nor its job was written
             error = error_info(exc)
-            await self.detached.fail(error)
             self._resolve(AgentOutput(session_id=session_id, finish_reason="failed", error=error))
         else:
             hooks.detached_enqueued(self.agent.name, pending_id, session_id, None)

@@ -33,6 +33,7 @@ __all__ = [
     "SessionState",
     "Snapshot",
     "SnapshotStatus",
+    "beat",
     "check_state",
     "fail_pending",
     "new_id",
@@ -246,6 +247,20 @@ def fail_pending(error: ErrorInfo) -> Callable[[Snapshot | None], Snapshot | Non
         return cur.evolve(status="failed", finish_reason="failed", error=error, heartbeat_at=None)
 
     return fail
+
+
+def beat(older_than: timedelta = timedelta(0)) -> Callable[[Snapshot | None], Snapshot | None]:
+    """The store updater that refreshes a still-pending row's heartbeat (if older than ``older_than``)."""
+
+    def refresh(cur: Snapshot | None) -> Snapshot | None:
+        if cur is None or cur.status != "pending":
+            return None
+        now = utcnow()
+        if cur.heartbeat_at is not None and now - cur.heartbeat_at < older_than:
+            return None
+        return cur.evolve(heartbeat_at=now)
+
+    return refresh
 
 
 class Session:

@@ -90,9 +90,13 @@ from ._pg_schema import (
     STAMP,
     TABLE,
 )
+from ._sqlite_codec import to_us
 from ._versions import SCHEMA_TABLE, plan_upgrade
 
-__all__ = ["PostgresStore"]
+__all__ = ["PostgresStore", "TxStep"]
+
+TxStep = Callable[[Conn], Awaitable[None]]
+"""A statement run in a :meth:`PostgresStore.save_all` transaction after its writes (a worker queue's job insert)."""
 
 _R = TypeVar("_R")
 _RETRIES = 20
@@ -251,7 +255,9 @@ class PostgresStore:
         tenant: str | None = None,
         journal: Sequence[tuple[str, JournalUpdater]] = (),
         events: Sequence[OutboxEvent] = (),
+        then: Sequence[TxStep] = (),
     ) -> list[Snapshot | None]:
+        """As :meth:`SessionStore.save_all`; ``then`` runs in the same transaction, after the writes."""
         t = _key(tenant)
         todo = list(updates)
         entries = list(journal)
@@ -272,9 +278,28 @@ class PostgresStore:
             for key, update in entries:
                 await journal_rows.update(con, t, key, update, tx.entries)
             await outbox.insert(con, added)
+            for step in then:
+                await step(con)
             return written
 
         return await self._write(save_each, notify=changed)
+
+    async def pending_before(self, before: datetime, *, key: str, limit: int = 100) -> list[tuple[str | None, str]]:
+        """Pending rows whose heartbeat is older than ``before``, across tenants: ``(tenant, snapshot_id)``.
+
+        Only rows whose metadata mentions ``key`` (a superset: check the rows' metadata), oldest heartbeat first.
+        """
+        sql = (
+            f"SELECT tenant, snapshot_id FROM {TABLE} WHERE status = 'pending' AND created_us + heartbeat_us < %s "
+            "AND metadata LIKE %s ORDER BY created_us + heartbeat_us LIMIT %s"
+        )
+        pattern = "%" + json.dumps(key).replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+        async def find(con: Conn) -> list[tuple[str | None, str]]:
+            rows = await (await con.execute(sql, (to_us(before), pattern, limit))).fetchall()
+            return [(str(t) or None, str(sid)) for t, sid in rows]
+
+        return await self._read(find)
 
     async def outbox_claim(
         self, *, channel: str, holder: str, lease: float, limit: int = 100, now: datetime | None = None

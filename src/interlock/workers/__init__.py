@@ -3,11 +3,12 @@
 An agent given ``detach_to=WorkerQueue(dsn)`` (or served by ``interlock serve
 --detach-to-workers``) does not run a detached turn in its own process: the turn's pending
 snapshot is written with everything the turn needs (its input, its parent, the caller's
-context; :mod:`interlock.workers.pending`), and a job naming that snapshot is enqueued on
-`procrastinate <https://procrastinate.readthedocs.io>`_, whose tables live in the same
-database (``interlock db upgrade`` installs them). ``interlock worker`` processes pick the
-job up through LISTEN/NOTIFY and run the turn (:mod:`interlock.workers.run`). The job carries
-only the snapshot's id and tenant: a worker never receives state the store does not have.
+context; :mod:`interlock.handoff`) and, in the same transaction on the store's connection,
+a job naming that snapshot is enqueued on `procrastinate <https://procrastinate.readthedocs.io>`_,
+whose tables live in the same database (``interlock db upgrade`` installs them). ``interlock
+worker`` processes pick the job up through LISTEN/NOTIFY and run the turn
+(:mod:`interlock.workers.run`). The job carries only the snapshot's id and tenant: a worker
+never receives state the store does not have.
 
 Aborting the turn (``abort``) flips its snapshot and asks procrastinate to abort the job,
 which cancels it on whatever worker runs it.
@@ -17,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
+from typing import Any
 
 try:
     import psycopg
@@ -32,9 +35,12 @@ except ImportError as exc:  # pragma: no cover - exercised by a process without 
         f"interlock.workers needs procrastinate ({exc}): pip install 'interlock[workers]'", name=exc.name
     ) from exc
 
-from ..errors import FailedPreconditionError, InvalidArgumentError, UnavailableError
+from ..errors import FailedPreconditionError, InvalidArgumentError
+from ..sessions import Snapshot
+from ..stores import SessionStore, Updater
 from ..stores._pg_errors import redacted
 from ..stores._pg_schema import LOCK_SCHEMA
+from ..stores.postgres import PostgresStore
 
 __all__ = ["QUEUE", "TASK", "WorkerQueue", "install_schema", "job_lock"]
 
@@ -53,6 +59,9 @@ class WorkerQueue:
     """Where an agent sends its detached turns: a procrastinate queue in a PostgreSQL database.
 
     Opened on first use, in the event loop that uses it; :meth:`aclose` closes its pool.
+
+    A hand-off's job is inserted through the agent's store (its connection, its transaction:
+    :meth:`write`); this queue's own pool lists, aborts and announces jobs, and runs workers.
 
     Args:
         dsn: the database (the agent's ``PostgresStore`` DSN: the queue lives beside the snapshots).
@@ -104,24 +113,61 @@ class WorkerQueue:
             await self.app.close_async()
             await pool.close()
 
-    async def enqueue(self, snapshot_id: str, tenant: str | None) -> int:
-        """Enqueue the job that runs the pending snapshot ``snapshot_id``; returns the job's id.
+    async def hand_off(self, store: SessionStore, pending: Snapshot, tenant: str | None) -> None:
+        """Write the pending row and the job that runs it in one transaction of ``store`` (both or neither).
 
         Raises:
-            UnavailableError: the database could not be reached (nothing was enqueued).
-            FailedPreconditionError: the queue's tables are missing (``interlock db upgrade``).
+            FailedPreconditionError: ``store`` is not a :class:`PostgresStore`, or the queue's tables
+                are missing (``interlock db upgrade``).
+            UnavailableError: the database could not be reached.
         """
-        try:
-            app = await self.open()
-            deferrer = app.configure_task(TASK, queue=self.queue, lock=job_lock(snapshot_id, tenant))
-            return await deferrer.defer_async(snapshot_id=snapshot_id, tenant=tenant)
-        except (ConnectorException, psycopg.OperationalError) as exc:  # PoolTimeout is an OperationalError
-            missing = (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedFunction, psycopg.errors.UndefinedObject)
-            if isinstance(exc.__cause__, missing):
-                raise FailedPreconditionError(
-                    f"the worker queue's tables are missing: run interlock db upgrade --store {redacted(self.dsn)}"
-                ) from exc
-            raise UnavailableError(f"the worker queue could not take the detached turn: {exc}") from exc
+        await self.write(store, [(pending.snapshot_id, lambda _: pending)], pending.snapshot_id, tenant)
+
+    async def write(
+        self, store: SessionStore, updates: Sequence[tuple[str, Updater]], snapshot_id: str, tenant: str | None
+    ) -> None:
+        """Save ``updates`` and enqueue the job that runs ``snapshot_id``, in one transaction of ``store``.
+
+        The one way a job is enqueued (a hand-off, the sweeper's re-enqueue): procrastinate's
+        insert runs on the store's connection, after the rows; its trigger's NOTIFY wakes the
+        workers when the transaction commits. An updater that raises writes neither.
+        """
+        if not isinstance(store, PostgresStore):
+            raise FailedPreconditionError(
+                f"a worker queue needs the agent's store to be a PostgresStore in its database, not {store!r}"
+            )
+
+        async def defer(con: AsyncConnection[tuple[Any, ...]]) -> None:
+            deferrer = self.app.configure_task(
+                TASK, queue=self.queue, lock=job_lock(snapshot_id, tenant), connection=con
+            )
+            try:
+                await deferrer.defer_async(snapshot_id=snapshot_id, tenant=tenant)
+            except ConnectorException as exc:
+                missing = (
+                    psycopg.errors.UndefinedTable,
+                    psycopg.errors.UndefinedFunction,
+                    psycopg.errors.UndefinedObject,
+                )
+                if isinstance(exc.__cause__, missing):
+                    raise FailedPreconditionError(
+                        f"the worker queue's tables are missing: run interlock db upgrade --store {redacted(store.dsn)}"
+                    ) from exc
+                cause = exc.__cause__
+                raise (cause if isinstance(cause, psycopg.Error) else exc) from None  # the store types its errors
+
+        await store.save_all(updates, tenant=tenant, then=[defer])
+
+    async def jobs(self, *statuses: str) -> list[tuple[str | None, str]]:
+        """``(tenant, snapshot_id)`` of this queue's jobs in ``statuses`` (e.g. ``"todo"``)."""
+        app = await self.open()
+        found: list[tuple[str | None, str]] = []
+        for status in statuses:
+            for job in await app.job_manager.list_jobs_async(queue=self.queue, task=TASK, status=status):
+                sid, tenant = job.task_kwargs.get("snapshot_id"), job.task_kwargs.get("tenant")
+                if isinstance(sid, str):
+                    found.append((tenant if isinstance(tenant, str) else None, sid))
+        return found
 
     async def abort(self, snapshot_id: str, tenant: str | None) -> int:
         """Ask procrastinate to abort the snapshot's queued or running jobs; returns how many it asked."""

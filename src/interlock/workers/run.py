@@ -17,7 +17,9 @@ A job names a pending snapshot (``snapshot_id``, ``tenant``). The worker that ta
 
 The **sweeper** (a loop in every worker) asks procrastinate for jobs whose worker stopped
 heartbeating (``get_stalled_jobs``: a SIGKILLed worker, a lost host) and retries them; the
-worker that picks one up waits out the dead attempt's lease, then takes it over.
+worker that picks one up waits out the dead attempt's lease, then takes it over. It also
+refreshes the heartbeat of rows whose job is queued (a queued turn reads ``pending``), and
+re-enqueues handed-off rows that read ``expired`` with no queued or running job.
 """
 
 from __future__ import annotations
@@ -27,19 +29,23 @@ import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 
 from procrastinate import JobContext, RetryStrategy
 from procrastinate.exceptions import JobAborted
 from procrastinate.job_context import AbortReason
 
+from .. import sessions
 from ..claims import ClaimHold, Claims
 from ..errors import ClaimConflictError, FailedPreconditionError, InterlockError
+from ..handoff import HANDOFF
 from ..runtime import RunnableAgent, run_handed_off
-from ..sessions import ErrorInfo, Snapshot, fail_pending, new_id, utcnow
-from ..stores import SessionStore
+from ..sessions import ErrorInfo, Snapshot, beat, fail_pending, new_id, utcnow
+from ..stores import SessionStore, Updater
+from ..stores.postgres import PostgresStore
 from . import TASK, WorkerQueue
 
-__all__ = ["TurnWorker", "WorkerSettings"]
+__all__ = ["REQUEUES", "TurnWorker", "WorkerSettings"]
 
 log = logging.getLogger("interlock.workers")
 
@@ -167,7 +173,72 @@ class TurnWorker:
                 log.warning("sweep failed: %s", exc)
 
     async def sweep_once(self) -> int:
-        """One sweep; returns how many stalled jobs it retried."""
+        """One sweep; returns how many stalled jobs it retried.
+
+        Then it keeps the rows of queued jobs fresh (:meth:`refresh_queued`) and re-enqueues
+        handed-off rows whose job is gone (:meth:`reconcile`).
+        """
+        retried = await self._retry_stalled()
+        await self.refresh_queued()
+        await self.reconcile()
+        return retried
+
+    async def refresh_queued(self) -> int:
+        """Refresh the heartbeat of every pending row whose job waits in the queue; returns how many.
+
+        A queued turn (every worker busy) so reads ``pending``, not ``expired``, while a worker
+        lives to sweep; with every worker dead its row reads ``expired`` once the heartbeat is
+        :data:`~interlock.sessions.EXPIRY` old, and its job still waits: a worker that comes back runs it.
+        """
+        by_tenant: dict[str | None, set[str]] = {}
+        for tenant, sid in await self.queue.jobs("todo"):
+            by_tenant.setdefault(tenant, set()).add(sid)
+        fresh = timedelta(seconds=self.settings.sweep_every)
+        refreshed = 0
+        for tenant, ids in by_tenant.items():
+            written = await self.store.save_all([(sid, beat(fresh)) for sid in sorted(ids)], tenant=tenant)
+            refreshed += sum(w is not None for w in written)
+        return refreshed
+
+    async def reconcile(self) -> int:
+        """Re-enqueue (or fail) handed-off rows that read ``expired`` and have no queued or running job.
+
+        Such a row's job ended without the turn's outcome (procrastinate failed or cancelled it, it
+        was deleted, or the run's final write was lost) and nobody holds a live lease on it. The
+        row is re-enqueued, its heartbeat refreshed, in one transaction (:meth:`WorkerQueue.write`),
+        at most :data:`REQUEUES` times; then it is failed (``UNAVAILABLE``). Returns how many it handled.
+        """
+        store = self.store
+        if not isinstance(store, PostgresStore):
+            return 0
+        candidates = await store.pending_before(utcnow() - sessions.EXPIRY, key=HANDOFF)
+        if not candidates:
+            return 0
+        live = set(await self.queue.jobs("todo", "doing"))
+        handled = 0
+        for tenant, sid in candidates:
+            if (tenant, sid) in live:
+                continue
+            cur = await store.load(sid, tenant=tenant)
+            if cur is None or not _orphaned(cur):
+                continue
+            count = _requeues(cur)
+            try:
+                if count >= REQUEUES:
+                    error = ErrorInfo(
+                        status="UNAVAILABLE", message=f"the turn's job ended {count + 1} times without its outcome"
+                    )
+                    await store.save(sid, _if_orphaned(fail_pending(error)), tenant=tenant)
+                    log.warning("failed orphaned snapshot %s", sid)
+                else:
+                    await self.queue.write(store, [(sid, _if_orphaned(_requeued))], sid, tenant)
+                    log.info("re-enqueued orphaned snapshot %s", sid)
+            except _NotOrphaned:
+                continue
+            handled += 1
+        return handled
+
+    async def _retry_stalled(self) -> int:
         app = await self.queue.open()
         stalled = await app.job_manager.get_stalled_jobs(
             queue=self.queue.queue, task_name=TASK, seconds_since_heartbeat=self.settings.stalled_after
@@ -185,3 +256,41 @@ class TurnWorker:
             log.info("retrying stalled job %s (snapshot %s)", job.id, job.task_kwargs.get("snapshot_id"))
             await self.queue.wake(job.id)
         return retried
+
+
+REQUEUES = 3
+"""How many times the sweeper re-enqueues a handed-off row whose job ended without its outcome; then it fails it."""
+_REQUEUED = "requeued"
+"""The pending row's metadata key: how many times the sweeper re-enqueued it."""
+
+
+class _NotOrphaned(Exception):
+    """The row is no longer an orphan (it finished, was refreshed, or someone holds its lease): nothing to do."""
+
+
+def _orphaned(cur: Snapshot | None) -> bool:
+    """A handed-off pending row that reads ``expired`` and whose lease (if any) lapsed."""
+    if cur is None or cur.read_status() != "expired" or HANDOFF not in (cur.metadata or {}):
+        return False
+    return cur.claim_expires_at is None or cur.claim_expires_at <= utcnow()
+
+
+def _requeues(cur: Snapshot) -> int:
+    found = (cur.metadata or {}).get(_REQUEUED)
+    return found if isinstance(found, int) else 0
+
+
+def _requeued(cur: Snapshot | None) -> Snapshot | None:
+    assert cur is not None
+    return cur.evolve(heartbeat_at=utcnow(), metadata={**(cur.metadata or {}), _REQUEUED: _requeues(cur) + 1})
+
+
+def _if_orphaned(update: Updater) -> Updater:
+    """``update``, applied only while the row is still an orphan (checked under the row's lock)."""
+
+    def guarded(cur: Snapshot | None) -> Snapshot | None:
+        if not _orphaned(cur):
+            raise _NotOrphaned
+        return update(cur)
+
+    return guarded
