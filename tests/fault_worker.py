@@ -38,7 +38,7 @@ from interlock import AgentOutput, Inbox, PromptAgent, Snapshot, ToolContext, to
 from interlock.claims import claim_state
 from interlock.models import ModelRequest, ModelResponse
 from interlock.stores import JournalUpdater, Updater
-from interlock.stores.postgres import PostgresStore
+from interlock.stores.postgres import PostgresStore, TxStep
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
 
@@ -511,7 +511,18 @@ class _HangingSQLite(_HangInCommit, SQLiteStore):
 
 
 class _HangingPostgres(_HangInCommit, PostgresStore):
-    pass
+    async def save_all(
+        self,
+        updates: Sequence[tuple[str, Updater]],
+        *,
+        tenant: str | None = None,
+        journal: Sequence[tuple[str, JournalUpdater]] = (),
+        events: Sequence[Any] = (),
+        then: Sequence[TxStep] = (),
+    ) -> list[Any]:
+        if then:  # a worker hand-off's job insert: not what this store hangs in
+            return await PostgresStore.save_all(self, updates, tenant=tenant, journal=journal, events=events, then=then)
+        return await _HangInCommit.save_all(self, updates, tenant=tenant, journal=journal, events=events)
 
 
 def _hanging_commit_store(db: str, parent: str, marker: pathlib.Path) -> SQLiteStore | PostgresStore:
