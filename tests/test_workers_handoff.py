@@ -18,6 +18,7 @@ from pg import fresh_dsn
 from workers_fleet import FAST, fleet, job_statuses, settled_jobs, upgrade
 
 from interlock import PromptAgent, Snapshot, sessions
+from interlock import metadata as md
 from interlock.handoff import HANDOFF
 from interlock.stores.memory import InMemoryStore
 from interlock.stores.postgres import PostgresStore
@@ -140,7 +141,7 @@ async def test_the_sweeper_re_enqueues_a_handed_off_row_whose_job_is_gone(
             assert sorted(_jobs(f.dsn)) == sorted([("cancelled", cancelled), ("todo", lost), ("todo", cancelled)])
             for sid in (lost, cancelled):
                 row = await store.load(sid)
-                assert row is not None and row.read_status() == "pending" and (row.metadata or {})["requeued"] == 1
+                assert row is not None and row.read_status() == "pending" and (row.metadata or {})[md.REQUEUED] == 1
             kept = await store.load("local")
             assert kept is not None and kept.version == 1 and kept.read_status() == "expired"  # not ours: untouched
             monkeypatch.setattr(sessions, "EXPIRY", timedelta(seconds=60))

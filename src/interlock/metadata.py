@@ -56,6 +56,7 @@ __all__ = [
     "PENDING",
     "PENDING_OUTPUT",
     "RECLAIMED_FROM",
+    "REQUEUED",
     "RESUME_TOKEN",
     "CONSUMED_TOKENS",
     "AGENT_PATH",
@@ -113,6 +114,8 @@ IN_DOUBT = "effectInDoubt"
 """In an interrupt's data: the effect journal paused this call because an earlier attempt may have taken effect."""
 RECLAIMED_FROM = "reclaimedFrom"
 """Snapshot metadata: the turn whose lapsed claim a resume took over."""
+REQUEUED = "requeued"
+"""Pending snapshot metadata: how many times a worker's sweeper re-enqueued its orphaned hand-off."""
 RESUME_TOKEN = "resumeToken"
 """Interrupted tool request: its server-minted resume token (:mod:`interlock.tokens`); an answer carries it back."""
 CONSUMED_TOKENS = "consumedTokens"

@@ -35,6 +35,7 @@ from procrastinate import JobContext, RetryStrategy
 from procrastinate.exceptions import JobAborted
 from procrastinate.job_context import AbortReason
 
+from .. import metadata as md
 from .. import sessions
 from ..claims import ClaimHold, Claims
 from ..errors import ClaimConflictError, FailedPreconditionError, InterlockError
@@ -260,8 +261,6 @@ class TurnWorker:
 
 REQUEUES = 3
 """How many times the sweeper re-enqueues a handed-off row whose job ended without its outcome; then it fails it."""
-_REQUEUED = "requeued"
-"""The pending row's metadata key: how many times the sweeper re-enqueued it."""
 
 
 class _NotOrphaned(Exception):
@@ -276,13 +275,13 @@ def _orphaned(cur: Snapshot | None) -> bool:
 
 
 def _requeues(cur: Snapshot) -> int:
-    found = (cur.metadata or {}).get(_REQUEUED)
+    found = (cur.metadata or {}).get(md.REQUEUED)
     return found if isinstance(found, int) else 0
 
 
 def _requeued(cur: Snapshot | None) -> Snapshot | None:
     assert cur is not None
-    return cur.evolve(heartbeat_at=utcnow(), metadata={**(cur.metadata or {}), _REQUEUED: _requeues(cur) + 1})
+    return cur.evolve(heartbeat_at=utcnow(), metadata={**(cur.metadata or {}), md.REQUEUED: _requeues(cur) + 1})
 
 
 def _if_orphaned(update: Updater) -> Updater:
