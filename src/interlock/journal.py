@@ -36,9 +36,13 @@ __all__ = ["Expecting", "JournalEntry", "JournalStatus", "call_key", "digest", "
 JournalStatus: TypeAlias = Literal["running", "done", "interrupted", "failed"]
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+"""One encoder for every digest (``json.dumps`` with these options builds a new one per call)."""
+
+
 def digest(value: object) -> str:
     """A stable digest of a JSON value (key order does not matter)."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    text = _CANONICAL.encode(value)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 

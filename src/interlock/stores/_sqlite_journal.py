@@ -53,7 +53,8 @@ def get(con: sqlite3.Connection, tenant: str, key: str) -> JournalEntry | None:
 def put(con: sqlite3.Connection, tenant: str, entry: JournalEntry, expect: int) -> None:
     """Write ``entry`` if the stored attempt is ``expect`` (0: none stored), else raise ABORTED.
 
-    One statement: the insert of a new call, or the update of the attempt ``expect``.
+    One statement (so it may run as its own transaction: ``Worker.run_here``): the insert of a
+    new call, or the update of the attempt ``expect``.
     """
     text = json.dumps(entry.to_json())
     if expect == 0:
