@@ -102,17 +102,8 @@ class Worker:
     busy_backoff = 100
     """Commits to wait before trying again, when another connection kept a checkpoint from finishing."""
 
-    def __init__(
-        self,
-        connect: Callable[[], sqlite3.Connection],
-        wal_path: str | None,
-        *,
-        name: str,
-        connect_inline: Callable[[], sqlite3.Connection] | None = None,
-    ) -> None:
+    def __init__(self, connect: Callable[[], sqlite3.Connection], wal_path: str | None, *, name: str) -> None:
         self._connect = connect
-        self._connect_inline = connect_inline
-        """The connection :meth:`run_here` writes on (used under the same lock), if any."""
         self._wal_path = wal_path
         self._name = name
         self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
@@ -133,24 +124,27 @@ class Worker:
         """Run a one-statement write that needs no fsync on the caller's thread, if the worker is idle.
 
         ``(True, value)`` when it ran; ``(False, None)`` when the worker is busy or has work queued,
-        another connection holds the write lock (no waiting for it here: the caller's event loop
-        must not block), or there is no inline connection: then :meth:`submit` it. Saves the two
-        thread hand-offs, which cost more than such a write. ``fn`` must make its change with one
-        statement: it runs on a connection of its own, set up once for this (autocommit, no busy
-        timeout, ``synchronous=NORMAL``), so that statement is its transaction, and a refused lock
-        changes nothing. Neither connection switches settings per write.
+        or another connection holds the write lock (no waiting for it here: the caller's event loop
+        must not block): then :meth:`submit` it. Saves the two thread hand-offs, which cost more
+        than such a write. ``fn`` must make its change with one statement, which is then its own
+        transaction (autocommit): a lock refused at it changes nothing.
         """
-        if self._connect_inline is None or not self._queue.empty() or not self._busy.acquire(blocking=False):
+        if not self._queue.empty() or not self._busy.acquire(blocking=False):
             return False, None
         try:
             if not self._queue.empty():
                 return False, None
+            con = self._connect()
+            con.execute("PRAGMA busy_timeout = 0")
             try:
-                value = fn(self._connect_inline(), *args)
+                self._set_synchronous(con, "NORMAL")
+                value = fn(con, *args)
             except sqlite3.OperationalError as exc:
                 if exc.sqlite_errorcode & 0xFF in _BUSY:  # the write lock is taken (extended codes included)
                     return False, None
                 raise
+            finally:
+                con.execute("PRAGMA busy_timeout = 30000")
             self.commits += 1
             self.writes += 1
             return True, value

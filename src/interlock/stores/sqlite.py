@@ -17,12 +17,11 @@ Each store owns one connection, used by its worker thread (:mod:`._sqlite_worker
 async methods queue work for it, so no blocking call runs on the event loop. One exception:
 a journal outcome (a one-statement write with ``synchronous=NORMAL``, no fsync) runs on the
 caller's thread when the worker is idle and the file's write lock is free, never waiting
-for either (``Worker.run_here``), on a second connection set up for just that. The worker
-takes the work in batches and commits the writes waiting together in one transaction
-(group commit: one fsync for them all, each write isolated by a savepoint, none
-acknowledged before its commit is durable). It keeps an LRU cache of message lists,
-bounded by their size and keyed by each row's content revision, so it is never stale,
-even when another process writes the file.
+for either (``Worker.run_here``). The worker takes the work in batches and commits the writes waiting
+together in one transaction (group commit: one fsync for them all, each write isolated by
+a savepoint, none acknowledged before its commit is durable). It keeps an LRU cache of
+message lists, bounded by their size and keyed by each row's content revision, so it is
+never stale, even when another process writes the file.
 
 Concurrency
 -----------
@@ -115,10 +114,8 @@ class SQLiteStore:
         """The schema version found on open when migrations ran (``None``: none were needed)."""
         self._rows = SnapshotRows(cache_bytes)
         self._con: sqlite3.Connection | None = None
-        self._inline: sqlite3.Connection | None = None
         wal = None if self.path == ":memory:" else os.path.abspath(self.path) + "-wal"
-        inline = None if wal is None else self._inline_db  # a private in-memory database has one connection
-        self._worker = Worker(self._db, wal, name="interlock-sqlite", connect_inline=inline)
+        self._worker = Worker(self._db, wal, name="interlock-sqlite")
         self._closed = False
         self._watchers: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
 
@@ -342,26 +339,7 @@ class SQLiteStore:
         self._con = con
         return con
 
-    def _inline_db(self) -> sqlite3.Connection:
-        """The connection of ``Worker.run_here`` (journal outcomes, no fsync; autocommit), opened after :meth:`_db`."""
-        if self._inline is not None:
-            return self._inline
-        self._db()  # the schema first
-        con = sqlite3.connect(self.path, timeout=0.0, isolation_level=None, check_same_thread=False)
-        try:
-            con.execute("PRAGMA busy_timeout = 0")  # never waits: a taken write lock sends the write to the worker
-            con.execute("PRAGMA synchronous = NORMAL")  # WAL: a commit survives a process crash without an fsync
-            con.execute("PRAGMA wal_autocheckpoint = 0")  # the worker checkpoints, between batches
-        except BaseException:
-            con.close()
-            raise
-        self._inline = con
-        return con
-
     def _close_db(self) -> None:
-        if self._inline is not None:
-            self._inline.close()
-            self._inline = None
         if self._con is not None:
             self._con.close()
             self._con = None
