@@ -23,7 +23,7 @@ from .outbox import OutboxEvent
 from .sessions import ErrorInfo, Session, Snapshot
 from .stores import JournalUpdater, SessionStore, Updater
 from .tokens import mint_tokens
-from .tools import to_json
+from .tool_context import to_json
 
 if TYPE_CHECKING:
     from .runtime import RunnableAgent

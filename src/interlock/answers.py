@@ -18,7 +18,7 @@ from .errors import InvalidArgumentError, UsageError
 from .middleware import approve as approve_hold
 from .middleware import deny as deny_hold
 from .parts import ToolRequestPart, ToolResponsePart
-from .tools import to_json
+from .tool_context import to_json
 
 if TYPE_CHECKING:
     from .inbox import PendingInterrupt, ResumableAgent

@@ -27,7 +27,8 @@ from .stores import JournalUpdater, SessionStore
 from .telemetry import hooks
 
 if TYPE_CHECKING:
-    from .tools import Tool, ToolContext
+    from .tool_context import ToolContext
+    from .tools import Tool
 
 __all__ = ["Effects", "in_doubt_data"]
 

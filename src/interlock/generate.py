@@ -34,7 +34,8 @@ from .parts import Part, ToolRequestPart, ToolResponsePart, with_metadata
 from .sessions import Session
 from .surfacing import collapse, expand
 from .telemetry import calls as telemetry
-from .tools import Tool, ToolContext, ToolMiddleware, to_json
+from .tool_context import ToolContext, ToolMiddleware, to_json
+from .tools import Tool
 
 __all__ = ["GenerateResult", "check_resume", "generate"]
 

@@ -18,7 +18,7 @@ from .decisions import Decision
 from .errors import Interrupt
 from .metadata import is_hold
 from .parts import ToolRequestPart, ToolResponsePart
-from .tools import ToolContext, ToolMiddleware
+from .tool_context import ToolContext, ToolMiddleware
 
 __all__ = ["approve", "deny", "is_hold", "tool_approval"]
 
