@@ -214,6 +214,29 @@ async def test_an_idempotent_tool_is_retried_with_the_same_key(store: Any, tmp_p
     assert ledger.keys == [entry.key] and entry.attempt == 3
 
 
+async def test_only_an_idempotent_tools_intent_goes_without_an_fsync(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An intent is flushed before the body runs; an idempotent call in doubt is retried anyway, so its is not."""
+    flushed: list[bool] = []
+    real = SQLiteStore.journal_put
+
+    async def spy(self: SQLiteStore, entry: Any, *, expect: int, tenant: Any = None, durable: bool = True) -> None:
+        if entry.status == "running" and expect == 0:
+            flushed.append(durable)
+        await real(self, entry, expect=expect, tenant=tenant, durable=durable)
+
+    monkeypatch.setattr(SQLiteStore, "journal_put", spy)
+    async with SQLiteStore(tmp_path / "s.db") as store:
+        for idempotent in (False, True):
+            ledger = Ledger(tmp_path / f"effects-{idempotent}.log")
+            sid = (await bank(store, ledger, ScriptedModel([PAY]), idempotent=idempotent).run("pay bob 5")).snapshot_id
+            done = await bank(store, ledger, idempotent=idempotent).run(resume=APPROVE, snapshot_id=sid)
+            assert done.finish_reason == "stop", done.error
+            assert len(ledger.effects) == 1
+    assert flushed == [True, False]
+
+
 async def test_reconcile_decides_an_in_doubt_call(store: Any, tmp_path: pathlib.Path) -> None:
     ledger = Ledger(tmp_path / "effects.log")
     asked: list[str] = []

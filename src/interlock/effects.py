@@ -227,8 +227,12 @@ class Effects:
         entry: JournalEntry | None,
     ) -> JournalEntry:
         intent = self._intent(tool.name, ctx.request.ref, key, input_digest, entry)
+        # Flushed before the body runs, so that a call whose process died (or whose machine lost power) reads as
+        # in doubt. An idempotent tool's call in doubt is retried anyway: its intent needs no fsync (a process
+        # crash keeps it; a power cut may lose it, and the call then runs again with the same key, as it would).
+        expect = 0 if entry is None else entry.attempt
         try:
-            await self.store.journal_put(intent, expect=0 if entry is None else entry.attempt, tenant=self.tenant)
+            await self.store.journal_put(intent, expect=expect, tenant=self.tenant, durable=not tool.idempotent)
         except ClaimConflictError:
             if entry is None:
                 raise _SeenBefore from None
