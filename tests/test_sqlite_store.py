@@ -551,3 +551,31 @@ async def test_from_url_setup_and_close(tmp_path: pathlib.Path) -> None:
     async with SQLiteStore(":memory:") as memory:
         await seed_counter(memory)
         assert (await memory.load("c")) is not None
+
+
+def test_switching_to_wal_waits_while_a_concurrent_opener_holds_the_lock() -> None:
+    """SQLite can refuse the switch at once (no busy handler) while another opener holds a lock: it is tried again."""
+    from interlock.stores import sqlite as sqlite_module
+
+    class Refusing:
+        def __init__(self, refusals: int, code: int) -> None:
+            self.refusals, self.code, self.calls = refusals, code, 0
+
+        def execute(self, sql: str) -> None:
+            self.calls += 1
+            if self.refusals:
+                self.refusals -= 1
+                exc = sqlite3.OperationalError("database is locked")
+                exc.sqlite_errorcode = self.code
+                raise exc
+
+    busy = Refusing(3, sqlite3.SQLITE_BUSY)
+    sqlite_module._enter_wal(busy)  # type: ignore[arg-type]
+    assert busy.calls == 4
+    damaged = Refusing(1, sqlite3.SQLITE_CORRUPT)  # anything else is not waited out
+    with pytest.raises(sqlite3.OperationalError):
+        sqlite_module._enter_wal(damaged)  # type: ignore[arg-type]
+    assert damaged.calls == 1
+    stuck = Refusing(10**6, sqlite3.SQLITE_BUSY)
+    with pytest.raises(sqlite3.OperationalError):
+        sqlite_module._enter_wal(stuck, timeout=0.05)  # type: ignore[arg-type]

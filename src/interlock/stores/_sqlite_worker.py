@@ -140,7 +140,7 @@ class Worker:
                 self._set_synchronous(con, "NORMAL")
                 value = fn(con, *args)
             except sqlite3.OperationalError as exc:
-                if exc.sqlite_errorcode & 0xFF in _BUSY:  # the write lock is taken (extended codes included)
+                if is_busy(exc):  # the write lock is taken
                     return False, None
                 raise
             finally:
@@ -306,6 +306,11 @@ class Worker:
 
 
 _BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` says another connection holds a lock (``SQLITE_BUSY``/``LOCKED``, extended codes included)."""
+    return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in _BUSY
 
 
 def _undo(con: sqlite3.Connection) -> bool:

@@ -40,6 +40,7 @@ import asyncio
 import contextlib
 import os
 import sqlite3
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -59,7 +60,7 @@ from ._sqlite_errors import check_layout, sqlite_error
 from ._sqlite_migrate import CURRENT, prepare
 from ._sqlite_rows import SnapshotRows
 from ._sqlite_schema import create_indexes, path_of
-from ._sqlite_worker import JobKind, Worker
+from ._sqlite_worker import JobKind, Worker, is_busy
 
 __all__ = ["SQLiteStore"]
 
@@ -321,7 +322,7 @@ class SQLiteStore:
         con = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
         try:
             con.execute("PRAGMA busy_timeout = 30000")
-            con.execute("PRAGMA journal_mode = WAL")
+            _enter_wal(con)
             con.execute("PRAGMA synchronous = FULL")
             con.execute("PRAGMA wal_autocheckpoint = 0")  # the worker checkpoints, between batches
             con.execute("BEGIN IMMEDIATE")
@@ -376,6 +377,24 @@ _OPERATIONS = {
     (outbox.__name__, "events"): "outbox_events",
 }
 """The store method a worker function serves, for telemetry (by the function's module and name)."""
+
+
+def _enter_wal(con: sqlite3.Connection, timeout: float = 30.0) -> None:
+    """Switch the file to WAL; while another connection opening it at once holds its lock, wait and try again.
+
+    The switch takes the file's exclusive lock, and SQLite can refuse it at once (``SQLITE_BUSY``,
+    without its busy handler) while a concurrent opener holds a lock: the busy timeout does not
+    cover it, so this does (the worker thread may wait).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            con.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
 
 
 def _nothing(con: sqlite3.Connection) -> None:
