@@ -14,6 +14,16 @@ which the machine's load changes less:
   its turns 10 and 1,000, a second apart, and each process has its own memory layout), with the
   lowest and highest beside it.
 
+  Figures of 2 December 2026 (2 cores, load average about 1): SQLite 1.29x (its 7 processes
+  1.23x-1.37x: over target), PostgreSQL 1.08x (1.06x-1.12x). What grows is not SQLite's SQL
+  (each statement's CPU is within a few µs at turn 10 and 1,000) and hardly the instructions (+14% under
+  valgrind: the runtime's list copies of the history, the message cache's tuple, the delta's prefix
+  check, the collector traversing that tuple, each O(history) and each 1-3% of a turn). It is the
+  SQLite store's two threads: pinned to one CPU, or the event loop and the worker to one CPU each,
+  the ratio is 1.09x; left to the scheduler, they move between CPUs and each turn fetches the
+  whole history (every message it copies) into a cold cache, 1.09x to 1.4x from one batch of
+  processes to the next. The PostgreSQL store has no worker thread.
+
 Each other figure is the median of ``--repeat`` runs; the machine's load average is printed with them.
 "Before" figures are this benchmark's on interlock before the index (commit de51feb, same
 machine, heavily loaded: compare them with care). With
