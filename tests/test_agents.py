@@ -548,3 +548,20 @@ async def test_wait_wakes_on_the_store_and_when_a_heartbeat_goes_stale() -> None
     await store.save("q", lambda cur: cur.evolve(status="completed") if cur else None)
     done = await asyncio.wait_for(waiting, 1)
     assert done.status == "completed"
+
+
+@pytest.mark.parametrize("instructions", [None, "be brief"])
+async def test_history_reaches_the_model_without_being_shared_with_it(instructions: str | None) -> None:
+    model = ScriptedModel(["one", "two"])
+    agent = PromptAgent("chat", model, instructions=instructions, store=InMemoryStore())
+    first = await agent.run("hi")
+    model.requests[0].messages.append(Message.user("a model that keeps and changes its request"))
+
+    second = await agent.run("again", session_id=first.session_id)
+
+    system = [Message.system(instructions)] if instructions else []
+    stored = [Message.user("hi"), Message.model("one"), Message.user("again")]
+    assert [m.text for m in model.requests[1].messages] == [m.text for m in [*system, *stored]]
+    snap = await agent.store.latest(second.session_id or "") if agent.store else None
+    assert snap is not None and snap.state is not None
+    assert [m.text for m in snap.state.messages] == ["hi", "one", "again", "two"]

@@ -424,10 +424,11 @@ class PromptAgent(Agent):
     async def invoke(self, runner: SessionRunner) -> AgentResult | None:
         async def turn(input: AgentInput, ctx: TurnContext) -> TurnResult:
             session = runner.session
+            # generate copies the history it is given, and set_messages the one it gets back: no other copy
             preamble = [Message.system(self.instructions)] if self.instructions else []
             result = await generate(
                 self.model,
-                [*preamble, *session.messages],
+                [*preamble, *session.messages] if preamble else session.messages,
                 tools=self.tools,
                 resume=input.resume,
                 plan=ctx.plan,
@@ -444,7 +445,7 @@ class PromptAgent(Agent):
                 reclaimed_from=ctx.reclaimed_from,
                 effects=ctx.effects,
             )
-            session.set_messages(result.messages[len(preamble) :])
+            session.set_messages(result.messages[len(preamble) :] if preamble else result.messages)
             return TurnResult(finish_reason=result.finish_reason)
 
         await runner.run(turn)
