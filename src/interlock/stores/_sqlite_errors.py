@@ -23,10 +23,20 @@ _TRANSIENT = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLI
 _LAYOUT_WORDS = ("no such column", "no such table", "has no column")
 
 
+def _primary(exc: sqlite3.Error) -> int | None:
+    """The primary result code of ``exc`` (its extended code's low byte), if SQLite gave one."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(code, int) else None
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` says another connection holds a lock (``SQLITE_BUSY`` or ``SQLITE_LOCKED``)."""
+    return _primary(exc) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
 def sqlite_error(exc: sqlite3.Error, path: str) -> InterlockError:
     """The interlock error for a failure of the SQLite store at ``path``."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    primary = code & 0xFF if isinstance(code, int) else None
+    primary = _primary(exc)
     where = f"the SQLite store at {path!r}"
     text = str(exc)
     if primary in _TRANSIENT or (primary is None and "locked" in text):

@@ -38,6 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ._sqlite_errors import is_busy
+
 JobKind = Literal["read", "write", "call"]
 
 
@@ -303,14 +305,6 @@ class Worker:
                 con.execute("PRAGMA busy_timeout = 30000")
         except sqlite3.Error:
             pass  # housekeeping only: the next commit says what is wrong, if anything is
-
-
-_BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-
-
-def is_busy(exc: sqlite3.Error) -> bool:
-    """Whether ``exc`` says another connection holds a lock (``SQLITE_BUSY``/``LOCKED``, extended codes included)."""
-    return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in _BUSY
 
 
 def _undo(con: sqlite3.Connection) -> bool:

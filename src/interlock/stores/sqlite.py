@@ -56,11 +56,11 @@ from ..telemetry import hooks
 from . import JournalUpdater, SnapshotInfo, Updater, check_tenant
 from . import _sqlite_journal as journal
 from . import _sqlite_outbox as outbox
-from ._sqlite_errors import check_layout, sqlite_error
+from ._sqlite_errors import check_layout, is_busy, sqlite_error
 from ._sqlite_migrate import CURRENT, prepare
 from ._sqlite_rows import SnapshotRows
 from ._sqlite_schema import create_indexes, path_of
-from ._sqlite_worker import JobKind, Worker, is_busy
+from ._sqlite_worker import JobKind, Worker
 
 __all__ = ["SQLiteStore"]
 
@@ -382,9 +382,10 @@ _OPERATIONS = {
 def _enter_wal(con: sqlite3.Connection, timeout: float = 30.0) -> None:
     """Switch the file to WAL; while another connection opening it at once holds its lock, wait and try again.
 
-    The switch takes the file's exclusive lock, and SQLite can refuse it at once (``SQLITE_BUSY``,
-    without its busy handler) while a concurrent opener holds a lock: the busy timeout does not
-    cover it, so this does (the worker thread may wait).
+    The switch takes the file's exclusive lock. When waiting for it could deadlock with a
+    concurrent opener, SQLite returns ``SQLITE_BUSY`` at once instead of calling the busy
+    handler (as its ``sqlite3_busy_handler`` documentation says it may), so the busy timeout
+    does not cover it; this does (on the worker thread, which may wait).
     """
     deadline = time.monotonic() + timeout
     while True:
