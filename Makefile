@@ -73,6 +73,7 @@ bench: $(STAMP) postgres
 	$(BIN)/python bench/http_cycle.py
 	$(BIN)/python bench/multiserver.py
 	$(BIN)/python bench/pg_ceiling.py
+	$(BIN)/python bench/pg_floor.py
 	$(BIN)/python bench/telemetry.py
 	$(BIN)/python bench/inbox_http.py
 	$(BIN)/python bench/inbox_index.py
