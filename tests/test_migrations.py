@@ -132,11 +132,11 @@ async def test_postgres_creates_its_schema_and_refuses_an_older_one_until_upgrad
         await store.ready()
         assert store.upgraded_from is None
     _set_version(url, 1)  # as if written before version 2 (the outbox)
-    with pytest.raises(FailedPreconditionError, match=r"schema version 1, older than this interlock's 3") as caught:
+    with pytest.raises(FailedPreconditionError, match=r"schema version 1, older than this interlock's 4") as caught:
         async with PostgresStore(url) as store:
             await store.ready()
     assert f"interlock db upgrade --store {url}" in caught.value.message
-    said = f"{url}: upgraded from schema version 1 to 3\n{url}: worker queue tables installed\n"
+    said = f"{url}: upgraded from schema version 1 to 4\n{url}: worker queue tables installed\n"
     assert await upgrade(capsys, url) == (0, said, "")
     async with PostgresStore(url) as store:
         await store.ready()
@@ -174,7 +174,7 @@ async def test_postgres_version_2_upgrades_and_fills_its_index(capsys: pytest.Ca
         paused = await agent.run("pay bob 5", context={"tenant": "acme"})
         assert paused.finish_reason == "interrupted" and paused.snapshot_id is not None
     _as_version_2(url)
-    said = f"{url}: upgraded from schema version 2 to 3\n{url}: worker queue tables installed\n"
+    said = f"{url}: upgraded from schema version 2 to 4\n{url}: worker queue tables installed\n"
     assert await upgrade(capsys, url) == (0, said, "")
     async with PostgresStore(url) as store:
         agent = bank(store, runs)

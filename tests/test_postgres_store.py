@@ -266,6 +266,26 @@ async def test_storage_is_linear_in_the_conversation() -> None:
     assert stored <= bound, (stored, history)  # not the ~100× that full copies would take
 
 
+async def test_the_sweeps_read_of_stale_pending_rows_uses_the_pending_index_not_every_row() -> None:
+    """Every worker's sweep asks for stale pending rows every few seconds: from the few pending rows, by heartbeat."""
+    url = fresh_dsn()
+    async with PostgresStore(url) as store:
+        for i in range(40):
+            row = snap(f"r{i}", session=f"s{i}", status="pending" if i % 10 == 0 else "completed").evolve(
+                heartbeat_at=T0, metadata={"swept": True}
+            )
+            await store.save(row.snapshot_id, lambda _, row=row: row)
+        found = await store.pending_before(T0 + timedelta(seconds=1), key="swept")
+        assert sorted(sid for _, sid in found) == ["r0", "r10", "r20", "r30"]
+    with psycopg.connect(url, autocommit=True) as con:
+        con.execute("SET enable_seqscan = off")  # a table this small would be scanned whatever indexes it has
+        plan = con.execute(
+            "EXPLAIN (FORMAT JSON) SELECT tenant, snapshot_id FROM interlock_snapshots WHERE status = 'pending' "
+            "AND created_us + heartbeat_us < 1 AND metadata LIKE '%x%' ORDER BY created_us + heartbeat_us LIMIT 100"
+        ).fetchone()
+    assert plan is not None and '"Index Name": "interlock_snapshots_pending"' in json.dumps(plan[0])
+
+
 async def test_unreachable_server_missing_database_and_bad_values_are_typed() -> None:
     started = time.monotonic()
     with pytest.raises(UnavailableError, match="is unreachable or busy"):

@@ -69,7 +69,14 @@ V1 = (
     f"CREATE INDEX IF NOT EXISTS {JOURNAL}_snapshot ON {JOURNAL} (tenant, snapshot_id)",
 )
 
-MIGRATIONS: dict[int, tuple[LiteralString, ...]] = {1: V1, 2: OUTBOX_V2, 3: INDEX_V3}
+V4 = (
+    f"""CREATE INDEX IF NOT EXISTS {TABLE}_pending ON {TABLE} ((created_us + heartbeat_us))
+        WHERE status = 'pending'""",
+)
+"""The pending rows by heartbeat: what a worker's sweep reads (``PostgresStore.pending_before``), every few
+seconds on every worker, from the few pending rows instead of a scan of every snapshot ever kept."""
+
+MIGRATIONS: dict[int, tuple[LiteralString, ...]] = {1: V1, 2: OUTBOX_V2, 3: INDEX_V3, 4: V4}
 """Version → the statements that bring the previous version to it. Append only.
 
 Version 3 (each session's leaves and the index of open interrupts, :mod:`._pg_index`) also
