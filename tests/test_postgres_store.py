@@ -190,7 +190,7 @@ async def test_a_payload_too_long_to_notify_is_refused_before_writing() -> None:
 
 
 async def test_a_committed_save_whose_notification_fails_still_succeeds(monkeypatch: pytest.MonkeyPatch) -> None:
-    import interlock.stores.postgres as module
+    import interlock.stores._pg_plumbing as module
 
     failing = "SELECT pg_notify(%s, p || repeat('x', 9000)) FROM unnest(%s::text[]) AS p"  # payload too long
     monkeypatch.setattr(module, "_NOTIFY", failing)

@@ -12,7 +12,7 @@ psycopg 3's async API and a connection pool:
   runs again, so its updater sees that row. A deadlock or serialization failure is retried
   the same way (updaters are pure). Nothing is serialised inside the process: concurrent
   saves run on different connections, and PostgreSQL's WAL group commit batches their commits.
-* **Two round trips per save.** The transaction is pipelined (:func:`_transaction`): ``BEGIN``
+* **Two round trips per save.** The transaction is pipelined (:func:`~._pg_plumbing._transaction`): ``BEGIN``
   and the locking reads go out together, then every write and ``COMMIT`` together.
 * **Reads** are single autocommitted statements when a row's history is a checkpoint or in
   the cache; a read that must follow a base chain (or a session's rows) runs in one
@@ -23,7 +23,7 @@ psycopg 3's async API and a connection pool:
   the inbox lists from the index.
 * **Watch by LISTEN/NOTIFY.** A save that changes a row's status notifies channel
   ``interlock_snapshots`` once it has committed (in the same round trip, see
-  :func:`_transaction`); one listening
+  :func:`~._pg_plumbing._transaction`); one listening
   connection per store wakes the watchers of that row, which then read its status. No
   polling: after a lost connection the listener reconnects and wakes every watcher once.
 * **Schema versions.** An empty database gets the current tables on open; an older one is
@@ -41,77 +41,45 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from types import TracebackType
-from typing import Any, LiteralString, TypeVar
 
 try:
     import psycopg
-    from psycopg import AsyncConnection, conninfo, errors
-    from psycopg_pool import AsyncConnectionPool, PoolTimeout
+    from psycopg import conninfo
+    from psycopg_pool import AsyncConnectionPool
 except ImportError as exc:  # pragma: no cover - exercised by the test that hides psycopg
     raise ModuleNotFoundError(
         f"interlock.stores.postgres needs psycopg 3 and psycopg_pool ({exc}): pip install 'interlock[postgres]'",
         name=exc.name,
     ) from exc
 
-from ..errors import (
-    DataLossError,
-    FailedPreconditionError,
-    InterlockError,
-    InvalidArgumentError,
-    PermissionDeniedError,
-    UnavailableError,
-    UsageError,
-)
+from ..errors import DataLossError, InvalidArgumentError, PermissionDeniedError, UsageError
 from ..interrupt_index import InterruptQuery, OpenInterrupt
 from ..journal import JournalEntry
 from ..outbox import OutboxEvent
 from ..sessions import TERMINAL, Snapshot
 from . import JournalUpdater, SnapshotInfo, Updater, check_tenant
-from . import _pg_index as index
 from . import _pg_journal as journal_rows
 from . import _pg_outbox as outbox
-from ._pg_errors import pg_error, redacted
 from ._pg_listen import Listener
+from ._pg_plumbing import PgPlumbing
 from ._pg_rows import Conn, PgRows
-from ._pg_schema import (
-    CHANNEL,
-    CREATE_VERSIONS,
-    CURRENT,
-    INDEX_VERSION,
-    LOCK_SCHEMA,
-    MIGRATIONS,
-    PRIMARY_KEY,
-    SELECT_VERSION,
-    STAMP,
-    TABLE,
-)
+from ._pg_schema import CURRENT, TABLE
 from ._sqlite_codec import to_us
-from ._versions import SCHEMA_TABLE, plan_upgrade
 
 __all__ = ["PostgresStore", "TxStep"]
 
 TxStep = Callable[[Conn], Awaitable[None]]
 """A statement run in a :meth:`PostgresStore.save_all` transaction after its writes (a worker queue's job insert)."""
 
-_R = TypeVar("_R")
-_RETRIES = 20
-_RETRYABLE = (errors.SerializationFailure, errors.DeadlockDetected)
-_RACED = (PRIMARY_KEY, journal_rows.PRIMARY_KEY)
-"""The primary keys whose violation means another transaction created the row first: the save runs again."""
-_NOTIFY = """SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p
-    WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL"""
-"""A committed save's status changes, notified in a transaction of their own that does not wait for a flush."""
 _MAX_PAYLOAD = 8000
 """PostgreSQL refuses a notification payload of this many bytes or more."""
-_log = logging.getLogger(__name__)
 
 
-class PostgresStore:
+class PostgresStore(PgPlumbing):
     """A :class:`~interlock.stores.SessionStore` in a PostgreSQL database (15 or later).
 
     Use it from one event loop (its pool and listener belong to the loop that opened it), as an
@@ -377,154 +345,6 @@ class PostgresStore:
         """Delete old snapshots (the rule is :func:`interlock.stores._prune.prunable`'s); returns how many."""
         t = _key(tenant)
         return await self._write(lambda con: self._rows.prune(con, t, session_id, keep_last, older_than))
-
-    # plumbing -------------------------------------------------------------------------------
-
-    async def _read(self, fn: Callable[[Conn], Awaitable[_R]], *, consistent: bool = False) -> _R:
-        """Run ``fn`` on a pooled connection, autocommitted, or (``consistent``) in one snapshot.
-
-        The snapshot is a repeatable-read, read-only transaction: every query sees the same database.
-        """
-        await self.setup()
-
-        async def run() -> _R:
-            async with self._pool.connection() as con:
-                if not consistent:
-                    return await fn(con)
-                return await _transaction(con, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", fn)
-
-        return await self._guard(run)
-
-    async def _write(
-        self, fn: Callable[[Conn], Awaitable[_R]], *, transaction: bool = True, notify: list[str] | None = None
-    ) -> _R:
-        """Run ``fn`` in a read-committed transaction (or autocommitted: one statement), retried on a lost race.
-
-        The transaction is pipelined (see :func:`_transaction`); the payloads ``fn`` adds to
-        ``notify`` (emptied before each attempt) are notified once it has committed. A lost race
-        is a deadlock, a serialization failure, or a row created by another transaction (a
-        violation of a primary key in :data:`_RACED`).
-        """
-        await self.setup()
-
-        async def run() -> _R:
-            for attempt in range(_RETRIES):
-                if notify is not None:
-                    notify.clear()
-                try:
-                    async with self._pool.connection() as con:
-                        if not transaction:
-                            return await fn(con)
-                        return await _transaction(con, "BEGIN", fn, notify)
-                except (*_RETRYABLE, errors.UniqueViolation) as exc:
-                    lost = not isinstance(exc, errors.UniqueViolation) or exc.diag.constraint_name in _RACED
-                    if not lost or attempt == _RETRIES - 1:
-                        raise
-                    await asyncio.sleep(0.001 * (attempt + 1))
-            raise AssertionError("unreachable")
-
-        return await self._guard(run)
-
-    async def _guard(self, fn: Callable[[], Awaitable[_R]]) -> _R:
-        """Run ``fn``, with PostgreSQL's failures as typed interlock errors."""
-        if self._closed:
-            raise UsageError(f"{self.where} is closed")
-        try:
-            return await fn()
-        except InterlockError:
-            raise
-        except PoolTimeout as exc:
-            raise UnavailableError(f"{self.where} has no free connection ({exc}); retrying may help") from exc
-        except psycopg.Error as exc:
-            raise pg_error(exc, self.where) from exc
-        except UnicodeEncodeError as exc:
-            raise InvalidArgumentError(f"{self.where} cannot store a value that is not UTF-8 text ({exc})") from exc
-
-    async def _prepare_schema(self) -> None:
-        """Check the schema version; create or migrate the tables under an advisory lock if needed."""
-        con = await AsyncConnection.connect(
-            self.dsn, autocommit=True, connect_timeout=max(1, int(self.connect_timeout))
-        )
-        async with con:
-            if await _stored_version(con) == CURRENT:  # the usual case: no lock, no DDL (a read-only role may open)
-                return
-            async with con.transaction():
-                await con.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_SCHEMA,))
-                await con.execute(CREATE_VERSIONS)
-                found = await _stored_version(con)
-                if found is None:
-                    has = await (await con.execute("SELECT to_regclass(%s) IS NOT NULL", (TABLE,))).fetchone()
-                    if has is not None and has[0]:
-                        raise FailedPreconditionError(
-                            f"{self.where} has a table {TABLE!r} without a schema version: not interlock's; "
-                            "use another database or schema"
-                        )
-                    todo = range(1, CURRENT + 1)  # an empty database: create the current layout
-                else:
-                    url = redacted(self.dsn)
-                    todo = plan_upgrade(found, CURRENT, where=self.where, url=url, upgrade=self.upgrade)
-                rows = PgRows(64)
-                for target in todo:
-                    for statement in MIGRATIONS[target]:
-                        await con.execute(statement)
-                    if target == INDEX_VERSION:
-                        await index.backfill(con, lambda tenant, sid: rows.read(con, tenant, sid))
-                if todo:
-                    await con.execute(STAMP, (CURRENT,))
-                    self.upgraded_from = found
-
-
-async def _transaction(
-    con: Conn, begin: LiteralString, fn: Callable[[Conn], Awaitable[_R]], notify: list[str] | None = None
-) -> _R:
-    """Run ``fn`` in one transaction opened by ``begin``, in pipeline mode; rolled back if anything fails.
-
-    A statement whose answer ``fn`` does not read is sent without waiting for it: ``BEGIN`` goes
-    out with the first read, and the writes after the last read go out with ``COMMIT``, which
-    is one round trip for them all. A statement that fails makes the server skip the rest up
-    to the pipeline's end, ``COMMIT`` included; its error is raised at the next answer read
-    (at the latest at the end), and the transaction is rolled back.
-
-    The ``notify`` payloads go out after ``COMMIT`` in the same round trip (:data:`_NOTIFY`), in
-    a transaction of their own that does not wait for the WAL flush: PostgreSQL holds one
-    database-wide lock from a notifying transaction's commit until its flush, so notifying
-    inside the transaction would serialise every save's commit and flush. The server skips
-    them if the transaction failed. If they fail after it committed (a full notification
-    queue), the save still succeeded: the error is logged, and watchers wake at their next
-    notification.
-    """
-    done: list[_R] = []
-    committed: psycopg.AsyncCursor[tuple[Any, ...]] | None = None
-    try:
-        async with con.pipeline():
-            await con.execute(begin, prepare=False)
-            done.append(await fn(con))
-            committed = await con.execute("COMMIT", prepare=False)
-            if notify:
-                await con.execute(_NOTIFY, (CHANNEL, notify))
-    except psycopg.Error as exc:
-        if committed is None or committed.pgresult is None:  # the transaction did not commit
-            await _rollback(con)
-            raise
-        _log.warning("a committed save could not notify its watchers: %s", exc)
-    except BaseException:
-        await _rollback(con)
-        raise
-    return done[0]
-
-
-async def _rollback(con: Conn) -> None:
-    with contextlib.suppress(psycopg.Error):
-        await con.rollback()
-
-
-async def _stored_version(con: Conn) -> int | None:
-    """The stored schema version, or ``None`` if there is no version table or row."""
-    has = await (await con.execute("SELECT to_regclass(%s) IS NOT NULL", (SCHEMA_TABLE,))).fetchone()
-    if has is None or not has[0]:
-        return None
-    found = await (await con.execute(SELECT_VERSION)).fetchone()
-    return None if found is None else int(found[0])
 
 
 def _payload(tenant: str, snapshot_id: str) -> str:

@@ -1,0 +1,216 @@
+"""How the PostgreSQL store runs its statements: the base class of :class:`~interlock.stores.postgres.PostgresStore`.
+
+:class:`PgPlumbing` holds the store's plumbing: reads on a pooled connection (autocommitted,
+or in one repeatable-read snapshot), writes in a pipelined transaction retried on a lost race
+(:func:`_transaction`), PostgreSQL's failures as typed interlock errors (:meth:`PgPlumbing._guard`),
+and the schema check (or creation, or migration) on open. The store sets the attributes it
+declares and provides :attr:`PgPlumbing.where` and :meth:`PgPlumbing.setup`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from abc import abstractmethod
+from collections.abc import Awaitable, Callable
+from typing import Any, LiteralString, TypeVar
+
+import psycopg
+from psycopg import AsyncConnection, errors
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from ..errors import FailedPreconditionError, InterlockError, InvalidArgumentError, UnavailableError, UsageError
+from . import _pg_index as index
+from . import _pg_journal as journal_rows
+from ._pg_errors import pg_error, redacted
+from ._pg_rows import Conn, PgRows
+from ._pg_schema import (
+    CHANNEL,
+    CREATE_VERSIONS,
+    CURRENT,
+    INDEX_VERSION,
+    LOCK_SCHEMA,
+    MIGRATIONS,
+    PRIMARY_KEY,
+    SELECT_VERSION,
+    STAMP,
+    TABLE,
+)
+from ._versions import SCHEMA_TABLE, plan_upgrade
+
+_R = TypeVar("_R")
+_RETRIES = 20
+_RETRYABLE = (errors.SerializationFailure, errors.DeadlockDetected)
+_RACED = (PRIMARY_KEY, journal_rows.PRIMARY_KEY)
+"""The primary keys whose violation means another transaction created the row first: the save runs again."""
+_NOTIFY = """SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p
+    WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL"""
+"""A committed save's status changes, notified in a transaction of their own that does not wait for a flush."""
+_log = logging.getLogger("interlock.stores.postgres")
+
+
+class PgPlumbing:
+    """Reads, writes and the schema check of a :class:`~interlock.stores.postgres.PostgresStore` (its base)."""
+
+    dsn: str
+    upgrade: bool
+    connect_timeout: float
+    upgraded_from: int | None
+    _pool: AsyncConnectionPool[Conn]
+    _closed: bool
+
+    @property
+    @abstractmethod
+    def where(self) -> str:
+        """The store, for messages (the store's)."""
+
+    @abstractmethod
+    async def setup(self) -> None:
+        """Connect and open the pool (the store's)."""
+
+    async def _read(self, fn: Callable[[Conn], Awaitable[_R]], *, consistent: bool = False) -> _R:
+        """Run ``fn`` on a pooled connection, autocommitted, or (``consistent``) in one snapshot.
+
+        The snapshot is a repeatable-read, read-only transaction: every query sees the same database.
+        """
+        await self.setup()
+
+        async def run() -> _R:
+            async with self._pool.connection() as con:
+                if not consistent:
+                    return await fn(con)
+                return await _transaction(con, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", fn)
+
+        return await self._guard(run)
+
+    async def _write(
+        self, fn: Callable[[Conn], Awaitable[_R]], *, transaction: bool = True, notify: list[str] | None = None
+    ) -> _R:
+        """Run ``fn`` in a read-committed transaction (or autocommitted: one statement), retried on a lost race.
+
+        The transaction is pipelined (see :func:`_transaction`); the payloads ``fn`` adds to
+        ``notify`` (emptied before each attempt) are notified once it has committed. A lost race
+        is a deadlock, a serialization failure, or a row created by another transaction (a
+        violation of a primary key in :data:`_RACED`).
+        """
+        await self.setup()
+
+        async def run() -> _R:
+            for attempt in range(_RETRIES):
+                if notify is not None:
+                    notify.clear()
+                try:
+                    async with self._pool.connection() as con:
+                        if not transaction:
+                            return await fn(con)
+                        return await _transaction(con, "BEGIN", fn, notify)
+                except (*_RETRYABLE, errors.UniqueViolation) as exc:
+                    lost = not isinstance(exc, errors.UniqueViolation) or exc.diag.constraint_name in _RACED
+                    if not lost or attempt == _RETRIES - 1:
+                        raise
+                    await asyncio.sleep(0.001 * (attempt + 1))
+            raise AssertionError("unreachable")
+
+        return await self._guard(run)
+
+    async def _guard(self, fn: Callable[[], Awaitable[_R]]) -> _R:
+        """Run ``fn``, with PostgreSQL's failures as typed interlock errors."""
+        if self._closed:
+            raise UsageError(f"{self.where} is closed")
+        try:
+            return await fn()
+        except InterlockError:
+            raise
+        except PoolTimeout as exc:
+            raise UnavailableError(f"{self.where} has no free connection ({exc}); retrying may help") from exc
+        except psycopg.Error as exc:
+            raise pg_error(exc, self.where) from exc
+        except UnicodeEncodeError as exc:
+            raise InvalidArgumentError(f"{self.where} cannot store a value that is not UTF-8 text ({exc})") from exc
+
+    async def _prepare_schema(self) -> None:
+        """Check the schema version; create or migrate the tables under an advisory lock if needed."""
+        con = await AsyncConnection.connect(
+            self.dsn, autocommit=True, connect_timeout=max(1, int(self.connect_timeout))
+        )
+        async with con:
+            if await _stored_version(con) == CURRENT:  # the usual case: no lock, no DDL (a read-only role may open)
+                return
+            async with con.transaction():
+                await con.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_SCHEMA,))
+                await con.execute(CREATE_VERSIONS)
+                found = await _stored_version(con)
+                if found is None:
+                    has = await (await con.execute("SELECT to_regclass(%s) IS NOT NULL", (TABLE,))).fetchone()
+                    if has is not None and has[0]:
+                        raise FailedPreconditionError(
+                            f"{self.where} has a table {TABLE!r} without a schema version: not interlock's; "
+                            "use another database or schema"
+                        )
+                    todo = range(1, CURRENT + 1)  # an empty database: create the current layout
+                else:
+                    url = redacted(self.dsn)
+                    todo = plan_upgrade(found, CURRENT, where=self.where, url=url, upgrade=self.upgrade)
+                rows = PgRows(64)
+                for target in todo:
+                    for statement in MIGRATIONS[target]:
+                        await con.execute(statement)
+                    if target == INDEX_VERSION:
+                        await index.backfill(con, lambda tenant, sid: rows.read(con, tenant, sid))
+                if todo:
+                    await con.execute(STAMP, (CURRENT,))
+                    self.upgraded_from = found
+
+
+async def _transaction(
+    con: Conn, begin: LiteralString, fn: Callable[[Conn], Awaitable[_R]], notify: list[str] | None = None
+) -> _R:
+    """Run ``fn`` in one transaction opened by ``begin``, in pipeline mode; rolled back if anything fails.
+
+    A statement whose answer ``fn`` does not read is sent without waiting for it: ``BEGIN`` goes
+    out with the first read, and the writes after the last read go out with ``COMMIT``, which
+    is one round trip for them all. A statement that fails makes the server skip the rest up
+    to the pipeline's end, ``COMMIT`` included; its error is raised at the next answer read
+    (at the latest at the end), and the transaction is rolled back.
+
+    The ``notify`` payloads go out after ``COMMIT`` in the same round trip (:data:`_NOTIFY`), in
+    a transaction of their own that does not wait for the WAL flush: PostgreSQL holds one
+    database-wide lock from a notifying transaction's commit until its flush, so notifying
+    inside the transaction would serialise every save's commit and flush. The server skips
+    them if the transaction failed. If they fail after it committed (a full notification
+    queue), the save still succeeded: the error is logged, and watchers wake at their next
+    notification.
+    """
+    done: list[_R] = []
+    committed: psycopg.AsyncCursor[tuple[Any, ...]] | None = None
+    try:
+        async with con.pipeline():
+            await con.execute(begin, prepare=False)
+            done.append(await fn(con))
+            committed = await con.execute("COMMIT", prepare=False)
+            if notify:
+                await con.execute(_NOTIFY, (CHANNEL, notify))
+    except psycopg.Error as exc:
+        if committed is None or committed.pgresult is None:  # the transaction did not commit
+            await _rollback(con)
+            raise
+        _log.warning("a committed save could not notify its watchers: %s", exc)
+    except BaseException:
+        await _rollback(con)
+        raise
+    return done[0]
+
+
+async def _rollback(con: Conn) -> None:
+    with contextlib.suppress(psycopg.Error):
+        await con.rollback()
+
+
+async def _stored_version(con: Conn) -> int | None:
+    """The stored schema version, or ``None`` if there is no version table or row."""
+    has = await (await con.execute("SELECT to_regclass(%s) IS NOT NULL", (SCHEMA_TABLE,))).fetchone()
+    if has is None or not has[0]:
+        return None
+    found = await (await con.execute(SELECT_VERSION)).fetchone()
+    return None if found is None else int(found[0])
