@@ -6,6 +6,7 @@ import asyncio
 import json
 import pathlib
 import time
+from datetime import timedelta
 
 import pytest
 from hook_receiver import receiver
@@ -14,6 +15,8 @@ from notify_serve import ready, serve, wait_for
 
 from interlock.cli import main
 from interlock.http.client import RemoteAgent
+from interlock.outbox import WEBHOOK
+from interlock.sessions import utcnow
 from interlock.stores.sqlite import SQLiteStore
 from interlock.webhooks import verify
 
@@ -44,6 +47,38 @@ def test_webhooks_run_once_delivers_and_list_shows_it(
     assert main(["webhooks", "list", "--store", str(db), "--json"]) == 0
     (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert row["status"] == "done" and row["done_for"] == [hook.url]
+
+
+def _settled(db: pathlib.Path, days_ago: float) -> None:
+    """Settle every webhook row as delivered ``days_ago`` days ago."""
+
+    async def run() -> None:
+        async with SQLiteStore(db) as store:
+            for row in await store.outbox_claim(channel=WEBHOOK, holder="t", lease=30):
+                settled_at = utcnow() - timedelta(days=days_ago)
+                assert await store.outbox_settle(row.evolve(status="done", settled_at=settled_at), holder="t")
+
+    asyncio.run(run())
+
+
+def test_webhooks_prune_drops_rows_settled_over_its_age_and_keeps_the_rest(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "bank.db"
+    _paused(db)
+    _settled(db, days_ago=8)
+    _paused(db)  # a second pause: its row is pending
+    assert main(["webhooks", "prune", "--store", str(db), "--older-than", "7d"]) == 0
+    assert capsys.readouterr().out.startswith("pruned 1 webhook row settled before ")
+    assert main(["webhooks", "list", "--store", str(db), "--json"]) == 0
+    (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert row["status"] == "pending"
+    assert main(["deadlines", "prune", "--store", str(db), "--older-than", "1d"]) == 0
+    assert capsys.readouterr().out.startswith("pruned 0 deadline rows")
+    for bad in (["--older-than", "soon"], []):  # the age is required: nothing is pruned by accident
+        with pytest.raises(SystemExit) as exit:
+            main(["webhooks", "prune", "--store", str(db), *bad])
+        assert exit.value.code == 2 and "--older-than" in capsys.readouterr().err
 
 
 def test_webhooks_run_refuses_missing_configuration(

@@ -7,6 +7,7 @@ import json
 import pathlib
 import time
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from interlock.errors import PermissionDeniedError
 from interlock.inbox import Inbox
 from interlock.journal import JournalEntry
 from interlock.outbox import WEBHOOK, new_event
+from interlock.sessions import utcnow
 from interlock.signing import Keyring
 from interlock.stores.sqlite import SQLiteStore
 from interlock.webhooks import Endpoint, Webhooks, sign, verify
@@ -137,6 +139,29 @@ async def test_receiver_errors_are_retried_with_backoff(store: SQLiteStore) -> N
     assert first_gap >= 0.25 and second_gap >= 0.5, (first_gap, second_gap)  # 0.3 s, then 0.6 s
     (row,) = await store.outbox_events()
     assert row.status == "done" and row.attempts == 3 and row.last_error is None
+
+
+async def test_the_delivery_loop_prunes_rows_settled_longer_ago_than_it_keeps_them(store: SQLiteStore) -> None:
+    old, fresh = (new_event(WEBHOOK, "interrupt.created", {"n": n}, tenant=None) for n in (1, 2))
+    await store.save_all([], events=[old, fresh])
+    now = utcnow()
+    for row in await store.outbox_claim(channel=WEBHOOK, holder="t", lease=30):
+        age = timedelta(days=8 if row.id == old.id else 6)
+        assert await store.outbox_settle(row.evolve(status="done", settled_at=now - age), holder="t")
+    with receiver() as hook:
+        hooks = Webhooks([hook.url], KEYRING, poll_interval=0.02, keep_settled=timedelta(days=7))
+        stop = asyncio.Event()
+        task = asyncio.ensure_future(hooks.run(store, stop=stop))
+        for _ in range(250):  # the first pass prunes (the next is an hour on)
+            if len(await store.outbox_events()) < 2:
+                break
+            await asyncio.sleep(0.02)
+        stop.set()
+        await task
+    assert [row.id for row in await store.outbox_events()] == [fresh.id]
+    assert hooks.retention.cutoff() is None  # not due again for an hour
+    keep_all = Webhooks([hook.url], KEYRING, keep_settled=None)
+    assert keep_all.retention.cutoff() is None
 
 
 async def test_after_max_attempts_a_row_is_failed_with_its_error(store: SQLiteStore) -> None:

@@ -43,7 +43,7 @@ from .expiry import OnExpire, expiry_note
 from .inbox import Inbox, PendingInterrupt, ResumableAgent
 from .interrupts import Resume
 from .notifications import interrupt_data
-from .outbox import DEADLINE, WEBHOOK, OutboxEvent, backoff, new_event
+from .outbox import DEADLINE, KEEP_SETTLED, WEBHOOK, OutboxEvent, Retention, backoff, new_event
 from .parts import ToolRequestPart, ToolResponsePart
 from .sessions import Snapshot, new_id, utcnow
 from .stores import SessionStore
@@ -252,17 +252,22 @@ async def run_deadlines(
     *,
     interval: float = 1.0,
     stop: asyncio.Event | None = None,
+    keep_settled: timedelta | None = KEEP_SETTLED,
     **options: Any,
 ) -> None:
     """Call :func:`sweep` every ``interval`` seconds until ``stop`` is set (or the task is cancelled).
 
     A sweep that fails (the store is unavailable, anything else) is logged and tried again next time.
+    Once an hour it also prunes the timers settled more than ``keep_settled`` ago (``None``: never).
     """
     stop = stop or asyncio.Event()
     options.setdefault("holder", f"deadlines-{new_id()}")
+    retention = Retention(keep_settled)
     while not stop.is_set():
         try:
             await sweep(store, agents, **options)
+            if (cutoff := retention.cutoff()) is not None:
+                await store.outbox_prune(channel=DEADLINE, settled_before=cutoff)
         except InterlockError as exc:
             logger.warning("deadline sweep failed: %s", exc.message)
         except Exception:  # a loop beside a server must outlive one bad pass

@@ -17,10 +17,17 @@ work, and write the outcome back (:meth:`~interlock.stores.SessionStore.outbox_s
 refused when the lease was lost). A consumer that dies holding a lease loses it after
 ``lease`` seconds and the row is taken again: delivery is at least once, and never by
 two live consumers at a time.
+
+Settled rows are kept for a while as a record (``interlock webhooks list``), then dropped:
+:meth:`~interlock.stores.SessionStore.outbox_prune` deletes a channel's rows settled before
+a cutoff (:func:`is_prunable`), and each consumer loop prunes its own channel once an hour,
+keeping :data:`KEEP_SETTLED` (7 days) unless told otherwise (:class:`Retention`). Pending
+rows are never pruned, so the outbox holds what is owed plus a bounded record.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypeAlias, cast
@@ -30,11 +37,14 @@ from .sessions import new_id, utcnow
 
 __all__ = [
     "DEADLINE",
+    "KEEP_SETTLED",
     "WEBHOOK",
     "OutboxEvent",
     "OutboxStatus",
+    "Retention",
     "backoff",
     "is_claimable",
+    "is_prunable",
     "leased",
     "new_event",
 ]
@@ -94,6 +104,11 @@ class OutboxEvent:
     def due(self) -> datetime:
         """When the row may be taken: ``due_at``, or its creation."""
         return self.due_at or self.created_at
+
+    @property
+    def settled_or_due(self) -> datetime:
+        """When a settled row settled (``done`` or ``failed``); when a pending one is due (what a prune compares)."""
+        return (self.settled_at if self.status != "pending" else None) or self.due
 
     def body(self) -> dict[str, Any]:
         """What a webhook receiver gets: ``{id, type, createdAt, tenant, group, data}``."""
@@ -161,6 +176,39 @@ def is_claimable(event: OutboxEvent, channel: str, now: datetime) -> bool:
         and event.due <= now
         and (event.lease_expires_at is None or event.lease_expires_at <= now)
     )
+
+
+def is_prunable(event: OutboxEvent, channel: str, settled_before: datetime) -> bool:
+    """The one rule of :meth:`~interlock.stores.SessionStore.outbox_prune`: settled before ``settled_before``.
+
+    A row of ``channel`` that is ``done`` or ``failed`` (never a pending one) and settled before
+    the cutoff: nobody will take it again, and its record has been kept as long as asked.
+    """
+    return event.channel == channel and event.status != "pending" and event.settled_or_due < settled_before
+
+
+KEEP_SETTLED = timedelta(days=7)
+"""How long the delivery and deadline loops keep settled rows, by default (``keep_settled=``)."""
+
+
+@dataclass
+class Retention:
+    """When a consumer loop drops its channel's settled rows: those settled ``keep`` ago, every ``every`` seconds.
+
+    ``keep=None`` keeps them all. The first prune is due at once (a loop that restarts often still prunes).
+    """
+
+    keep: timedelta | None = KEEP_SETTLED
+    every: float = 3600.0
+    _next: float = field(default=0.0, repr=False)
+
+    def cutoff(self) -> datetime | None:
+        """The ``settled_before`` of a prune due now (and the next one scheduled); ``None`` if none is due."""
+        now = time.monotonic()
+        if self.keep is None or now < self._next:
+            return None
+        self._next = now + self.every
+        return utcnow() - self.keep
 
 
 def leased(event: OutboxEvent, holder: str, seconds: float, now: datetime) -> OutboxEvent:

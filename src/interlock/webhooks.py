@@ -42,7 +42,7 @@ import httpx
 
 from ._json_object import is_object
 from .errors import InterlockError, PermissionDeniedError, UsageError
-from .outbox import WEBHOOK, OutboxEvent, backoff
+from .outbox import KEEP_SETTLED, WEBHOOK, OutboxEvent, Retention, backoff
 from .sessions import new_id, utcnow
 from .signing import Keyring
 from .stores import SessionStore
@@ -153,6 +153,8 @@ class Webhooks:
         max_attempts: attempts before a row is marked ``failed``.
         poll_interval: seconds between looks at the outbox in :meth:`run`.
         batch: rows taken per look.
+        keep_settled: how long :meth:`run` keeps delivered and failed rows before it prunes them
+            (once an hour); ``None`` keeps them all.
     """
 
     def __init__(
@@ -166,6 +168,7 @@ class Webhooks:
         max_attempts: int = 20,
         poll_interval: float = 0.5,
         batch: int = 50,
+        keep_settled: timedelta | None = KEEP_SETTLED,
     ) -> None:
         self.endpoints = [Endpoint(url=e) if isinstance(e, str) else e for e in endpoints]
         if not self.endpoints:
@@ -180,6 +183,7 @@ class Webhooks:
         self.max_attempts = max_attempts
         self.poll_interval = poll_interval
         self.batch = batch
+        self.retention = Retention(keep_settled)
 
     async def deliver_due(self, store: SessionStore, *, holder: str | None = None) -> list[OutboxEvent]:
         """Take the due rows once, deliver them, and write back each outcome; returns the rows as settled."""
@@ -243,12 +247,17 @@ class Webhooks:
         return f"HTTP {response.status_code}"
 
     async def run(self, store: SessionStore, *, stop: asyncio.Event | None = None, holder: str | None = None) -> None:
-        """Deliver due rows every ``poll_interval`` seconds until ``stop`` is set (or the task is cancelled)."""
+        """Deliver due rows every ``poll_interval`` seconds until ``stop`` is set (or the task is cancelled).
+
+        Once an hour it also prunes the webhook rows settled more than ``keep_settled`` ago.
+        """
         stop = stop or asyncio.Event()
         holder = holder or f"webhooks-{new_id()}"
         while not stop.is_set():
             try:
                 delivered = await self.deliver_due(store, holder=holder)
+                if (cutoff := self.retention.cutoff()) is not None:
+                    await store.outbox_prune(channel=WEBHOOK, settled_before=cutoff)
             except InterlockError as exc:  # the store is unavailable: try again next time
                 logger.warning("webhook delivery pass failed: %s", exc.message)
                 delivered = []

@@ -6,7 +6,11 @@
                             [--secret-env INTERLOCK_WEBHOOK_SECRET] [--key-id k1] [--once]
     interlock webhooks run  --store sessions.db --config app:webhooks      # a Webhooks object
     interlock webhooks list --store sessions.db [--status pending|done|failed] [--json]
+    interlock webhooks prune --store sessions.db --older-than 7d       # drop rows settled over 7 days ago
     interlock deadlines run --store sessions.db --agents app:agents [--once] [--interval 1]
+    interlock deadlines prune --store sessions.db --older-than 7d
+
+The loops prune their own channel's settled rows once an hour, keeping ``--keep-settled`` (7d).
     interlock serve app:server --webhooks app:webhooks --deadlines           # both inside the server
                            [--deadline-interval 1] [--deadline-lease 120]
 
@@ -22,11 +26,12 @@ from typing import Any
 
 from ..deadlines import run_deadlines, sweep
 from ..errors import UsageError
-from ..outbox import WEBHOOK
+from ..outbox import DEADLINE, KEEP_SETTLED, WEBHOOK
+from ..sessions import utcnow
 from ..signing import Keyring
 from ..stores import SessionStore
 from ..webhooks import Webhooks, endpoints_from_specs
-from .inbox import _drive, load_agents, store_from_args  # pyright: ignore[reportPrivateUsage]
+from .inbox import _drive, load_agents, parse_duration, store_from_args  # pyright: ignore[reportPrivateUsage]
 from .main import SERVE_EXTENSIONS, Command, CommandError, ServeExtension, ServeLoop, load_target, register
 
 __all__ = ["add_serve_options", "serve_loops"]
@@ -46,7 +51,7 @@ def _webhooks(args: argparse.Namespace) -> Webhooks:
     if not secret:
         raise CommandError(f"the signing secret is read from ${args.secret_env}, which is not set")
     try:
-        return Webhooks(endpoints_from_specs(specs), Keyring({args.key_id: secret}))
+        return Webhooks(endpoints_from_specs(specs), Keyring({args.key_id: secret}), keep_settled=args.keep_settled)
     except UsageError as exc:
         raise CommandError(exc.message) from None
 
@@ -60,16 +65,43 @@ def _configure_webhooks(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--secret-env", default="INTERLOCK_WEBHOOK_SECRET", help="the variable holding the secret")
     run.add_argument("--key-id", default="k1", help="the signing key's id (receivers look it up)")
     run.add_argument("--once", action="store_true", help="deliver what is due now, then exit")
+    _keep_settled(run)
+    _prune_parser(sub, "webhook")
     listing = sub.add_parser("list", help="list the outbox's webhook events")
     listing.add_argument("--store", help="the store URL or SQLite path (default $INTERLOCK_STORE)")
     listing.add_argument("--status", choices=["pending", "done", "failed"])
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
 
 
+def _keep_settled(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--keep-settled",
+        type=parse_duration,
+        default=KEEP_SETTLED,
+        metavar="AGE",
+        help="prune settled rows once they are AGE old, once an hour (default 7d)",
+    )
+
+
+def _prune_parser(sub: Any, channel: str) -> None:
+    prune = sub.add_parser("prune", help=f"delete the {channel} rows settled (done or failed) over AGE ago")
+    prune.add_argument("--store", help="the store URL or SQLite path (default $INTERLOCK_STORE)")
+    prune.add_argument("--older-than", type=parse_duration, required=True, metavar="AGE", help="e.g. 7d")
+
+
+async def _prune(store: SessionStore, channel: str, args: argparse.Namespace) -> int:
+    cutoff = utcnow() - args.older_than
+    gone = await store.outbox_prune(channel=channel, settled_before=cutoff)
+    print(f"pruned {gone} {channel} row{'' if gone == 1 else 's'} settled before {cutoff.isoformat()}")
+    return 0
+
+
 async def _webhooks_main(args: argparse.Namespace) -> int:
     async with store_from_args(args) as store:
         if args.action == "list":
             return await _list(store, args)
+        if args.action == "prune":
+            return await _prune(store, WEBHOOK, args)
         hooks = _webhooks(args)
         if args.once:
             for row in await hooks.deliver_due(store):
@@ -96,16 +128,20 @@ def _configure_deadlines(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--agents", metavar="MODULE:ATTR", help="the agents that resume: agent(s) or (store) -> agents")
     run.add_argument("--interval", type=float, default=1.0, help="seconds between sweeps (default 1)")
     run.add_argument("--once", action="store_true", help="sweep once, then exit")
+    _keep_settled(run)
+    _prune_parser(sub, "deadline")
 
 
 async def _deadlines_main(args: argparse.Namespace) -> int:
     async with store_from_args(args) as store:
+        if args.action == "prune":
+            return await _prune(store, DEADLINE, args)
         agents = await load_agents(args.agents, store) if args.agents else ()
         if args.once:
             for done in await sweep(store, agents):
                 print(f"{done.snapshot_id} {done.tool} {done.policy or '-'} {done.result} {done.message}".rstrip())
             return 0
-        await run_deadlines(store, agents, interval=args.interval)
+        await run_deadlines(store, agents, interval=args.interval, keep_settled=args.keep_settled)
     return 0
 
 

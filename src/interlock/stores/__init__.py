@@ -135,6 +135,14 @@ class SessionStore(Protocol):
         """Outbox rows (optionally of one channel and status), oldest first, across tenants."""
         ...
 
+    async def outbox_prune(self, *, channel: str, settled_before: datetime) -> int:
+        """Delete the rows of ``channel`` settled before ``settled_before``, across tenants; returns how many.
+
+        Deleted are the rows :func:`interlock.outbox.is_prunable` admits (``done`` or
+        ``failed``, settled before the cutoff); a pending row is never deleted.
+        """
+        ...
+
     async def ready(self) -> None:
         """Raise the typed error that a write would raise now (missing, read-only or damaged storage)."""
         ...

@@ -16,9 +16,13 @@ def us(at: datetime | None) -> int | None:
 
 
 def row(event: OutboxEvent) -> tuple[object, ...]:
-    """The mutable columns of ``event``: status, due, lease holder, lease expiry, the event as JSON."""
+    """The mutable columns of ``event``: status, due, lease holder, lease expiry, the event as JSON.
+
+    ``due_us`` is when a pending row is due (what a claim compares) and when a settled one
+    settled (what a prune compares): :attr:`OutboxEvent.settled_or_due`.
+    """
     text = json.dumps(event.to_json(), ensure_ascii=False, allow_nan=False)
-    return (event.status, us(event.due), event.lease_holder, us(event.lease_expires_at), text)
+    return (event.status, us(event.settled_or_due), event.lease_holder, us(event.lease_expires_at), text)
 
 
 def event(raw: object, seq: object, store: str) -> OutboxEvent:

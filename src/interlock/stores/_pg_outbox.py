@@ -85,6 +85,17 @@ async def settle(con: Conn, event: OutboxEvent, holder: str) -> bool:
     return True
 
 
+async def prune(con: Conn, channel: str, settled_before: datetime) -> int:
+    """Delete the rows of ``channel`` settled before the cutoff (in the caller's transaction).
+
+    :func:`interlock.outbox.is_prunable` in SQL: a settled row's ``due_us`` is when it settled.
+    """
+    sql = f"""WITH gone AS (DELETE FROM {OUTBOX} WHERE channel = %s AND status <> 'pending' AND due_us < %s
+        RETURNING 1) SELECT count(*) FROM gone"""  # a count, not rowcount: a pipeline's rowcount is not known yet
+    found = await (await con.execute(sql, (channel, us(settled_before)))).fetchone()
+    return 0 if found is None else int(found[0])
+
+
 async def events(con: Conn, channel: str | None, status: str | None) -> list[OutboxEvent]:
     found = await con.execute(
         f"""{_SELECT} WHERE (%(channel)s::text IS NULL OR channel = %(channel)s)

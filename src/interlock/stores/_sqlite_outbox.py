@@ -82,6 +82,15 @@ def settle(con: sqlite3.Connection, event: OutboxEvent, holder: str) -> bool:
     return True
 
 
+def prune(con: sqlite3.Connection, channel: str, settled_before: datetime) -> int:
+    """Delete the rows of ``channel`` settled before the cutoff (in the caller's write transaction).
+
+    :func:`interlock.outbox.is_prunable` in SQL: a settled row's ``due_us`` is when it settled.
+    """
+    sql = f"DELETE FROM {OUTBOX} WHERE channel = ? AND status <> 'pending' AND due_us < ?"
+    return con.execute(sql, (channel, us(settled_before))).rowcount
+
+
 def events(con: sqlite3.Connection, channel: str | None, status: str | None) -> list[OutboxEvent]:
     rows = con.execute(
         f"{_SELECT} WHERE (?1 IS NULL OR channel = ?1) AND (?2 IS NULL OR status = ?2) ORDER BY seq",

@@ -280,6 +280,9 @@ class PostgresStore(PgPlumbing):
     async def outbox_events(self, *, channel: str | None = None, status: str | None = None) -> list[OutboxEvent]:
         return await self._read(lambda con: outbox.events(con, channel, status))
 
+    async def outbox_prune(self, *, channel: str, settled_before: datetime) -> int:
+        return await self._write(lambda con: outbox.prune(con, channel, settled_before))
+
     async def ready(self) -> None:
         """Connect (creating or checking the schema) and check that the server takes writes."""
         await self.setup()

@@ -196,6 +196,9 @@ class SQLiteStore:
     async def outbox_events(self, *, channel: str | None = None, status: str | None = None) -> list[OutboxEvent]:
         return await self._read(outbox.events, channel, status)
 
+    async def outbox_prune(self, *, channel: str, settled_before: datetime) -> int:
+        return await self._write(outbox.prune, channel, settled_before)
+
     async def journal_get(self, key: str, *, tenant: str | None = None) -> JournalEntry | None:
         return await self._read(journal.get, _key(tenant), key)
 
@@ -375,6 +378,7 @@ _OPERATIONS = {
     (outbox.__name__, "claim"): "outbox_claim",
     (outbox.__name__, "settle"): "outbox_settle",
     (outbox.__name__, "events"): "outbox_events",
+    (outbox.__name__, "prune"): "outbox_prune",
 }
 """The store method a worker function serves, for telemetry (by the function's module and name)."""
 

@@ -92,8 +92,36 @@ async def check_outbox_claims_race(make_store: StoreFactory) -> None:
         _expect(len(taken) == len(set(taken)) == 20, f"each row claimed exactly once, got {len(taken)} claims")
 
 
+async def check_outbox_prune(make_store: StoreFactory) -> None:
+    """A prune drops its channel's rows settled before the cutoff, of every tenant, and never a pending row."""
+    async with make_store() as store:
+        old, recent, waiting = _event("old", tenant="acme"), _event("recent"), _event("waiting")
+        failed, timer = _event("failed"), _event("deadline.due", channel=DEADLINE)
+        await store.save_all([], events=[old, recent, waiting, failed, timer])
+        now = utcnow()
+        taken = {e.id: e for e in await store.outbox_claim(channel=WEBHOOK, holder="p", lease=30, now=now)}
+        (timer_taken,) = await store.outbox_claim(channel=DEADLINE, holder="p", lease=30, now=now)
+        day = timedelta(days=1)
+        settled = [
+            taken[old.id].evolve(status="done", attempts=1, settled_at=now - 9 * day),
+            taken[recent.id].evolve(status="done", attempts=1, settled_at=now - day),
+            taken[failed.id].evolve(status="failed", attempts=20, settled_at=now - 8 * day),
+            timer_taken.evolve(status="done", attempts=1, settled_at=now - 9 * day),
+        ]
+        for event in settled:
+            _expect(await store.outbox_settle(event, holder="p"), f"the holder settles {event.type}")
+        await store.outbox_settle(taken[waiting.id].evolve(attempts=1, due_at=now - 9 * day), holder="p")
+        gone = await store.outbox_prune(channel=WEBHOOK, settled_before=now - 7 * day)
+        _expect(gone == 2, f"the two webhook rows settled over 7 days ago are pruned, not {gone}")
+        left = {e.type for e in await store.outbox_events()}
+        _expect(left == {"recent", "waiting", "deadline.due"}, f"a pending row and other channels stay: {left}")
+        _expect(await store.outbox_prune(channel=WEBHOOK, settled_before=now - 7 * day) == 0, "pruned once")
+        _expect(await store.outbox_prune(channel=DEADLINE, settled_before=now) == 1, "a channel of its own")
+
+
 OUTBOX_CHECKS: list[Callable[[StoreFactory], Awaitable[None]]] = [
     check_outbox_written_with_save,
     check_outbox_claim_leases,
     check_outbox_claims_race,
+    check_outbox_prune,
 ]
