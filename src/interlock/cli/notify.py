@@ -9,12 +9,11 @@
     interlock webhooks prune --store sessions.db --older-than 7d       # drop rows settled over 7 days ago
     interlock deadlines run --store sessions.db --agents app:agents [--once] [--interval 1]
     interlock deadlines prune --store sessions.db --older-than 7d
-
-The loops prune their own channel's settled rows once an hour, keeping ``--keep-settled`` (7d).
     interlock serve app:server --webhooks app:webhooks --deadlines           # both inside the server
                            [--deadline-interval 1] [--deadline-lease 120]
 
-The signing secret is read from an environment variable, never from the command line.
+The signing secret is read from an environment variable, never from the command line. The
+loops prune their own channel's settled rows once an hour, keeping ``--keep-settled`` (7d).
 """
 
 from __future__ import annotations
