@@ -81,6 +81,31 @@ def test_webhooks_prune_drops_rows_settled_over_its_age_and_keeps_the_rest(
         assert exit.value.code == 2 and "--older-than" in capsys.readouterr().err
 
 
+def test_webhooks_retry_gives_failed_rows_a_fresh_start(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "bank.db"
+    _paused(db)
+
+    async def fail() -> str:
+        async with SQLiteStore(db) as store:
+            (row,) = await store.outbox_claim(channel=WEBHOOK, holder="t", lease=30)
+            failed = row.evolve(status="failed", attempts=20, last_error="HTTP 503", settled_at=utcnow())
+            assert await store.outbox_settle(failed, holder="t")
+            return row.id
+
+    event_id = asyncio.run(fail())
+    assert main(["webhooks", "retry", "--store", str(db), "missing-id"]) == 1
+    assert "not failed webhook rows (nothing done to them): missing-id" in capsys.readouterr().err
+    assert main(["webhooks", "retry", "--store", str(db)]) == 0
+    assert capsys.readouterr().out.startswith(f"{event_id}  interrupt.created    pending again (last error: HTTP 503)")
+    assert main(["webhooks", "list", "--store", str(db), "--json"]) == 0
+    (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert (row["status"], row["attempts"]) == ("pending", 0)
+    assert main(["webhooks", "retry", "--store", str(db)]) == 0
+    assert capsys.readouterr().out == "no failed webhook rows\n"
+
+
 def test_webhooks_run_refuses_missing_configuration(
     tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

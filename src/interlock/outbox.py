@@ -45,8 +45,10 @@ __all__ = [
     "backoff",
     "is_claimable",
     "is_prunable",
+    "is_retryable",
     "leased",
     "new_event",
+    "retried",
 ]
 
 WEBHOOK = "webhook"
@@ -185,6 +187,25 @@ def is_prunable(event: OutboxEvent, channel: str, settled_before: datetime) -> b
     the cutoff: nobody will take it again, and its record has been kept as long as asked.
     """
     return event.channel == channel and event.status != "pending" and event.settled_or_due < settled_before
+
+
+def is_retryable(event: OutboxEvent, channel: str, ids: frozenset[str] | None) -> bool:
+    """The one rule of :meth:`~interlock.stores.SessionStore.outbox_retry`: a ``failed`` row of ``channel``.
+
+    With ``ids``, only those rows; a ``done`` or pending row is never taken again by a retry.
+    """
+    return event.channel == channel and event.status == "failed" and (ids is None or event.id in ids)
+
+
+def retried(event: OutboxEvent, now: datetime) -> OutboxEvent:
+    """``event`` given a fresh start: pending, due ``now``, no attempts yet, no lease.
+
+    Its ``done_for`` stays (endpoints that acknowledged it are not posted to again), and so does
+    its ``last_error``, until the next attempt replaces it.
+    """
+    return event.evolve(
+        status="pending", attempts=0, due_at=now, settled_at=None, lease_holder=None, lease_expires_at=None
+    )
 
 
 KEEP_SETTLED = timedelta(days=7)

@@ -7,6 +7,7 @@
     interlock webhooks run  --store sessions.db --config app:webhooks      # a Webhooks object
     interlock webhooks list --store sessions.db [--status pending|done|failed] [--json]
     interlock webhooks prune --store sessions.db --older-than 7d       # drop rows settled over 7 days ago
+    interlock webhooks retry --store sessions.db [EVENT_ID ...]        # failed rows (or those) start afresh
     interlock deadlines run --store sessions.db --agents app:agents [--once] [--interval 1]
     interlock deadlines prune --store sessions.db --older-than 7d
     interlock serve app:server --webhooks app:webhooks --deadlines           # both inside the server
@@ -66,6 +67,9 @@ def _configure_webhooks(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--once", action="store_true", help="deliver what is due now, then exit")
     _keep_settled(run)
     _prune_parser(sub, "webhook")
+    retry = sub.add_parser("retry", help="give failed webhook rows a fresh start (all, or the ids given)")
+    retry.add_argument("--store", help="the store URL or SQLite path (default $INTERLOCK_STORE)")
+    retry.add_argument("ids", nargs="*", metavar="EVENT_ID", help="only these rows (default: every failed one)")
     listing = sub.add_parser("list", help="list the outbox's webhook events")
     listing.add_argument("--store", help="the store URL or SQLite path (default $INTERLOCK_STORE)")
     listing.add_argument("--status", choices=["pending", "done", "failed"])
@@ -95,12 +99,27 @@ async def _prune(store: SessionStore, channel: str, args: argparse.Namespace) ->
     return 0
 
 
+async def _retry(store: SessionStore, args: argparse.Namespace) -> int:
+    ids: list[str] = args.ids
+    again = await store.outbox_retry(channel=WEBHOOK, ids=ids or None)
+    for row in again:
+        print(f"{row.id}  {row.type:<20} pending again (last error: {row.last_error or '-'})")
+    missing = set(ids) - {row.id for row in again}
+    if missing:
+        raise CommandError(f"not failed webhook rows (nothing done to them): {', '.join(sorted(missing))}", code=1)
+    if not again:
+        print("no failed webhook rows")
+    return 0
+
+
 async def _webhooks_main(args: argparse.Namespace) -> int:
     async with store_from_args(args) as store:
         if args.action == "list":
             return await _list(store, args)
         if args.action == "prune":
             return await _prune(store, WEBHOOK, args)
+        if args.action == "retry":
+            return await _retry(store, args)
         hooks = _webhooks(args)
         if args.once:
             for row in await hooks.deliver_due(store):

@@ -135,6 +135,17 @@ class SessionStore(Protocol):
         """Outbox rows (optionally of one channel and status), oldest first, across tenants."""
         ...
 
+    async def outbox_retry(
+        self, *, channel: str, ids: Sequence[str] | None = None, now: datetime | None = None
+    ) -> list[OutboxEvent]:
+        """Give the ``failed`` rows of ``channel`` (``ids``: only those) a fresh start; returns them as written.
+
+        Taken are the rows :func:`interlock.outbox.is_retryable` admits, made
+        :func:`interlock.outbox.retried` (pending, due ``now``, attempts from 0), across
+        tenants, in one write. A ``done`` or pending row, or an unknown id, is left alone.
+        """
+        ...
+
     async def outbox_prune(self, *, channel: str, settled_before: datetime) -> int:
         """Delete the rows of ``channel`` settled before ``settled_before``, across tenants; returns how many.
 

@@ -13,7 +13,7 @@ import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from ..outbox import OutboxEvent, leased
+from ..outbox import OutboxEvent, is_retryable, leased, retried
 from ._outbox_rows import event as event_of
 from ._outbox_rows import row, us
 
@@ -80,6 +80,21 @@ def settle(con: sqlite3.Connection, event: OutboxEvent, holder: str) -> bool:
         return False
     _update(con, [event.evolve(lease_holder=None, lease_expires_at=None)])
     return True
+
+
+def retry(con: sqlite3.Connection, channel: str, ids: Sequence[str] | None, now: datetime | None) -> list[OutboxEvent]:
+    """Give the failed rows of ``channel`` (or those of ``ids``) a fresh start (in the caller's write transaction).
+
+    The failed rows of the channel are read (an index-free scan, as a prune's), then
+    :func:`interlock.outbox.is_retryable` decides.
+    """
+    sql = f"{_SELECT} WHERE channel = ? AND status = 'failed'"
+    rows = con.execute(sql, (channel,)).fetchall()
+    wanted = None if ids is None else frozenset(ids)
+    found = [event_of(raw, seq, "SQLite") for seq, raw in rows]
+    again = [retried(e, now or datetime.now(UTC)) for e in found if is_retryable(e, channel, wanted)]
+    _update(con, again)
+    return again
 
 
 def prune(con: sqlite3.Connection, channel: str, settled_before: datetime) -> int:

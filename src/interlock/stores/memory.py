@@ -12,7 +12,7 @@ from datetime import datetime
 
 from ..interrupt_index import InterruptQuery, OpenInterrupt, entries_of
 from ..journal import JournalEntry, superseded
-from ..outbox import OutboxEvent, is_claimable, is_prunable, leased
+from ..outbox import OutboxEvent, is_claimable, is_prunable, is_retryable, leased, retried
 from ..sessions import Snapshot, utcnow
 from . import JournalUpdater, SnapshotInfo, Updater, apply_update, check_tenant, choose_leaf
 from ._prune import prunable
@@ -101,6 +101,15 @@ class InMemoryStore:
 
     async def outbox_events(self, *, channel: str | None = None, status: str | None = None) -> list[OutboxEvent]:
         return [e for e in self._outbox.values() if channel in (None, e.channel) and status in (None, e.status)]
+
+    async def outbox_retry(
+        self, *, channel: str, ids: Sequence[str] | None = None, now: datetime | None = None
+    ) -> list[OutboxEvent]:
+        wanted, now = None if ids is None else frozenset(ids), now or utcnow()
+        again = [retried(e, now) for e in self._outbox.values() if is_retryable(e, channel, wanted)]
+        for event in again:
+            self._outbox[event.id] = event
+        return again
 
     async def outbox_prune(self, *, channel: str, settled_before: datetime) -> int:
         gone = [e.id for e in self._outbox.values() if is_prunable(e, channel, settled_before)]

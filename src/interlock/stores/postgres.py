@@ -280,6 +280,11 @@ class PostgresStore(PgPlumbing):
     async def outbox_events(self, *, channel: str | None = None, status: str | None = None) -> list[OutboxEvent]:
         return await self._read(lambda con: outbox.events(con, channel, status))
 
+    async def outbox_retry(
+        self, *, channel: str, ids: Sequence[str] | None = None, now: datetime | None = None
+    ) -> list[OutboxEvent]:
+        return await self._write(lambda con: outbox.retry(con, channel, ids, now))
+
     async def outbox_prune(self, *, channel: str, settled_before: datetime) -> int:
         return await self._write(lambda con: outbox.prune(con, channel, settled_before))
 

@@ -196,6 +196,11 @@ class SQLiteStore:
     async def outbox_events(self, *, channel: str | None = None, status: str | None = None) -> list[OutboxEvent]:
         return await self._read(outbox.events, channel, status)
 
+    async def outbox_retry(
+        self, *, channel: str, ids: Sequence[str] | None = None, now: datetime | None = None
+    ) -> list[OutboxEvent]:
+        return await self._write(outbox.retry, channel, None if ids is None else list(ids), now)
+
     async def outbox_prune(self, *, channel: str, settled_before: datetime) -> int:
         return await self._write(outbox.prune, channel, settled_before)
 
@@ -379,6 +384,7 @@ _OPERATIONS = {
     (outbox.__name__, "settle"): "outbox_settle",
     (outbox.__name__, "events"): "outbox_events",
     (outbox.__name__, "prune"): "outbox_prune",
+    (outbox.__name__, "retry"): "outbox_retry",
 }
 """The store method a worker function serves, for telemetry (by the function's module and name)."""
 

@@ -119,9 +119,38 @@ async def check_outbox_prune(make_store: StoreFactory) -> None:
         _expect(await store.outbox_prune(channel=DEADLINE, settled_before=now) == 1, "a channel of its own")
 
 
+async def check_outbox_retry(make_store: StoreFactory) -> None:
+    """A retry gives failed rows of its channel a fresh start (all, or the ids named), and nothing else."""
+    async with make_store() as store:
+        one, two, done = _event("one", tenant="acme"), _event("two"), _event("done")
+        timer = _event("deadline.due", channel=DEADLINE)
+        await store.save_all([], events=[one, two, done, timer])
+        now = utcnow()
+        for row in await store.outbox_claim(channel=WEBHOOK, holder="p", lease=30, now=now):
+            status = "done" if row.id == done.id else "failed"
+            settled = row.evolve(status=status, attempts=20, last_error="HTTP 503", done_for=("a",), settled_at=now)
+            _expect(await store.outbox_settle(settled, holder="p"), f"the holder settles {row.type}")
+        (timer_row,) = await store.outbox_claim(channel=DEADLINE, holder="p", lease=30, now=now)
+        await store.outbox_settle(timer_row.evolve(status="failed", settled_at=now), holder="p")
+        later = now + timedelta(seconds=1)
+        (again,) = await store.outbox_retry(channel=WEBHOOK, ids=[one.id, done.id, "unknown"], now=later)
+        _expect(again.id == one.id, f"only a failed row of the ids is retried, got {again.type}")
+        _expect((again.status, again.attempts, again.due) == ("pending", 0, later), f"a fresh start: {again!r}")
+        _expect(
+            again.done_for == ("a",) and again.last_error == "HTTP 503", "what was delivered and why it failed stay"
+        )
+        taken = await store.outbox_claim(channel=WEBHOOK, holder="q", lease=30, now=later)
+        _expect([e.id for e in taken] == [one.id], f"a retried row is claimed again, got {[e.type for e in taken]}")
+        rest = await store.outbox_retry(channel=WEBHOOK, now=later)
+        _expect([e.id for e in rest] == [two.id], f"without ids: every failed row of the channel, got {rest!r}")
+        stored = {e.id: e.status for e in await store.outbox_events()}
+        _expect(stored[done.id] == "done" and stored[timer.id] == "failed", f"other rows stay as they were: {stored}")
+
+
 OUTBOX_CHECKS: list[Callable[[StoreFactory], Awaitable[None]]] = [
     check_outbox_written_with_save,
     check_outbox_claim_leases,
     check_outbox_claims_race,
     check_outbox_prune,
+    check_outbox_retry,
 ]
