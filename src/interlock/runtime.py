@@ -6,8 +6,9 @@ turn end; a resume of an interrupted snapshot first *claims* it, atomically, so 
 one of several racing resumes runs its tools.
 
 The pieces live by what they hold: loading the state an init names (``_session_load``), a
-turn's claim, commit and give-back (``_turn_commit``), and the detached run: pending row,
-heartbeat, abort watch and final write (``_detached_run``).
+turn's claim, commit and give-back (``_turn_commit``), the detached run: pending row,
+heartbeat, abort watch and final write (``_detached_run``), and what an invocation answers:
+its output and a paused turn's interrupts chunk (``_invocation_output``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ._detached_run import DetachedRun
+from ._invocation_output import build_output, interrupts_chunk
 from ._session_load import PreTurnFailure, load_state
 from ._turn_commit import TurnWriter, error_info, give_back
 from .agent_io import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnEnd, TurnResult
@@ -274,27 +276,8 @@ class Invocation:
             self._stop_tasks()
             return
         self._stop_tasks()
-        self._resolve(self._build_output(result))
-
-    def _build_output(self, result: AgentResult | None) -> AgentOutput:
-        state = self.session.state
-        message = (result.message if result else None) or (state.messages[-1] if state.messages else None)
-        finish = "failed" if self.error else ((result.finish_reason if result else None) or self.last_finish_reason)
-        return AgentOutput(
-            session_id=state.session_id,
-            snapshot_id=self.tip.snapshot_id if self.tip else None,
-            state=None if self.store is not None else self._outgoing(state),
-            message=message,
-            artifacts=list(result.artifacts) if result and result.artifacts is not None else list(state.artifacts),
-            finish_reason=finish,
-            error=self.error,
-        )
-
-    def _outgoing(self, state: SessionState) -> SessionState:
-        """Client-managed state as it leaves the agent: transformed, then signed (``state_signing``)."""
-        out = self.agent.transform_state(state.copy())
-        keyring = self.agent.state_signing
-        return out if keyring is None else keyring.sign_state(out)
+        state, tip, error = self.session.state, self.tip, self.error
+        self._resolve(build_output(self.agent, self.store, state, result, tip, error, self.last_finish_reason))
 
     def _resolve(self, output: AgentOutput) -> None:
         if not self.output.done():
@@ -479,28 +462,11 @@ class Invocation:
             await give_back(hold, effects)
             raise
         self.last_finish_reason = finish
-        if finish == "interrupted":
-            self._emit_interrupts()
+        paused = interrupts_chunk(self.session.messages, self.store, self._model_index)
+        if finish == "interrupted" and paused is not None:
+            self.emit(paused)
         committed = store is not None and self.detached_id is None
         self.emit(TurnEnd(snapshot_id=turn_id if committed else None, finish_reason=finish))
-
-    def _emit_interrupts(self) -> None:
-        """Stream the paused requests (as committed: with their resume tokens) before the turn end.
-
-        Server-managed: a final ``role: "tool"`` model chunk, as Genkit JS and Go send it.
-        Client-managed: the same parts as a ``role: "model"`` chunk with the paused message's
-        index, because Genkit's Python client rebuilds the history it sends back from the
-        chunks: a model chunk folds into the paused message, which it then replaces with the
-        output's copy, so the state it returns stays exact (and signed state still verifies).
-        """
-        messages = self.session.messages
-        interrupts = messages[-1].interrupts if messages else []
-        if not interrupts:
-            return
-        if self.store is not None:
-            self.emit(ModelChunk(role="tool", content=list(interrupts)))
-        else:
-            self.emit(ModelChunk(role="model", index=self._model_index, content=list(interrupts)))
 
     def _effects(self, parent: Snapshot | None, turn_id: str | None) -> Effects | None:
         """The turn's effect journal: server-managed agents journal every tool call in their store."""

@@ -22,19 +22,17 @@ from __future__ import annotations
 import asyncio
 import inspect
 import sys
-import types
-import typing
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Generic, Literal, TypeVar, cast, overload
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import TypeAdapter
 
 from . import metadata as md
-from ._json import check_json
+from ._tool_types import Signature, checked_input, checked_output, checked_resume, describe, read_signature, schema
 from .decisions import Decision
-from .errors import Interrupt, InvalidArgumentError, ToolInputError, ToolOutputError, UsageError
+from .errors import Interrupt, UsageError
 from .expiry import OnExpire, check_expires_in, checked_policy
 from .models import ToolDefinition
 from .parts import ToolRequestPart, ToolResponsePart
@@ -55,63 +53,6 @@ R = TypeVar("R")
 T = TypeVar("T")
 
 
-def _validation_message(tool: str, what: str, exc: ValidationError) -> str:
-    problems: list[str] = []
-    for err in exc.errors():
-        loc = ".".join(str(x) for x in err["loc"]) or "(root)"
-        problems.append(f"field {loc!r}: {err['msg']}")
-    return f"{what} for tool {tool!r} is invalid: " + "; ".join(problems)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class _Signature:
-    input_type: Any
-    output_type: Any
-    resume_type: Any
-    takes_input: bool
-    takes_ctx: bool
-    takes_resume: bool
-
-
-def _strip_optional(tp: object) -> Any:
-    if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if len(args) == 1:
-            return args[0]
-    return tp
-
-
-def _is_ctx(tp: object) -> bool:
-    return tp is ToolContext or typing.get_origin(tp) is ToolContext
-
-
-def _read_signature(fn: Callable[..., Any], localns: dict[str, Any] | None = None) -> _Signature:
-    hints = typing.get_type_hints(fn, localns=localns)
-    params = [
-        p for p in inspect.signature(fn).parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-    ]
-    plain = [p for p in params if not _is_ctx(hints.get(p.name))]
-    takes_ctx = len(plain) != len(params)
-    if len(plain) > 2:
-        raise UsageError(f"tool {fn.__name__!r} takes (input, ctx, resume) at most; got {len(params)} parameters")
-    input_type = hints.get(plain[0].name, Any) if plain else dict[str, Any]
-    resume_type = _strip_optional(hints.get(plain[1].name, Any)) if len(plain) > 1 else None
-    return _Signature(
-        input_type=input_type,
-        output_type=hints.get("return", Any),
-        resume_type=resume_type,
-        takes_input=bool(plain),
-        takes_ctx=takes_ctx,
-        takes_resume=len(plain) > 1,
-    )
-
-
-def _schema(tp: Any) -> dict[str, Any] | None:
-    if tp is Any or tp is None or tp is type(None):
-        return None
-    return TypeAdapter(tp).json_schema()
-
-
 class Tool(Generic[I, O, R]):
     """A tool the model can call. Build one with :func:`tool` or :func:`interrupt_tool`."""
 
@@ -125,7 +66,7 @@ class Tool(Generic[I, O, R]):
         output_type: Any,
         resume_type: Any = None,
         interrupt_data: Any = None,
-        signature: _Signature | None = None,
+        signature: Signature | None = None,
         approval: Callable[[Any], bool] | None = None,
         idempotent: bool = False,
         reconcile: Reconcile | None = None,
@@ -164,8 +105,8 @@ class Tool(Generic[I, O, R]):
         self.definition = ToolDefinition(
             name=name,
             description=description,
-            input_schema=_schema(input_type),
-            output_schema=_schema(output_type),
+            input_schema=schema(input_type),
+            output_schema=schema(output_type),
         )
 
     def __repr__(self) -> str:
@@ -180,7 +121,7 @@ class Tool(Generic[I, O, R]):
     def resume_schema(self) -> dict[str, Any] | None:
         """The JSON Schema of the tool's resume payload (what a restart may carry), or ``None``."""
         if self._resume_schema is False:
-            self._resume_schema = _schema(self.resume_type)
+            self._resume_schema = schema(self.resume_type)
         return self._resume_schema
 
     @property
@@ -190,31 +131,11 @@ class Tool(Generic[I, O, R]):
 
     def validate_input(self, raw: object) -> I:
         """The model's raw input, validated; raises :class:`ToolInputError` naming the field."""
-        if raw is None and not (self._sig and self._sig.takes_input):
-            raw = {}
-        try:
-            return cast(I, self._input.validate_python(raw))
-        except ValidationError as exc:
-            raise ToolInputError(
-                _validation_message(self.name, "input", exc), tool=self.name, details=exc.errors(include_url=False)
-            ) from None
+        return cast(I, checked_input(self.name, self._input, self._sig, raw))
 
     def validate_output(self, output: object) -> Any:
         """An output for this tool, validated and converted to JSON; raises :class:`ToolOutputError`."""
-        where = f"the output of tool {self.name!r}"
-        try:
-            if self._output is None:
-                return to_json(output, where)
-            value = self._output.validate_python(to_json(output, where))
-            dumped = self._output.dump_python(value, mode="json", exclude_none=True)
-            check_json(dumped, where)
-            return dumped
-        except ValidationError as exc:
-            raise ToolOutputError(
-                _validation_message(self.name, "output", exc), tool=self.name, details=exc.errors(include_url=False)
-            ) from None
-        except InvalidArgumentError as exc:  # not a JSON value
-            raise ToolOutputError(exc.message, tool=self.name) from None
+        return checked_output(self.name, self._output, output)
 
     def validate_resume(self, resumed: object) -> R | None:
         """The typed resume payload carried by a restart's ``metadata.resumed``.
@@ -223,24 +144,7 @@ class Tool(Generic[I, O, R]):
         ``True`` itself (``bool | None``: then it is the payload). The tool-approval marker
         is not part of the payload. Raises :class:`ToolInputError` (INVALID_ARGUMENT).
         """
-        resumed = md.without_approval(resumed)
-        if self._resume is None or resumed is None:
-            return None
-        if resumed is True:
-            if self.resume_type in (Any, object):
-                return None
-            try:
-                return cast(R, self._resume.validate_python(True, strict=True))
-            except ValidationError:
-                return None
-        try:
-            return cast(R, self._resume.validate_python(resumed))
-        except ValidationError as exc:
-            raise ToolInputError(
-                _validation_message(self.name, "resume payload", exc),
-                tool=self.name,
-                details=exc.errors(include_url=False),
-            ) from None
+        return cast("R | None", checked_resume(self.name, self._resume, self.resume_type, resumed))
 
     async def invoke(self, value: object, ctx: ToolContext[Any]) -> Any:
         """Run the tool body on a validated input; returns JSON output or raises :class:`Interrupt`."""
@@ -251,13 +155,7 @@ class Tool(Generic[I, O, R]):
             raise Interrupt(value)
         sig = self._sig
         assert sig is not None
-        args: list[Any] = []
-        if sig.takes_input:
-            args.append(value)
-        if sig.takes_ctx:
-            args.append(ctx)
-        if sig.takes_resume:
-            args.append(ctx.resume)
+        args = sig.args(value, ctx)
         # a synchronous body runs on a worker thread, so the event loop (and the claim's lease) stays live
         result = await self.fn(*args) if self._is_async else await asyncio.to_thread(self.fn, *args)
         return self.validate_output(result)
@@ -325,10 +223,6 @@ class InterruptedCall(Generic[I, O, R]):
         entry = decision.answer(self.part)
         assert isinstance(entry, ToolRequestPart)
         return entry
-
-
-def _description(fn: Callable[..., Any]) -> str:
-    return inspect.cleandoc(fn.__doc__ or "").split("\n\n")[0].replace("\n", " ")
 
 
 class ToolDecorator:
@@ -421,11 +315,11 @@ class ToolDecorator:
             )
         # Hints may name classes local to the caller's function (with postponed annotations).
         caller = sys._getframe(1).f_locals  # pyright: ignore[reportPrivateUsage]
-        sig = _read_signature(fn, dict(caller))
+        sig = read_signature(fn, dict(caller))
         return Tool(
             fn,
             name=self._name or fn.__name__,
-            description=self._description if self._description is not None else _description(fn),
+            description=self._description if self._description is not None else describe(fn),
             input_type=sig.input_type,
             output_type=sig.output_type,
             resume_type=sig.resume_type,
