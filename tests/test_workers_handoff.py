@@ -23,7 +23,7 @@ from interlock.handoff import HANDOFF
 from interlock.stores.memory import InMemoryStore
 from interlock.stores.postgres import PostgresStore
 from interlock.testing import EchoModel
-from interlock.workers import WorkerQueue
+from interlock.workers import WorkerQueue, run
 from interlock.workers.run import REQUEUES, TurnWorker, WorkerSettings
 
 pytestmark = pytest.mark.slow
@@ -105,6 +105,36 @@ async def test_a_turn_queued_longer_than_the_staleness_window_reads_pending_then
             await queue.aclose()
         assert (done.status, done.finish_reason) == ("completed", "stop"), done
         assert await settled_jobs(f.dsn) == ["succeeded", "succeeded"]
+
+
+async def test_the_sweeper_refreshes_a_queued_backlog_in_short_transactions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    dsn = fresh_dsn()
+    upgrade(dsn)
+    async with PostgresStore(dsn) as store:
+        queue = WorkerQueue(dsn)
+        agent = PromptAgent("quick", EchoModel(), store=store, detach_to=queue)
+        queued = [(await agent.run(f"t{i}", detach=True)).snapshot_id for i in range(5)]  # no worker runs them
+        before = {s.snapshot_id: s.heartbeat_at for s in await _rows(store)}
+        writes: list[int] = []
+        save_all = store.save_all
+
+        async def counted(updates: Any, **kw: Any) -> Any:
+            writes.append(len(updates))
+            return await save_all(updates, **kw)
+
+        monkeypatch.setattr(store, "save_all", counted)
+        monkeypatch.setattr(run, "REFRESH_BATCH", 2)
+        await asyncio.sleep(0.2)  # older than a sweep: due for a fresh heartbeat
+        assert await TurnWorker(store, {}, queue, WorkerSettings(sweep_every=0.1)).refresh_queued() == 5
+        assert writes == [2, 2, 1]  # one transaction per batch, not one for the whole backlog
+        after = {s.snapshot_id: s.heartbeat_at for s in await _rows(store)}
+        for sid in queued:
+            assert sid is not None
+            old, new = before[sid], after[sid]
+            assert old is not None and new is not None and new > old
+        await queue.aclose()
 
 
 async def test_the_sweeper_re_enqueues_a_handed_off_row_whose_job_is_gone(

@@ -197,8 +197,11 @@ class TurnWorker:
         fresh = timedelta(seconds=self.settings.sweep_every)
         refreshed = 0
         for tenant, ids in by_tenant.items():
-            written = await self.store.save_all([(sid, beat(fresh)) for sid in sorted(ids)], tenant=tenant)
-            refreshed += sum(w is not None for w in written)
+            queued = sorted(ids)
+            for start in range(0, len(queued), REFRESH_BATCH):  # short transactions: a big backlog locks no table
+                batch = queued[start : start + REFRESH_BATCH]
+                written = await self.store.save_all([(sid, beat(fresh)) for sid in batch], tenant=tenant)
+                refreshed += sum(w is not None for w in written)
         return refreshed
 
     async def reconcile(self) -> int:
@@ -261,6 +264,8 @@ class TurnWorker:
 
 REQUEUES = 3
 """How many times the sweeper re-enqueues a handed-off row whose job ended without its outcome; then it fails it."""
+REFRESH_BATCH = 200
+"""Queued rows whose heartbeat one transaction of :meth:`TurnWorker.refresh_queued` refreshes."""
 
 
 class _NotOrphaned(Exception):
