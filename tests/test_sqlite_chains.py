@@ -12,7 +12,8 @@ from interlock.errors import DataLossError
 from interlock.messages import messages_to_json
 from interlock.sessions import SessionState
 from interlock.stores._history import CHAIN_LIMIT, CHAIN_SLACK, ROW_COST, ChainCache
-from interlock.stores._sqlite_codec import dumps, id_in
+from interlock.stores._row_codec import dumps
+from interlock.stores._sqlite_codec import id_in
 from interlock.stores._sqlite_schema import MAX_CHAIN, SELECT_CHAIN
 from interlock.stores.sqlite import SQLiteStore
 

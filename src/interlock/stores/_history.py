@@ -5,7 +5,8 @@ A row keeps ``keep`` messages of its base and adds a ``tail`` (see
 database: the LRU cache of assembled histories keyed by each row's content revision
 (``mrev``, so an entry is never stale, whichever process wrote the row), assembling a
 history from a base chain already read, and how much of a parent's history a new row
-shares. The SQLite and PostgreSQL stores read the chain their own way and hand it here.
+shares. The SQLite and PostgreSQL stores read the chain their own way and hand it here
+(a chain's ids as their driver returns them: :meth:`ChainCache.decode_id` makes ids of them).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from typing import NamedTuple, cast
 
 from ..messages import Message
-from ._sqlite_codec import Link, Messages, Row, corrupt, id_out, id_out_or_none, parse_tail, parse_tails
+from ._row_codec import Link, Messages, Row, corrupt, parse_tail, parse_tails
 
 
 def common_prefix(new: Sequence[Message], base: Messages) -> int:
@@ -78,6 +79,15 @@ class ChainCache:
         self.cached_bytes = 0
         self.revisions: Counter[int] = Counter()
         """The ``mrev`` of each entry: a chain's rows are looked up only if theirs is here (most never are)."""
+
+    @staticmethod
+    def decode_id(value: str | bytes) -> str:
+        """The id a chain's stored id stands for: the text itself (PostgreSQL's ids are ``text``).
+
+        The SQLite store's chains override it with their own decoding (its ids may be a UUID's
+        16 bytes). Called only for an error's message or a possible cache hit.
+        """
+        return cast(str, value)
 
     def entry(self, tenant: str, snapshot_id: str, mrev: int | None) -> Cached | None:
         key = (tenant, snapshot_id)
@@ -173,14 +183,15 @@ class ChainCache:
         pending: list[Link] = []
         start = Cached(0, (), 0, 0)
         revisions = self.revisions
+        decode_id = self.decode_id
         for i, link in enumerate(links):
             if link.tail is None:
-                what = f"its history passes through {id_out(link.snapshot_id)!r}, which has no state"
+                what = f"its history passes through {decode_id(link.snapshot_id)!r}, which has no state"
                 raise corrupt(snapshot_id, what)
             if i > 0 and links[i - 1].base_mrev != link.mrev:
-                what = f"its base {id_out(link.snapshot_id)!r} changed under it"
-                raise corrupt(id_out(links[i - 1].snapshot_id), what)
-            hit = None if link.mrev not in revisions else self.entry(tenant, id_out(link.snapshot_id), link.mrev)
+                what = f"its base {decode_id(link.snapshot_id)!r} changed under it"
+                raise corrupt(decode_id(links[i - 1].snapshot_id), what)
+            hit = None if link.mrev not in revisions else self.entry(tenant, decode_id(link.snapshot_id), link.mrev)
             if hit is not None:
                 start = hit
                 break
@@ -189,17 +200,18 @@ class ChainCache:
                 break
         else:
             last = links[-1]
-            what = f"its base snapshot {id_out_or_none(last.base)!r} is missing (or the chain is cyclic)"
-            raise corrupt(id_out(last.snapshot_id), what)
+            base = None if last.base is None else decode_id(last.base)
+            what = f"its base snapshot {base!r} is missing (or the chain is cyclic)"
+            raise corrupt(decode_id(last.snapshot_id), what)
         messages = list(start.messages)
         size, chain = start.size, start.chain
         pending.reverse()
         texts = [cast(str, link.tail) for link in pending]
-        tails = parse_tails([link.snapshot_id for link in pending], texts)
+        tails = parse_tails([link.snapshot_id for link in pending], texts, decode_id)
         for link, tail, parsed in zip(pending, texts, tails, strict=True):
             if link.keep > len(messages):
                 what = f"keeps {link.keep} messages of a base that has {len(messages)}"
-                raise corrupt(id_out(link.snapshot_id), what)
+                raise corrupt(decode_id(link.snapshot_id), what)
             if link.keep < len(messages):
                 size = size * link.keep // len(messages)
                 del messages[link.keep :]

@@ -26,7 +26,7 @@ from ..errors import DataLossError
 from ..interrupt_index import InterruptQuery, OpenInterrupt
 from ..parts import ToolRequestPart, part_to_json
 from ..sessions import Snapshot
-from ._sqlite_codec import corrupt, dumps, from_us, loads, to_us
+from ._row_codec import corrupt, dumps, from_us, loads, to_us
 
 ENTRY_COLUMNS = (
     "snapshot_id",

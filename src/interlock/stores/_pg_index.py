@@ -17,7 +17,7 @@ from psycopg import AsyncConnection
 from ..interrupt_index import InterruptQuery, OpenInterrupt, entries_of
 from ..sessions import Snapshot
 from ._index_rows import ENTRY_COLUMNS, entry_of, entry_values, page_sql, plan, rest_sql
-from ._sqlite_codec import to_us
+from ._row_codec import to_us
 
 Conn = AsyncConnection[tuple[Any, ...]]
 Reader = Callable[[str], Awaitable[Snapshot | None]]

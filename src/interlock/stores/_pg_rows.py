@@ -3,9 +3,10 @@
 The same storage rules as the SQLite store's (:mod:`interlock.stores._sqlite_rows`): a new
 row's messages are a delta on its parent's when they share a prefix, and before a row's
 messages change or it is deleted, the rows based on it are rewritten as full checkpoints.
-The codec (rows ↔ snapshots) and the history rules (:mod:`interlock.stores._history`)
-are shared; this module only reads and writes them the PostgreSQL way. Every method runs
-in a transaction the caller opened (:mod:`interlock.stores.postgres`).
+The codec (rows ↔ snapshots: :mod:`interlock.stores._row_codec`) and the history rules
+(:mod:`interlock.stores._history`) are shared; this module only reads and writes them the
+PostgreSQL way. Every method runs in a transaction the caller opened
+(:mod:`interlock.stores.postgres`).
 
 Locks that keep histories sound across processes: a row being saved or deleted is read
 ``FOR UPDATE``, and a new row's parent ``FOR SHARE`` (unless the save already holds it
@@ -54,7 +55,7 @@ from ._pg_schema import (
     UPSERT,
 )
 from ._prune import prunable
-from ._sqlite_codec import Link, Messages, Row, bookkeeping, corrupt, decode, dumps, from_us, loads, plain
+from ._row_codec import Link, Messages, Row, bookkeeping, corrupt, decode, dumps, from_us, loads, plain
 
 Conn = AsyncConnection[tuple[Any, ...]]
 

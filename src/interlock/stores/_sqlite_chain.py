@@ -2,7 +2,8 @@
 
 The cache and the assembly rules are :mod:`interlock.stores._history`'s (shared with the
 PostgreSQL store): saving or loading a child of a recently seen snapshot neither re-reads
-nor re-parses the chain. A miss loads the whole base chain in one recursive query.
+nor re-parses the chain. A miss loads the whole base chain in one recursive query. Its ids
+are as stored (:data:`~._sqlite_codec.DbId`): :func:`~._sqlite_codec.id_out` decodes them.
 """
 
 from __future__ import annotations
@@ -10,12 +11,15 @@ from __future__ import annotations
 import sqlite3
 
 from ._history import ChainCache
-from ._sqlite_codec import Messages, Row, id_in, link_of
+from ._row_codec import Messages, Row
+from ._sqlite_codec import id_in, id_out, link_of
 from ._sqlite_schema import MAX_CHAIN, SELECT_CHAIN
 
 
 class MessageChains(ChainCache):
     """Rows' full message histories, on the worker thread (each method runs in the caller's transaction)."""
+
+    decode_id = staticmethod(id_out)
 
     def messages_of(self, con: sqlite3.Connection, tenant: str, row: Row) -> Messages | None:
         """A row's full message history (``None``: the row has no state)."""

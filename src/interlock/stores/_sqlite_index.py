@@ -19,7 +19,8 @@ from typing import cast
 from ..interrupt_index import InterruptQuery, OpenInterrupt, entries_of
 from ..sessions import Snapshot
 from ._index_rows import ENTRY_COLUMNS, entry_of, entry_values, page_sql, plan, rest_sql
-from ._sqlite_codec import DbId, from_us, id_in, id_out, to_us, word_in
+from ._row_codec import from_us, to_us
+from ._sqlite_codec import DbId, id_in, id_out, word_in
 from ._sqlite_schema import TABLE
 
 LEAVES = "interlock_leaves"

@@ -24,25 +24,17 @@ from . import SnapshotInfo, Updater, apply_update, choose_leaf
 from . import _sqlite_index as index
 from ._history import common_prefix
 from ._prune import prunable
+from ._row_codec import Messages, Row, bookkeeping, corrupt, decode, dumps, from_after, from_us, loads, same
 from ._sqlite_chain import MessageChains
 from ._sqlite_codec import (
     DbId,
-    Messages,
-    Row,
-    bookkeeping,
-    corrupt,
-    decode,
-    dumps,
-    from_after,
-    from_us,
     id_in,
     id_or_none,
     id_out,
     id_out_or_none,
-    loads,
     row_of,
-    same,
     word_in,
+    word_or_none,
     word_out,
     word_out_or_none,
 )
@@ -185,7 +177,8 @@ class SnapshotRows(MessageChains):
         """Write ``new`` over ``row``; returns the row's session key."""
         sid = new.snapshot_id
         state = new.state
-        values = dict(zip(BOOKKEEPING, bookkeeping(new, row, old_artifacts), strict=True))
+        stored = bookkeeping(new, row, old_artifacts, ident=id_or_none, word=word_or_none)
+        values = dict(zip(BOOKKEEPING, stored, strict=True))
         values |= {"tenant": tenant, "snapshot_id": id_in(sid)}
         if old is None or state is None:
             unchanged = old is None and state is None

@@ -1,4 +1,4 @@
-"""The SQLite store's file layout: its tables and its SQL (values are encoded by :mod:`._sqlite_codec`).
+"""The SQLite store's file layout: its tables and its SQL (values: :mod:`._sqlite_codec`, :mod:`._row_codec`).
 
 Tables
 ------
@@ -125,7 +125,7 @@ BOOKKEEPING = (
     "claimed_us",
     "metadata",
 )
-"""The columns of :func:`~._sqlite_codec.bookkeeping`'s values, in its order."""
+"""The columns of :func:`~._row_codec.bookkeeping`'s values, in its order."""
 _CONTENT = ("session", "base_id", "keep", "tail", "mrev", "base_mrev")
 _COLUMNS = ("snapshot_id", *_CONTENT, *BOOKKEEPING)
 COLUMNS = ", ".join(_COLUMNS)

@@ -68,7 +68,7 @@ from ._pg_listen import Listener
 from ._pg_plumbing import PgPlumbing
 from ._pg_rows import Conn, PgRows
 from ._pg_schema import CURRENT, TABLE
-from ._sqlite_codec import to_us
+from ._row_codec import to_us
 
 __all__ = ["PostgresStore", "TxStep"]
 

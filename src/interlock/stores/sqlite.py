@@ -5,7 +5,9 @@ transactions). The rest lives in private modules:
 
 * :mod:`._sqlite_schema`: the file's layout (delta rows, interned sessions, compact ids
   and timestamps) and its SQL;
-* :mod:`._sqlite_codec`: column values ↔ Python values, rows ↔ snapshots;
+* :mod:`._sqlite_codec`: its compact ids and statuses, and its rows read (the rest of the
+  codec, column values ↔ Python values and rows ↔ snapshots, is :mod:`._row_codec`'s,
+  shared with the PostgreSQL store);
 * :mod:`._sqlite_chain`: message histories from base chains, and their cache;
 * :mod:`._sqlite_rows`: reads, writes (as deltas), deletes and prunes;
 * :mod:`._sqlite_index`: each session's leaves and the index of open interrupts, written
