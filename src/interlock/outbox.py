@@ -28,6 +28,7 @@ rows are never pruned, so the outbox holds what is owed plus a bounded record.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypeAlias, cast
@@ -49,6 +50,7 @@ __all__ = [
     "leased",
     "new_event",
     "retried",
+    "retries",
 ]
 
 WEBHOOK = "webhook"
@@ -195,6 +197,12 @@ def is_retryable(event: OutboxEvent, channel: str, ids: frozenset[str] | None) -
     With ``ids``, only those rows; a ``done`` or pending row is never taken again by a retry.
     """
     return event.channel == channel and event.status == "failed" and (ids is None or event.id in ids)
+
+
+def retries(events: Iterable[OutboxEvent], channel: str, ids: Iterable[str] | None, now: datetime) -> list[OutboxEvent]:
+    """What :meth:`~interlock.stores.SessionStore.outbox_retry` writes: each :func:`is_retryable` row, retried."""
+    wanted = None if ids is None else frozenset(ids)
+    return [retried(e, now) for e in events if is_retryable(e, channel, wanted)]
 
 
 def retried(event: OutboxEvent, now: datetime) -> OutboxEvent:

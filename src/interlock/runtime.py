@@ -462,9 +462,10 @@ class Invocation:
             await give_back(hold, effects)
             raise
         self.last_finish_reason = finish
-        paused = interrupts_chunk(self.session.messages, self.store, self._model_index)
-        if finish == "interrupted" and paused is not None:
-            self.emit(paused)
+        if finish == "interrupted":
+            paused = interrupts_chunk(self.session.messages, self.store, self._model_index)
+            if paused is not None:
+                self.emit(paused)
         committed = store is not None and self.detached_id is None
         self.emit(TurnEnd(snapshot_id=turn_id if committed else None, finish_reason=finish))
 

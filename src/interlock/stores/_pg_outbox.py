@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, LiteralString
 
-from ..outbox import OutboxEvent, is_retryable, leased, retried
+from ..outbox import OutboxEvent, leased, retries
 from ._outbox_rows import event as event_of
 from ._outbox_rows import row, us
 
@@ -88,12 +88,11 @@ async def settle(con: Conn, event: OutboxEvent, holder: str) -> bool:
 async def retry(con: Conn, channel: str, ids: Sequence[str] | None, now: datetime | None) -> list[OutboxEvent]:
     """Give the failed rows of ``channel`` (or those of ``ids``) a fresh start (in the caller's transaction).
 
-    The failed rows of the channel are read and locked, then :func:`interlock.outbox.is_retryable` decides.
+    The failed rows of the channel are read and locked, then :func:`interlock.outbox.retries` decides.
     """
     found = await con.execute(f"{_SELECT} WHERE channel = %s AND status = 'failed' FOR UPDATE", (channel,))
-    wanted = None if ids is None else frozenset(ids)
     events = [event_of(raw, seq, "PostgreSQL") for seq, raw in await found.fetchall()]
-    again = [retried(e, now or datetime.now(UTC)) for e in events if is_retryable(e, channel, wanted)]
+    again = retries(events, channel, ids, now or datetime.now(UTC))
     await _update(con, again)
     return again
 

@@ -13,7 +13,7 @@ import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from ..outbox import OutboxEvent, is_retryable, leased, retried
+from ..outbox import OutboxEvent, leased, retries
 from ._outbox_rows import event as event_of
 from ._outbox_rows import row, us
 
@@ -86,13 +86,11 @@ def retry(con: sqlite3.Connection, channel: str, ids: Sequence[str] | None, now:
     """Give the failed rows of ``channel`` (or those of ``ids``) a fresh start (in the caller's write transaction).
 
     The failed rows of the channel are read (an index-free scan, as a prune's), then
-    :func:`interlock.outbox.is_retryable` decides.
+    :func:`interlock.outbox.retries` decides.
     """
     sql = f"{_SELECT} WHERE channel = ? AND status = 'failed'"
-    rows = con.execute(sql, (channel,)).fetchall()
-    wanted = None if ids is None else frozenset(ids)
-    found = [event_of(raw, seq, "SQLite") for seq, raw in rows]
-    again = [retried(e, now or datetime.now(UTC)) for e in found if is_retryable(e, channel, wanted)]
+    found = [event_of(raw, seq, "SQLite") for seq, raw in con.execute(sql, (channel,)).fetchall()]
+    again = retries(found, channel, ids, now or datetime.now(UTC))
     _update(con, again)
     return again
 

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from ..interrupt_index import InterruptQuery, OpenInterrupt, entries_of
 from ..journal import JournalEntry, superseded
-from ..outbox import OutboxEvent, is_claimable, is_prunable, is_retryable, leased, retried
+from ..outbox import OutboxEvent, is_claimable, is_prunable, leased, retries
 from ..sessions import Snapshot, utcnow
 from . import JournalUpdater, SnapshotInfo, Updater, apply_update, check_tenant, choose_leaf
 from ._prune import prunable
@@ -105,8 +105,7 @@ class InMemoryStore:
     async def outbox_retry(
         self, *, channel: str, ids: Sequence[str] | None = None, now: datetime | None = None
     ) -> list[OutboxEvent]:
-        wanted, now = None if ids is None else frozenset(ids), now or utcnow()
-        again = [retried(e, now) for e in self._outbox.values() if is_retryable(e, channel, wanted)]
+        again = retries(self._outbox.values(), channel, ids, now or utcnow())
         for event in again:
             self._outbox[event.id] = event
         return again

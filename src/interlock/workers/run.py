@@ -198,7 +198,9 @@ class TurnWorker:
         refreshed = 0
         for tenant, ids in by_tenant.items():
             queued = sorted(ids)
-            for start in range(0, len(queued), REFRESH_BATCH):  # short transactions: a big backlog locks no table
+            for start in range(
+                0, len(queued), REFRESH_BATCH
+            ):  # short transactions: a big backlog keeps no rows locked for long
                 batch = queued[start : start + REFRESH_BATCH]
                 written = await self.store.save_all([(sid, beat(fresh)) for sid in batch], tenant=tenant)
                 refreshed += sum(w is not None for w in written)
