@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from banking import APPROVE, PAY, Approval, Transfer
+from pydantic import BaseModel
 
 from interlock import InMemoryStore, Message, PromptAgent, Resume, SessionStore, ToolContext, ToolRequestPart, tool
 from interlock import metadata as md
@@ -323,3 +324,42 @@ async def test_plain_generate_without_a_store_journals_nothing() -> None:
     call = Message(role="model", content=[ToolRequestPart(name="ping", ref="p", input={})])
     result = await generate(ScriptedModel([call, "ok"]), [Message.user("hi")], tools=[ping])
     assert result.finish_reason == "stop" and runs == [None]
+
+
+async def test_the_key_is_of_the_validated_inputs_json_form(store: Any, tmp_path: pathlib.Path) -> None:
+    """Keys journaled by earlier releases stay valid: the key is a function of the input's JSON, nothing else."""
+    from interlock.journal import call_key, digest
+
+    ledger = Ledger(tmp_path / "effects.log")
+    sid = await paused(store, ledger)
+    done = await bank(store, ledger).run(resume=APPROVE, snapshot_id=sid)
+    assert done.finish_reason == "stop", done.error
+    session = done.session_id
+    assert session is not None
+    validated = {"to": "bob", "amount": 5.0}  # Transfer's JSON form: amount is a float
+    expected = call_key(
+        agent="bank", session_id=session, index=1, tool="transfer", ref="t1", input_digest=digest(validated)
+    )
+    assert ledger.keys == [expected]
+    [entry] = await store.journal_entries(session_id=session)
+    assert entry.input_digest == digest(validated) and entry.status == "done"
+
+
+async def test_an_input_with_no_json_form_is_refused_before_the_body_runs(store: Any) -> None:
+    runs: list[float] = []
+
+    class Reading(BaseModel):
+        x: float
+
+    @tool
+    async def measure(reading: Reading) -> str:
+        """Record a reading."""
+        runs.append(reading.x)
+        return "ok"
+
+    call = Message(role="model", content=[ToolRequestPart(name="measure", ref="m", input={"x": float("nan")})])
+    agent = PromptAgent("lab", ScriptedModel([call, "done"]), tools=[measure], store=store)
+    out = await agent.run("go", raise_on_error=False)
+    assert out.error is not None and out.error.status == "INVALID_ARGUMENT", out.error
+    assert "not a finite number" in out.error.message
+    assert runs == [] and await store.journal_entries() == []

@@ -23,7 +23,6 @@ from .outbox import OutboxEvent
 from .sessions import ErrorInfo, Session, Snapshot
 from .stores import JournalUpdater, SessionStore, Updater
 from .tokens import mint_tokens
-from .tool_context import to_json
 
 if TYPE_CHECKING:
     from .runtime import RunnableAgent
@@ -72,7 +71,7 @@ class TurnWriter:
         """
         journal: list[tuple[str, JournalUpdater]] = []
         if effects is not None:
-            restarts = [(c.request, to_json(c.value)) for c in plan.calls if c.verb == "restart"]
+            restarts = [(c.request, c.value) for c in plan.calls if c.verb == "restart"]
             journal = effects.prepare(restarts, index)
         hold = await self.claims.take(parent.snapshot_id, turn_id, nonces=nonces, journal=journal)
         if effects is not None:

@@ -25,6 +25,7 @@ from .parts import ToolRequestPart
 from .sessions import utcnow
 from .stores import JournalUpdater, SessionStore
 from .telemetry import hooks
+from .tool_context import to_json
 
 if TYPE_CHECKING:
     from .tool_context import ToolContext
@@ -76,20 +77,22 @@ class Effects:
     _keys: dict[tuple[str, str | None, int], tuple[Any, str, str]] = field(
         default_factory=dict[tuple[str, "str | None", int], tuple[Any, str, str]]
     )
-    """Keys computed this turn, with the input each is of and its digest (a digest is not free)."""
+    """Keys computed this turn, with the input (JSON) each is of and its digest (a digest is not free)."""
 
     # folding journal writes into the claim and the commit (one transaction each) ---------------
 
-    def prepare(self, requests: Iterable[tuple[ToolRequestPart, Any]], index: int) -> list[tuple[str, JournalUpdater]]:
-        """The journal updates a resume's claim writes for the calls it restarts (``(request, input)``).
+    def prepare(
+        self, requests: Iterable[tuple[ToolRequestPart, object]], index: int
+    ) -> list[tuple[str, JournalUpdater]]:
+        """The journal updates a resume's claim writes for the calls it restarts (``(request, validated input)``).
 
         A call that paused (``interrupted``) gets its next attempt's intent in the claim's own
         transaction; every call's entry is read there. Call :meth:`claimed` once the claim is taken.
         """
         self._pending = {}
         updates: list[tuple[str, JournalUpdater]] = []
-        for request, input in requests:
-            key = self.key(request.name, request.ref, input, index)
+        for request, value in requests:
+            key = self.key(request.name, request.ref, value, index)
 
             def read(
                 cur: JournalEntry | None, key: str = key, request: ToolRequestPart = request
@@ -125,16 +128,24 @@ class Effects:
             with contextlib.suppress(Exception):  # unrecorded, a call reads as in doubt: asked, never repeated
                 await self.store.save_all([], tenant=self.tenant, journal=updates)
 
-    def key(self, tool: str, ref: str | None, input: object, index: int) -> str:
-        """The idempotency key of a call asked for by the model message at ``index`` of the history."""
-        return self._key(tool, ref, input, index)[0]
+    def key(self, tool: str, ref: str | None, value: object, index: int) -> str:
+        """The idempotency key of a call asked for by the model message at ``index`` of the history.
 
-    def _key(self, tool: str, ref: str | None, input: object, index: int) -> tuple[str, str]:
+        ``value`` is the call's validated input (a model, a dataclass or JSON); the key is of its JSON form.
+        """
+        return self._key(tool, ref, value, index)[0]
+
+    def _key(self, tool: str, ref: str | None, value: object, index: int) -> tuple[str, str]:
         """The call's key and its input's digest, each computed once per turn."""
+        input = to_json(value, check=False)  # digest() refuses what is not JSON, so no check pass here
         known = self._keys.get((tool, ref, index))
         if known is not None and known[0] == input:  # the claim computed it (same input: same key)
             return known[1], known[2]
-        input_digest = digest(input)
+        try:
+            input_digest = digest(input)
+        except (TypeError, ValueError):
+            check_json(input, "the value")  # raises the InvalidArgumentError that says what is wrong
+            raise
         key = call_key(
             agent=self.agent, session_id=self.session_id, index=index, tool=tool, ref=ref, input_digest=input_digest
         )
@@ -145,7 +156,7 @@ class Effects:
         self,
         tool: Tool[Any, Any, Any],
         ctx: ToolContext[Any],
-        input: Any,
+        value: object,
         index: int,
         body: Callable[[], Awaitable[Any]],
         *,
@@ -153,10 +164,11 @@ class Effects:
     ) -> Any:
         """Run a tool body at most as often as the journal allows; returns its output (recorded or new).
 
+        ``value`` is the validated input the body runs on (its JSON form is what the key is of).
         ``retry`` is set when a person answered this call's in-doubt interrupt by restarting it.
         Raises :class:`~interlock.errors.Interrupt` (an in-doubt pause, or the tool's own).
         """
-        key, input_digest = self._key(tool.name, ctx.request.ref, input, index)
+        key, input_digest = self._key(tool.name, ctx.request.ref, value, index)
         ctx.idempotency_key = key
         if key in self._prepared:  # a restart whose intent the claim wrote (with or without a payload)
             return await self._run_body(ctx, self._prepared.pop(key)[0], body)

@@ -34,7 +34,7 @@ from .parts import Part, ToolRequestPart, ToolResponsePart, with_metadata
 from .sessions import Session
 from .surfacing import collapse, expand
 from .telemetry import calls as telemetry
-from .tool_context import ToolContext, ToolMiddleware, to_json
+from .tool_context import ToolContext, ToolMiddleware
 from .tools import Tool
 
 __all__ = ["GenerateResult", "check_resume", "generate"]
@@ -180,7 +180,7 @@ class _Loop:
             return await tool.invoke(current, ctx)
         # the body runs through the effect journal: replayed, retried, or asked about (interlock.effects)
         body = lambda: tool.invoke(current, ctx)  # noqa: E731
-        return await self.effects.run(tool, ctx, to_json(current), index, body, retry=retry)
+        return await self.effects.run(tool, ctx, current, index, body, retry=retry)
 
     async def call_all(
         self, calls: Sequence[tuple[ToolRequestPart, PlannedCall | None]], index: int

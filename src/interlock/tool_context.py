@@ -29,11 +29,12 @@ R = TypeVar("R")
 T = TypeVar("T")
 
 
-def to_json(value: Any, where: str = "the value") -> Any:
+def to_json(value: Any, where: str = "the value", *, check: bool = True) -> Any:
     """A JSON copy of ``value`` (pydantic models and dataclasses included), checked by :func:`check_json`.
 
     Raises :class:`~interlock.errors.InvalidArgumentError` for what has no JSON form (NaN,
-    a lone surrogate, an unknown type), so it is never stored.
+    a lone surrogate, an unknown type), so it is never stored. ``check=False`` skips that
+    pass, for a caller whose next step refuses such values itself (a digest's encoder).
     """
     if value is None or isinstance(value, (str, int, float, bool)):
         converted = value
@@ -44,7 +45,8 @@ def to_json(value: Any, where: str = "the value") -> Any:
             converted = _ANY.dump_python(value, mode="json")
         except PydanticSerializationError as exc:
             raise InvalidArgumentError(f"{where} has no JSON form: {exc}") from None
-    check_json(converted, where)
+    if check:
+        check_json(converted, where)
     return converted
 
 
