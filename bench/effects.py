@@ -276,7 +276,8 @@ def report(
     ]
     print(
         "\n  store calls per turn (a durable write transaction is one fsync: WAL, synchronous=FULL; a journal"
-        " outcome is not durable (no fsync), and runs on the caller's thread when the worker is idle)"
+        " write that needs no flush (a fresh call's intent, an outcome: interlock.effects.flushes_intent) runs"
+        " on the caller's thread when the worker is idle)"
     )
     print(f"  {'':11}  {'turn':6}  " + "  ".join(f"{k:>{len(k)}}" for k in kinds))
     for on in (True, False):

@@ -215,27 +215,37 @@ async def test_an_idempotent_tool_is_retried_with_the_same_key(store: Any, tmp_p
     assert ledger.keys == [entry.key] and entry.attempt == 3
 
 
-async def test_only_an_idempotent_tools_intent_goes_without_an_fsync(
+async def test_an_intent_is_flushed_when_its_call_keeps_its_key_and_is_not_idempotent(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An intent is flushed before the body runs; an idempotent call in doubt is retried anyway, so its is not."""
-    flushed: list[bool] = []
+    """A fresh call from the model: written, not flushed; a retry of a call in the history: flushed (flushes_intent)."""
+    flushed: list[tuple[int, bool]] = []
     real = SQLiteStore.journal_put
 
     async def spy(self: SQLiteStore, entry: Any, *, expect: int, tenant: Any = None, durable: bool = True) -> None:
-        if entry.status == "running" and expect == 0:
-            flushed.append(durable)
+        if entry.status == "running":
+            flushed.append((entry.attempt, durable))
         await real(self, entry, expect=expect, tenant=tenant, durable=durable)
 
     monkeypatch.setattr(SQLiteStore, "journal_put", spy)
     async with SQLiteStore(tmp_path / "s.db") as store:
         for idempotent in (False, True):
+            flushed.clear()
             ledger = Ledger(tmp_path / f"effects-{idempotent}.log")
-            sid = (await bank(store, ledger, ScriptedModel([PAY]), idempotent=idempotent).run("pay bob 5")).snapshot_id
-            done = await bank(store, ledger, idempotent=idempotent).run(resume=APPROVE, snapshot_id=sid)
-            assert done.finish_reason == "stop", done.error
+            sid, _ = await in_doubt_after_an_abort_mid_tool(store, ledger, idempotent=idempotent)
+            again = await bank(store, ledger, idempotent=idempotent).run(resume=APPROVE, snapshot_id=sid)
+            if not idempotent:  # asked: a person says "run it again"
+                [part] = again.interrupts
+                retry = Resume(restart=[ToolRequestPart(name="transfer", ref="t1", input=part.input, metadata=RESUMED)])
+                again = await bank(store, ledger).run(resume=retry, snapshot_id=again.snapshot_id)
+            assert again.finish_reason == "stop", again.error
             assert len(ledger.effects) == 1
-    assert flushed == [True, False]
+            # attempt 1 (the model's fresh call, which paused): not flushed; attempt 2 rode the claim's transaction;
+            # attempt 3, the retry of a call in the history: flushed unless the tool is idempotent
+            assert flushed == [(1, False), (3, not idempotent)], (idempotent, flushed)
+
+
+RESUMED = {"resumed": True}
 
 
 async def test_reconcile_decides_an_in_doubt_call(store: Any, tmp_path: pathlib.Path) -> None:

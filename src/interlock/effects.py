@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .tool_context import ToolContext
     from .tools import Tool
 
-__all__ = ["Effects", "in_doubt_data"]
+__all__ = ["Effects", "flushes_intent", "in_doubt_data"]
 
 T = TypeVar("T")
 
@@ -49,6 +49,26 @@ def in_doubt_data(entry: JournalEntry, resumed: object) -> dict[str, Any]:
         "attempts": entry.attempt,
         md.RESUMED: resumed,
     }
+
+
+def flushes_intent(tool: Tool[Any, Any, Any], ctx: ToolContext[Any], entry: JournalEntry | None) -> bool:
+    """Whether a call's intent must reach the disk before its body runs, not only outlive its process.
+
+    Every intent is written before the body runs and survives a crash of its process (a SIGKILL
+    included): the call then reads as in doubt. What a flush adds is a power failure (or a crash
+    of the machine) while the body runs:
+
+    * a call from the history (a restart, a retry, a call the journal has seen) keeps its key
+      whatever happens, so its intent is flushed. A resume's restarts have theirs in the claim's
+      transaction, which is flushed anyway.
+    * a call the model has just asked for is not flushed. Were its turn to run again, it would ask
+      the model again, and models name their calls afresh (OpenAI, Anthropic and the local model
+      give random ids): a new call, with a new key, whatever the journal holds. Only a model that
+      repeats the same ref (a scripted one, Gemini without call ids) meets the entry again, and
+      it is lost only if the machine failed mid-body, before the turn's next durable write.
+    * an idempotent tool's call in doubt is retried with the same key anyway: no flush of its own.
+    """
+    return not tool.idempotent and (entry is not None or ctx.is_resumed)
 
 
 @dataclass(kw_only=True)
@@ -239,12 +259,11 @@ class Effects:
         entry: JournalEntry | None,
     ) -> JournalEntry:
         intent = self._intent(tool.name, ctx.request.ref, key, input_digest, entry)
-        # Flushed before the body runs, so that a call whose process died (or whose machine lost power) reads as
-        # in doubt. An idempotent tool's call in doubt is retried anyway: its intent needs no fsync (a process
-        # crash keeps it; a power cut may lose it, and the call then runs again with the same key, as it would).
         expect = 0 if entry is None else entry.attempt
         try:
-            await self.store.journal_put(intent, expect=expect, tenant=self.tenant, durable=not tool.idempotent)
+            await self.store.journal_put(
+                intent, expect=expect, tenant=self.tenant, durable=flushes_intent(tool, ctx, entry)
+            )
         except ClaimConflictError:
             if entry is None:
                 raise _SeenBefore from None

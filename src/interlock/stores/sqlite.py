@@ -17,7 +17,7 @@ Threads
 -------
 Each store owns one connection, used by its worker thread (:mod:`._sqlite_worker`): the
 async methods queue work for it, so no blocking call runs on the event loop. One exception:
-a journal outcome (a one-statement write with ``synchronous=NORMAL``, no fsync) runs on the
+a journal write that needs no flush (one statement with ``synchronous=NORMAL``, no fsync) runs on the
 caller's thread when the worker is idle and the file's write lock is free, never waiting
 for either (``Worker.run_here``). The worker takes the work in batches and commits the writes waiting
 together in one transaction (group commit: one fsync for them all, each write isolated by
