@@ -110,6 +110,8 @@ class Decision:
                 name=part.name, ref=part.ref, output=self.output, metadata={md.INTERRUPT_RESPONSE: note, **carried}
             )
         meta: dict[str, Any] = {md.RESUMED: self._resumed(), **carried}
+        if md.is_in_doubt(part):  # names the in-doubt attempt it answers (interlock.effects.check_in_doubt_answers)
+            meta[md.INTERRUPT] = part.meta(md.INTERRUPT)
         new_input = part.input
         if self.input is not _KEEP:
             new_input = self.input

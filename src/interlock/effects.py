@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from . import metadata as md
 from ._json import check_json
-from .errors import ClaimConflictError, Interrupt
+from ._json_object import is_object
+from .errors import ClaimConflictError, FailedPreconditionError, Interrupt
+from .interrupts import ResumePlan
 from .journal import Expecting, JournalEntry, JournalStatus, call_key, digest
 from .parts import ToolRequestPart
 from .sessions import utcnow
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
     from .tool_context import ToolContext
     from .tools import Tool
 
-__all__ = ["Effects", "flushes_intent", "in_doubt_data"]
+__all__ = ["Effects", "check_in_doubt_answers", "flushes_intent", "in_doubt_data", "names_in_doubt_attempt"]
 
 T = TypeVar("T")
 
@@ -49,6 +51,52 @@ def in_doubt_data(entry: JournalEntry, resumed: object) -> dict[str, Any]:
         "attempts": entry.attempt,
         md.RESUMED: resumed,
     }
+
+
+def names_in_doubt_attempt(entry: ToolRequestPart, request: ToolRequestPart) -> bool:
+    """Whether the restart ``entry`` names the in-doubt attempt ``request`` asks about.
+
+    It does when its ``metadata.interrupt`` is that question's data (the in-doubt marker, the
+    idempotency key and the attempt number), as a restart built from the paused request carries
+    (:meth:`interlock.decisions.Decision.answer`, and Genkit's ``restart()``, copy it).
+    """
+    asked, named = request.meta(md.INTERRUPT), entry.meta(md.INTERRUPT)
+    if not is_object(asked) or not is_object(named):
+        return False
+    return all(named.get(k) == asked.get(k) for k in (md.IN_DOUBT, "idempotencyKey", "attempts"))
+
+
+def check_in_doubt_answers(plan: ResumePlan, *, named_snapshot: bool, tokens_checked: bool) -> None:
+    """Refuse a restart of an in-doubt call that is not an answer to the in-doubt question.
+
+    An in-doubt call runs again only when a person who saw the question says so. A restart
+    answers it when the resume named the in-doubt pause itself (``named_snapshot``: by its
+    snapshot id, the only way a retry of an earlier answer cannot), carried a resume token that
+    :func:`interlock.tokens.check_tokens` bound to that pause (``tokens_checked``), or names the
+    attempt (:func:`names_in_doubt_attempt`). Anything else, such as a client resending the
+    approval that started the lost attempt to the session, is refused as stale: nothing runs.
+
+    Raises:
+        FailedPreconditionError: a restart of an in-doubt call that does not answer its question.
+    """
+    if named_snapshot:
+        return
+    for call in plan.calls:
+        entry = call.restart
+        if entry is None or not md.is_in_doubt(call.request):
+            continue
+        if (tokens_checked and entry.meta(md.RESUME_TOKEN) is not None) or names_in_doubt_attempt(entry, call.request):
+            continue
+        data = call.request.meta(md.INTERRUPT)
+        attempt = data.get("attempts") if is_object(data) else None
+        label = f"{call.request.name!r}" + (f" (ref: {call.request.ref})" if call.request.ref else "")
+        raise FailedPreconditionError(
+            f"resume.restart for tool {label} is stale: the call is in doubt (attempt {attempt} started and "
+            "never reported back, so its effect is unknown), and this restart does not answer that question "
+            "(is it a retry of the earlier answer?). A person must decide: answer the in-doubt interrupt by "
+            "the paused snapshot's id (the inbox does), or restart it with metadata.interrupt copied from the "
+            "paused request to run it again, or respond with its output if it did happen."
+        )
 
 
 def flushes_intent(tool: Tool[Any, Any, Any], ctx: ToolContext[Any], entry: JournalEntry | None) -> bool:

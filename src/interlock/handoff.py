@@ -19,15 +19,26 @@ from .errors import FailedPreconditionError
 from .sessions import Snapshot
 from .wire import input_from_json, input_to_json
 
-__all__ = ["HANDOFF", "handoff_metadata", "read_handoff", "without_handoff"]
+__all__ = ["HANDOFF", "handoff_metadata", "handoff_named", "read_handoff", "without_handoff"]
 
 HANDOFF = "handoff"
-"""The pending snapshot's metadata key: ``{"input": AgentInput JSON, "context": {...}}``."""
+"""The pending snapshot's metadata key: ``{"input": AgentInput JSON, "context": {...}, "named": snapshot id}``."""
 
 
-def handoff_metadata(input: AgentInput, context: dict[str, Any]) -> dict[str, Any]:
-    """The metadata entry a pending snapshot carries for its worker (context values that are not JSON are left out)."""
-    return {HANDOFF: {"input": input_to_json(replace(input, detach=False)), "context": _json_values(context)}}
+def handoff_metadata(input: AgentInput, context: dict[str, Any], *, named: str | None = None) -> dict[str, Any]:
+    """The metadata entry a pending snapshot carries for its worker (context values that are not JSON are left out).
+
+    ``named`` is the snapshot id the caller named (``None`` for a resume by session id).
+    """
+    data = {"input": input_to_json(replace(input, detach=False)), "context": _json_values(context)}
+    return {HANDOFF: data if named is None else {**data, "named": named}}
+
+
+def handoff_named(snap: Snapshot) -> str | None:
+    """The snapshot id the caller of a handed-off turn named (``None``: it resumed by session id)."""
+    found = (snap.metadata or {}).get(HANDOFF)
+    named = cast(dict[str, Any], found).get("named") if isinstance(found, dict) else None
+    return named if isinstance(named, str) else None
 
 
 def read_handoff(snap: Snapshot) -> tuple[AgentInput, dict[str, Any]]:

@@ -27,9 +27,9 @@ from ._turn_commit import TurnWriter, error_info, give_back
 from .agent_io import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnEnd, TurnResult
 from .claims import ClaimHold, Claims
 from .connection import END, Ended
-from .effects import Effects
+from .effects import Effects, check_in_doubt_answers
 from .errors import InvalidArgumentError, SnapshotNotFoundError, UsageError
-from .handoff import handoff_metadata, read_handoff
+from .handoff import handoff_metadata, handoff_named, read_handoff
 from .interrupts import Resume, ResumePlan
 from .messages import Message
 from .models import ModelChunk
@@ -135,6 +135,8 @@ class Invocation:
         self.agent = agent
         self.store = agent.store
         self.init = init
+        self.named_snapshot = init.snapshot_id
+        """The snapshot the caller named by id (a resume by session id names none)."""
         self.context: dict[str, Any] = dict(context or {})
         self.tenant = check_tenant(self.context.get("tenant"))
         self.writer = (
@@ -354,7 +356,7 @@ class Invocation:
         try:
             await target.hand_off(
                 self.writer.store,
-                self.detached.pending_row(parent_id, handoff_metadata(item, self.context)),
+                self.detached.pending_row(parent_id, handoff_metadata(item, self.context, named=self.named_snapshot)),
                 self.tenant,
             )
         except Exception as exc:  # neither the row nor its job was written
@@ -494,7 +496,10 @@ class Invocation:
             )
         plan = self.agent.check_resume(input.resume, self.session.messages)
         tip = self.tip.snapshot_id if self.tip else None
-        return plan, check_tokens(self.agent, plan, session_id=self.session.session_id, snapshot_id=tip)
+        nonces = check_tokens(self.agent, plan, session_id=self.session.session_id, snapshot_id=tip)
+        named = tip is not None and tip == self.named_snapshot
+        check_in_doubt_answers(plan, named_snapshot=named, tokens_checked=self.agent.resume_tokens is not None)
+        return plan, nonces
 
 
 def run_handed_off(agent: RunnableAgent, pending: Snapshot, lease: ClaimHold) -> Invocation:
@@ -509,5 +514,6 @@ def run_handed_off(agent: RunnableAgent, pending: Snapshot, lease: ClaimHold) ->
         context = {**context, "tenant": lease.claims.tenant}
     init = AgentInit(snapshot_id=pending.parent_id, session_id=pending.session_id)
     invocation = Invocation(agent, init, context, handed=(pending, lease))
+    invocation.named_snapshot = handoff_named(pending)
     invocation.enqueue_turn(input, pending.snapshot_id)
     return invocation
