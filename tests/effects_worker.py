@@ -126,15 +126,26 @@ def effect_counts(path: pathlib.Path) -> collections.Counter[tuple[str, str]]:
 
 
 def booking_agent(
-    store: SQLiteStore, service: Service, *, idempotent: bool, model: Any = None, claim_ttl: float = 60.0
+    store: SQLiteStore,
+    service: Service,
+    *,
+    idempotent: bool,
+    model: Any = None,
+    claim_ttl: float = 60.0,
+    told: list[str | None] | None = None,
 ) -> PromptAgent:
-    """The agent of the scripted turn: ``book`` asks first; once approved it reserves, then charges."""
+    """The agent of the scripted turn: ``book`` asks first; once approved it reserves, then charges.
+
+    ``told`` collects the ``ctx.reclaimed_from`` of every approved run of ``book``.
+    """
 
     @tool(idempotent=idempotent)
     async def book(req: Booking, ctx: ToolContext[Any], approval: Approval | None) -> str:
         """Reserve a seat, then charge for it; asks a person first."""
         if approval is None:
             ctx.interrupt({"to": req.to, "amount": req.amount})
+        if told is not None:
+            told.append(ctx.reclaimed_from)
         key = ctx.idempotency_key
         assert key is not None, "a server-managed agent's tool has an idempotency key"
         hold = await ctx.step("reserve", lambda: service.call(key, "reserve"))

@@ -62,10 +62,13 @@ async def test_a_resent_approval_by_session_id_is_refused_as_stale_and_runs_noth
 ) -> None:
     db, effects, _snap, session = await _killed_in_the_tool(tmp_path, point)
     before = effect_counts(effects)
+    told: list[str | None] = []
     async with SQLiteStore(db) as store:
-        agent = booking_agent(store, Service(effects, dedupe=False), idempotent=False)
+        agent = booking_agent(store, Service(effects, dedupe=False), idempotent=False, told=told)
         paused = await _run(agent, APPROVE, session_id=session)  # the takeover asks: the call is in doubt
         question = _in_doubt(paused)
+        taken_from = question.meta(md.INTERRUPT).get(md.RECLAIMED_FROM)
+        assert taken_from, "the in-doubt question names the turn the takeover found the call in"
         assert effect_counts(effects) == before
         tip = await store.latest(session)
         assert tip is not None and tip.snapshot_id == paused.snapshot_id
@@ -84,6 +87,7 @@ async def test_a_resent_approval_by_session_id_is_refused_as_stale_and_runs_noth
     assert done.finish_reason == "stop", done
     counts = effect_counts(effects)
     assert sorted(counts.values()) == [1, 1], f"each step took effect once: {dict(counts)}"
+    assert told == [taken_from], "the restart's tool is told of the takeover (ctx.reclaimed_from)"
 
 
 async def test_a_resent_approval_by_snapshot_id_is_aborted_and_the_pause_is_answered_by_its_own_id(

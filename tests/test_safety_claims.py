@@ -228,7 +228,7 @@ async def test_an_input_with_a_message_and_a_resume_is_refused_before_it_claims(
     before = await store.load(sid)
     runs: list[str] = []
     out = await bank(store, runs).run("and also this", resume=APPROVE, snapshot_id=sid, raise_on_error=False)
-    assert out.error is not None and out.error.status == "INVALID_ARGUMENT"
+    assert out.error is not None and out.error.status == "FAILED_PRECONDITION"  # as Genkit answers it
     assert "not both" in out.error.message
     assert await store.load(sid) == before and runs == []
 

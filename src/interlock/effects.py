@@ -38,9 +38,14 @@ __all__ = ["Effects", "check_in_doubt_answers", "flushes_intent", "in_doubt_data
 T = TypeVar("T")
 
 
-def in_doubt_data(entry: JournalEntry, resumed: object) -> dict[str, Any]:
-    """The interrupt data of an in-doubt call: what is known, and how to answer."""
+def in_doubt_data(entry: JournalEntry, resumed: object, reclaimed_from: str | None = None) -> dict[str, Any]:
+    """The interrupt data of an in-doubt call: what is known, and how to answer.
+
+    ``reclaimed_from`` is the turn a takeover found the call in (the restart's tool is told it).
+    """
+    taken = {} if reclaimed_from is None else {md.RECLAIMED_FROM: reclaimed_from}
     return {
+        **taken,
         md.IN_DOUBT: True,
         "message": (
             f"The effect of {entry.tool} is unknown: attempt {entry.attempt} started and never reported back "
@@ -257,7 +262,7 @@ class Effects:
             known = await self._reconcile(tool, entry)
             if known is None:
                 hooks.journal("in_doubt", entry)
-                raise Interrupt(in_doubt_data(entry, ctx.resumed))
+                raise Interrupt(in_doubt_data(entry, ctx.resumed, ctx.reclaimed_from))
             hooks.journal("reconciled", entry)
             if known is not _NOT_HAPPENED:
                 await self._record(entry, "done", output=known)

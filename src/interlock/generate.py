@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeAlias
 
 from . import metadata as md
+from ._json import check_message
 from ._json_object import is_object
 from .effects import Effects
 from .errors import (
@@ -121,15 +122,17 @@ class _Loop:
         tool = self.tools.get(part.name)
         if tool is None:
             return self.tool_error(part.name, self.unknown_tool(part.name), self.tool_errors)
-        retry = False
+        retry, reclaimed_from = False, self.reclaimed_from
         if planned is not None and planned.restart is not None:
             value, resumed, resume = planned.value, planned.restart.meta(md.RESUMED), planned.payload
             original_input = planned.original_input
             retry = md.is_in_doubt(planned.request)  # a person answered "run it again"
-            if retry and resume is None:  # the payload it had when it went in doubt
-                data = planned.request.meta(md.INTERRUPT)
-                resumed = data.get(md.RESUMED) if is_object(data) else None
-                resume = tool.validate_resume(resumed)
+            data = planned.request.meta(md.INTERRUPT) if retry else None
+            if is_object(data):  # the takeover that found it in doubt; the payload it had then
+                reclaimed_from = reclaimed_from or data.get(md.RECLAIMED_FROM)
+                if resume is None:
+                    resumed = data.get(md.RESUMED)
+                    resume = tool.validate_resume(resumed)
         else:
             try:
                 value = tool.validate_input(part.input)
@@ -145,7 +148,7 @@ class _Loop:
             original_input=original_input,
             session=self.session,
             context=self.context,
-            reclaimed_from=self.reclaimed_from,
+            reclaimed_from=reclaimed_from,
         )
         try:
             with telemetry.tool_call(part, description=tool.description, resumed=planned is not None) as traced:
@@ -417,6 +420,7 @@ async def generate(
         loop.message_index += 1
         calls += 1
         message = response.message
+        check_message(message, "the model's reply")  # refused before it is stored, on every store alike
         if message.role != "model":
             message = Message(role="model", content=message.content, metadata=message.metadata, extra=message.extra)
         if not message.tool_requests:

@@ -13,10 +13,9 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from pydantic import TypeAdapter
-
 from . import metadata as md
 from ._json_object import is_array, is_object
+from ._tool_types import data_as
 from .decisions import DecisionLabel
 from .interrupt_index import OpenInterrupt
 from .parts import ToolRequestPart
@@ -75,8 +74,11 @@ class PendingInterrupt:
         return (self.created_at, self.snapshot_id)
 
     def data_as(self, tp: type[T]) -> T:
-        """The interrupt data validated as ``tp`` (a pydantic model, dataclass, TypedDict, ...)."""
-        return TypeAdapter(tp).validate_python(self.data)
+        """The interrupt data validated as ``tp`` (a pydantic model, dataclass, TypedDict, ...).
+
+        Raises :class:`~interlock.errors.InvalidArgumentError` naming each field that does not fit.
+        """
+        return data_as(tp, self.data, self.tool)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (the time as ISO 8601, the age in seconds)."""

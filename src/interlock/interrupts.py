@@ -13,11 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
-from pydantic import TypeAdapter
-
 from . import metadata as md
 from ._json import check_json, check_part, type_name
 from ._json_object import is_array, is_object
+from ._tool_types import data_as
 from .decisions import DecisionLabel, decision_of
 from .errors import InvalidArgumentError, ResumeError, UsageError
 from .messages import Message
@@ -121,10 +120,18 @@ def is_interrupt(part: Part) -> bool:
 
 
 def interrupt_as(tp: type[T], part: Part) -> T:
-    """The interrupt data of ``part`` validated as ``tp`` (a pydantic model, dataclass, TypedDict, ...)."""
+    """The interrupt data of ``part`` validated as ``tp`` (a pydantic model, dataclass, TypedDict, ...).
+
+    Raises :class:`~interlock.errors.InvalidArgumentError`: ``part`` is no paused tool request,
+    or its data does not fit ``tp`` (naming each field).
+    """
     if not isinstance(part, ToolRequestPart) or not part.is_interrupt:
-        raise ValueError(f"{part!r} is not an interrupted tool request")
-    return TypeAdapter(tp).validate_python(part.meta(md.INTERRUPT))
+        what = f"tool request {part.name!r}" if isinstance(part, ToolRequestPart) else type_name(part)
+        raise InvalidArgumentError(
+            f"{what} is not an interrupted tool request (not waiting for an answer): "
+            "interrupt_as reads one of output.interrupts"
+        )
+    return data_as(tp, part.meta(md.INTERRUPT), part.name)
 
 
 def pending_interrupts(messages: Sequence[Message]) -> list[ToolRequestPart]:
@@ -287,6 +294,12 @@ def _plan_restart(
 ) -> PlannedCall:
     value, payload = restart.input, None
     decision = decision_of(restart)
+    if tool is not None and tool.is_interrupt_only and not md.is_hold(part):
+        raise ResumeError(
+            f"resume.restart for tool {tool.name!r}" + (f" (ref: {part.ref})" if part.ref else "") + " cannot run "
+            "it: it is an interrupt-only tool (it has no body, so a restart would only pause again); answer it "
+            "with resume.respond, whose output is the answer"
+        )
     if tool is not None:
         value = tool.validate_input(restart.input)
         payload = tool.validate_resume(restart.meta(md.RESUMED))

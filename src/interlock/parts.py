@@ -47,6 +47,14 @@ class _Base:
     extra: dict[str, Any] = field(default_factory=dict[str, Any], repr=False)
     """Unknown wire keys, kept so the part round-trips unchanged."""
 
+    @property
+    def is_interrupt(self) -> bool:
+        """True when this part paused the turn and still waits for an answer (only a tool request can).
+
+        Every part kind has it, so ``[p for p in message.content if p.is_interrupt]`` reads any message.
+        """
+        return False
+
     def meta(self, key: str, default: object = None) -> Any:
         """One metadata value, or ``default``."""
         return self.metadata.get(key, default) if self.metadata else default

@@ -28,7 +28,7 @@ from .agent_io import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChu
 from .claims import ClaimHold, Claims
 from .connection import END, Ended
 from .effects import Effects, check_in_doubt_answers
-from .errors import InvalidArgumentError, SnapshotNotFoundError, UsageError
+from .errors import FailedPreconditionError, SnapshotNotFoundError, UsageError
 from .handoff import handoff_metadata, handoff_named, read_handoff
 from .interrupts import Resume, ResumePlan
 from .messages import Message
@@ -485,8 +485,9 @@ class Invocation:
         if input.resume is None:
             return None, ()
         if input.message is not None:
-            raise InvalidArgumentError(
-                "an agent input carries a message or a resume, not both: send the resume first, "
+            raise FailedPreconditionError(  # Genkit's status: its message would follow the model's pause
+                "Cannot 'resume' generation unless the previous message is a model message with at least one "
+                "tool request: an agent input carries a message or a resume, not both; send the resume first, "
                 "then the message in a new input"
             )
         if self.store is not None and self.tip is None:

@@ -30,7 +30,16 @@ from typing import Any, Generic, Literal, TypeVar, cast, overload
 from pydantic import TypeAdapter
 
 from . import metadata as md
-from ._tool_types import Signature, checked_input, checked_output, checked_resume, describe, read_signature, schema
+from ._tool_types import (
+    Signature,
+    checked_input,
+    checked_output,
+    checked_resume,
+    data_as,
+    describe,
+    read_signature,
+    schema,
+)
 from .decisions import Decision
 from .errors import Interrupt, UsageError
 from .expiry import OnExpire, check_expires_in, checked_policy
@@ -191,8 +200,11 @@ class InterruptedCall(Generic[I, O, R]):
     """The interrupt data (``True`` when the tool gave none)."""
 
     def data_as(self, tp: type[T]) -> T:
-        """The interrupt data validated as ``tp``."""
-        return TypeAdapter(tp).validate_python(self.data)
+        """The interrupt data validated as ``tp``.
+
+        Raises :class:`~interlock.errors.InvalidArgumentError` naming each field that does not fit.
+        """
+        return data_as(tp, self.data, self.tool.name)
 
     def respond(self, output: O, *, metadata: dict[str, Any] | None = None) -> ToolResponsePart:
         """A respond entry: ``output`` (validated against the tool's output schema) answers the call."""
