@@ -281,7 +281,7 @@ async def race_across_processes(
     return fig
 
 
-async def _barrier(barrier: pathlib.Path, step: int, worker: int, workers: int) -> float:
+async def meet(barrier: pathlib.Path, step: int, worker: int, workers: int) -> float:
     """Arrive at ``step``; once all workers have, the common start time (the last arrival + 30 ms)."""
     (barrier / f"{step}-{worker}").write_text("")
     paths = [barrier / f"{step}-{w}" for w in range(workers)]
@@ -299,7 +299,7 @@ async def _race_worker(db: str, log: pathlib.Path, plan_path: str, worker: int, 
     async with store_at(db) as store:
         for rep, snap in enumerate(snaps):
             agents = [bank(store, log, snap) for _ in range(share)]
-            start_at = await _barrier(barrier, rep, worker, workers)
+            start_at = await meet(barrier, rep, worker, workers)
             await asyncio.sleep(max(0.0, start_at - time.time()))
             async with asyncio.timeout(60):
                 outs = await asyncio.gather(
