@@ -305,6 +305,19 @@ async def test_a_token_from_an_older_snapshot_of_the_session_is_refused_and_a_re
     await assert_refused(store, runs, agent, forged, "tampered", snapshot_id=first)
 
 
+async def test_a_replay_by_session_id_is_told_who_answered_once_its_token_is_checked() -> None:
+    store, runs = InMemoryStore(), list[str]()
+    agent = bank(store, runs, [PAY, "paid"])
+    sid, [part] = await paused(agent)
+    done = await agent.run(resume=restart(part), snapshot_id=sid)
+    session = done.session_id
+    assert done.finish_reason == "stop" and done.snapshot_id and session and runs == ["bob"]
+    await assert_answered(store, runs, agent, restart(part), done.snapshot_id, session_id=session)
+    token = md.resume_token(part) or ""
+    await assert_refused(store, runs, agent, restart(part, token[:-2]), "tampered", session_id=session)
+    await assert_refused(store, runs, agent, restart(part, None), "missing", session_id=session)
+
+
 async def test_a_token_for_another_call_of_the_turn_is_refused() -> None:
     store, runs = InMemoryStore(), list[str]()
     two = Message(
