@@ -251,14 +251,28 @@ async def race_in_process(db: pathlib.Path, log: pathlib.Path, snaps: Sequence[s
 
 
 async def race_across_processes(
-    db: pathlib.Path, log: pathlib.Path, snaps: Sequence[str], n: int, *, workers: int = 4, timeout: float = 120
+    db: pathlib.Path,
+    log: pathlib.Path,
+    snaps: Sequence[str],
+    n: int,
+    *,
+    workers: int = 4,
+    timeout: float = 120,
+    mixed: bool = False,
 ) -> RaceFigures:
-    """Each repetition: ``n`` concurrent resumes shared by ``workers`` long-lived processes on one file."""
+    """Each repetition: ``n`` concurrent resumes shared by ``workers`` long-lived processes on one file.
+
+    ``mixed``: every other resume of each worker names the paused turn's session id, not its snapshot id.
+    """
     shares = [n // workers + (w < n % workers) for w in range(workers)]
     work = db.parent / f"race-{n}-{time.monotonic_ns()}"
     work.mkdir()
     plan = work / "plan.json"
-    plan.write_text(json.dumps({"snaps": list(snaps), "shares": shares}))
+    sessions: list[str | None] = [None] * len(snaps)
+    if mixed:
+        async with store_at(db) as store:
+            sessions = [row.session_id if (row := await store.load(s)) else None for s in snaps]
+    plan.write_text(json.dumps({"snaps": list(snaps), "shares": shares, "sessions": sessions}))
     start = time.monotonic()
     procs = [await _spawn("race", db, log, plan, w, work) for w in range(workers)]
     results: list[list[dict[str, Any]]] = [[] for _ in snaps]
@@ -281,7 +295,7 @@ async def race_across_processes(
     return fig
 
 
-async def _barrier(barrier: pathlib.Path, step: int, worker: int, workers: int) -> float:
+async def meet(barrier: pathlib.Path, step: int, worker: int, workers: int) -> float:
     """Arrive at ``step``; once all workers have, the common start time (the last arrival + 30 ms)."""
     (barrier / f"{step}-{worker}").write_text("")
     paths = [barrier / f"{step}-{w}" for w in range(workers)]
@@ -297,14 +311,14 @@ async def _race_worker(db: str, log: pathlib.Path, plan_path: str, worker: int, 
     plan = json.loads(pathlib.Path(plan_path).read_text())
     snaps, share, workers = plan["snaps"], plan["shares"][worker], len(plan["shares"])
     async with store_at(db) as store:
-        for rep, snap in enumerate(snaps):
+        for rep, (snap, session) in enumerate(zip(snaps, plan["sessions"], strict=True)):
             agents = [bank(store, log, snap) for _ in range(share)]
-            start_at = await _barrier(barrier, rep, worker, workers)
+            named = [{"session_id": session} if session and i % 2 else {"snapshot_id": snap} for i in range(share)]
+            start_at = await meet(barrier, rep, worker, workers)
             await asyncio.sleep(max(0.0, start_at - time.time()))
             async with asyncio.timeout(60):
-                outs = await asyncio.gather(
-                    *(a.run(resume=APPROVE, snapshot_id=snap, raise_on_error=False) for a in agents)
-                )
+                pairs = zip(agents, named, strict=True)
+                outs = await asyncio.gather(*(a.run(resume=APPROVE, **w, raise_on_error=False) for a, w in pairs))
             for out in outs:
                 print(json.dumps({"rep": rep, "worker": worker, **outcome(out)}), flush=True)
 

@@ -7,6 +7,8 @@ the context hook a real deployment would write over its own sign-in.
 
 from __future__ import annotations
 
+import json
+import os
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -51,6 +53,8 @@ class FileRequest(BaseModel):
 
 RUNS: list[dict[str, Any]] = []
 """Every transfer that ran, in this process."""
+RUNS_LOG = os.environ.get("INBOX_RUNS_LOG")
+"""If set, a file every transfer that runs appends one JSON line to (for servers in processes of their own)."""
 
 
 @tool
@@ -61,6 +65,9 @@ async def transfer(req: Transfer, ctx: ToolContext[Any], approval: Approval | No
     if not approval.approved:
         return Receipt(status="cancelled")
     RUNS.append(req.model_dump())
+    if RUNS_LOG:
+        with open(RUNS_LOG, "a") as f:  # O_APPEND: one whole line per run
+            f.write(json.dumps(req.model_dump()) + "\n")
     return Receipt(status="sent", reference=f"T-{req.to}-{req.amount:g}")
 
 

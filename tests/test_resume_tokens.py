@@ -119,6 +119,19 @@ async def assert_refused(
     return out.error.message
 
 
+async def assert_answered(
+    store: InMemoryStore, runs: list[str], agent: PromptAgent, resume: Resume, winner: str, **where: Any
+) -> str:
+    """A resume with a valid but spent token: ABORTED naming the answer that spent it; nothing runs or changes."""
+    before, ran = await rows(store), list(runs)
+    out = await agent.run(resume=resume, **where, raise_on_error=False)
+    assert out.error is not None and out.error.status == "ABORTED", out
+    assert out.error.details == {"winner": winner} and f"already resumed by turn {winner}" in out.error.message
+    assert runs == ran, "a second answer ran a tool"
+    assert await rows(store) == before, "a second answer changed the store"
+    return out.error.message
+
+
 # minting and the happy path ------------------------------------------------------------------
 
 
@@ -275,7 +288,7 @@ async def test_a_token_from_another_session_is_refused() -> None:
     await assert_refused(store, runs, agent, restart(part, stolen), "other-session", snapshot_id=mine)
 
 
-async def test_a_token_from_an_older_snapshot_of_the_session_is_refused_and_a_replay_is_replayed() -> None:
+async def test_a_token_from_an_older_snapshot_of_the_session_is_refused_and_a_replay_is_told_who_answered() -> None:
     store, runs = InMemoryStore(), list[str]()
     agent = bank(store, runs, [PAY, PAY, "paid"])  # the answered turn asks for the same transfer again
     first, [old] = await paused(agent)
@@ -287,8 +300,22 @@ async def test_a_token_from_an_older_snapshot_of_the_session_is_refused_and_a_re
     await assert_refused(store, runs, agent, restart(new, older), "other-snapshot", snapshot_id=again.snapshot_id)
     session = (await store.load(first) or Snapshot(snapshot_id="", session_id="")).session_id
     await assert_refused(store, runs, agent, restart(new, older), "other-snapshot", session_id=session)
-    message = await assert_refused(store, runs, agent, restart(old), "replayed", snapshot_id=first)
-    assert "replayed" in message  # not ABORTED: the answered interrupt says why
+    await assert_answered(store, runs, agent, restart(old), again.snapshot_id, snapshot_id=first)  # not replayed
+    forged = restart(old, (md.resume_token(old) or "")[:-2])  # still checked first: a bad token is refused as such
+    await assert_refused(store, runs, agent, forged, "tampered", snapshot_id=first)
+
+
+async def test_a_replay_by_session_id_is_told_who_answered_once_its_token_is_checked() -> None:
+    store, runs = InMemoryStore(), list[str]()
+    agent = bank(store, runs, [PAY, "paid"])
+    sid, [part] = await paused(agent)
+    done = await agent.run(resume=restart(part), snapshot_id=sid)
+    session = done.session_id
+    assert done.finish_reason == "stop" and done.snapshot_id and session and runs == ["bob"]
+    await assert_answered(store, runs, agent, restart(part), done.snapshot_id, session_id=session)
+    token = md.resume_token(part) or ""
+    await assert_refused(store, runs, agent, restart(part, token[:-2]), "tampered", session_id=session)
+    await assert_refused(store, runs, agent, restart(part, None), "missing", session_id=session)
 
 
 async def test_a_token_for_another_call_of_the_turn_is_refused() -> None:
@@ -384,7 +411,7 @@ async def test_a_resume_that_failed_before_committing_leaves_its_token_usable() 
     done = await agent.run(resume=restart(part), snapshot_id=sid)
     assert done.finish_reason == "stop", done.error
     assert runs == ["bob"]  # the journal replayed the transfer
-    await assert_refused(store, runs, agent, restart(part), "replayed", snapshot_id=sid)
+    await assert_answered(store, runs, agent, restart(part), done.snapshot_id or "", snapshot_id=sid)
 
 
 async def test_an_aborted_detached_resume_leaves_its_token_usable() -> None:
@@ -417,8 +444,8 @@ async def test_racing_resumes_with_one_token_run_it_once() -> None:
     outs = await asyncio.gather(
         *(agent.run(resume=restart(part), snapshot_id=sid, raise_on_error=False) for _ in range(8))
     )
-    assert [o.finish_reason for o in outs].count("stop") == 1
-    assert {o.error.status for o in outs if o.error} <= {"ABORTED", "PERMISSION_DENIED"}
+    [won] = [o for o in outs if o.finish_reason == "stop"]
+    assert [o.error.details for o in outs if o.error] == [{"winner": won.snapshot_id}] * 7  # every loser: who won
     assert runs == ["bob"]
 
 
@@ -465,8 +492,8 @@ async def test_over_http_the_token_travels_and_is_checked() -> None:
         done = await remote.run(resume=restart(part), snapshot_id=out.snapshot_id)
         assert done.finish_reason == "stop", done.error
         replay = await remote.run(resume=restart(part), snapshot_id=out.snapshot_id, raise_on_error=False)
-        assert replay.error is not None and replay.error.status == "PERMISSION_DENIED"
-        assert "replayed" in replay.error.message
+        assert replay.error is not None and replay.error.status == "ABORTED"  # the spent token's answer won
+        assert replay.error.details == {"winner": done.snapshot_id}
     assert runs == ["bob"]
 
 

@@ -1,5 +1,8 @@
 """Where an invocation starts: the state it loads (client-sent, a snapshot, or a session's latest).
 
+A resume by session id that lost a race loads the winner's turn as the session's latest;
+:func:`answered_earlier` tells it so (ABORTED naming the winner), as a resume by snapshot id is told.
+
 A refusal that needs no turn to run becomes :class:`PreTurnFailure` (the invocation's output
 carries it as ``error``); a contradictory init raises (``output()`` raises it).
 """
@@ -9,10 +12,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .agent_io import AgentInit
-from .claims import claim_state
-from .errors import FailedPreconditionError, InterlockError, InvalidArgumentError, SnapshotNotFoundError, UsageError
+from .claims import claim_state, conflict
+from .errors import (
+    ClaimConflictError,
+    FailedPreconditionError,
+    InterlockError,
+    InvalidArgumentError,
+    SnapshotNotFoundError,
+    UsageError,
+)
+from .interrupts import Resume
+from .messages import Message
+from .parts import ToolRequestPart
 from .sessions import SessionState, Snapshot, new_id
 from .stores import SessionStore
+from .tokens import check_tokens
 
 if TYPE_CHECKING:
     from .runtime import RunnableAgent
@@ -114,3 +128,51 @@ async def _load_session(
 def _abandoned(pending: Snapshot, parent: Snapshot | None) -> bool:
     """A pending resume whose claim on its parent lapsed: its runner died or stalled, so it no longer runs."""
     return parent is not None and parent.claimed_by == pending.snapshot_id and claim_state(parent) == "lapsed"
+
+
+async def answered_earlier(
+    agent: RunnableAgent, init: AgentInit, tip: Snapshot | None, resume: Resume, tenant: str | None
+) -> ClaimConflictError | None:
+    """For a resume by session id that does not fit ``tip`` (the session's latest): the answer that won, if one did.
+
+    A resume by session id that loads the session after a racing resume committed finds the
+    winner's turn as the latest, so its refs are stale there. The snapshot that paused on
+    them is the one whose history ends with the latest model message that asked for them;
+    when the resume fits that snapshot (its validation and resume tokens, checked as a
+    resume by its snapshot id would be: a token refused there is refused here) and another
+    turn answered it, the refusal is that turn's: ``ABORTED`` naming the winner. ``None``
+    otherwise (refs that never fit: the validation's own refusal stands). It loads only the
+    snapshots written since that message.
+    """
+    if init.snapshot_id or tip is None or tip.state is None:  # by snapshot id: that snapshot's own refusal
+        return None
+    history = tip.state.messages
+    asked = _last_asking(history, {(e.name, e.ref or None) for e in (*resume.restart, *resume.respond)})
+    snap = None if asked < 0 or agent.store is None else await _paused_at(agent.store, tip, asked + 1, tenant)
+    if snap is None or snap.state is None or snap.finish_reason != "interrupted" or claim_state(snap) != "answered":
+        return None
+    try:
+        plan = agent.check_resume(resume, snap.state.messages)
+    except InterlockError:
+        return None
+    check_tokens(agent, plan, session_id=snap.session_id, snapshot_id=snap.snapshot_id)
+    return conflict(snap.snapshot_id, snap.claimed_by, answered=True)
+
+
+async def _paused_at(store: SessionStore, tip: Snapshot, length: int, tenant: str | None) -> Snapshot | None:
+    """``tip`` or the ancestor of it whose history is ``length`` messages long, if there is one."""
+    snap: Snapshot | None = tip
+    while snap is not None and (snap.state is None or len(snap.state.messages) > length):
+        snap = None if snap.parent_id is None else await store.load(snap.parent_id, tenant=tenant)
+    return snap if snap is not None and snap.state is not None and len(snap.state.messages) == length else None
+
+
+def _last_asking(history: list[Message], wanted: set[tuple[str, str | None]]) -> int:
+    """The index of the last model message with a tool request that ``wanted`` names (-1: none)."""
+    for i in range(len(history) - 1, -1, -1):
+        message = history[i]
+        if message.role == "model" and any(
+            isinstance(p, ToolRequestPart) and (p.name, p.ref or None) in wanted for p in message.content
+        ):
+            return i
+    return -1

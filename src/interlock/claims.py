@@ -76,13 +76,15 @@ class Claims:
         ``journal`` is written in the claim's transaction (the intents of the calls the
         resume restarts, :meth:`interlock.effects.Effects.prepare`): only if the claim is taken.
 
-        ``nonces`` are the resume tokens' (:mod:`interlock.tokens`): refused when one was
-        already spent on ``parent_id``; they are spent by the hold's fenced commit, in the
-        same transaction (a hold released without committing leaves them unspent).
+        ``nonces`` are the resume tokens' (:mod:`interlock.tokens`): they are spent by the
+        hold's fenced commit, in the same transaction (a hold released without committing
+        leaves them unspent). A token spent on ``parent_id`` was spent by the answer that
+        won, so its resume is refused like any other second answer: ABORTED naming the winner.
 
         Raises:
-            PermissionDeniedError: a token was already spent (``replayed``), whoever holds the claim.
-            ClaimConflictError: another resume holds the claim, or already answered.
+            ClaimConflictError: another resume holds the claim, or already answered (a spent
+                token's resume included).
+            PermissionDeniedError: a token was spent (``replayed``) on a snapshot nobody answered.
             SnapshotNotFoundError: there is no such snapshot.
         """
         steal: str | None = None
@@ -252,16 +254,16 @@ class _Take:
     def __call__(self, cur: Snapshot | None) -> Snapshot | None:
         if cur is None:
             raise SnapshotNotFoundError("Snapshot not found")
-        if self.nonces and not set(self.nonces).isdisjoint(consumed_tokens(cur)):  # before the claim: says why
+        now = utcnow()
+        state = claim_state(cur, now)
+        if state in ("held", "answered") and cur.claimed_by != self.turn_id:  # a spent token too: who answered
+            raise conflict(cur.snapshot_id, cur.claimed_by, answered=state == "answered")
+        if self.nonces and not set(self.nonces).isdisjoint(consumed_tokens(cur)):  # spent, yet nobody answered
             raise PermissionDeniedError(
                 f"a resume token for snapshot {cur.snapshot_id} was already used by a committed answer (replayed); "
                 "each token answers its interrupt once",
                 details={"reason": "replayed"},
             )
-        now = utcnow()
-        state = claim_state(cur, now)
-        if state in ("held", "answered") and cur.claimed_by != self.turn_id:
-            raise conflict(cur.snapshot_id, cur.claimed_by, answered=state == "answered")
         if state == "lapsed" and cur.claimed_by not in (self.steal, self.turn_id):  # its own lapsed claim: retaken
             self.lapsed = cur.claimed_by
             return None

@@ -201,10 +201,7 @@ class Inbox:
             raise SnapshotNotFoundError(
                 f"{missing}: there is no such snapshot" + (f" in tenant {tenant!r}" if tenant else "")
             )
-        state = claim_state(snap)
-        if state in ("held", "answered"):
-            how = "was already answered (resumed" if state == "answered" else "is being answered (claimed"
-            raise ClaimConflictError(f"{missing}: it {how} by turn {snap.claimed_by})", winner=snap.claimed_by)
+        _refuse_taken(snap, missing)
         status = snap.read_status()
         if status != "completed" or not snap.interrupts:
             how = f"is {status}" if status != "completed" else f"finished with {snap.finish_reason or 'no reason'!r}"
@@ -215,17 +212,29 @@ class Inbox:
                 f"{missing}: it is a sub-agent's turn, delegated by session "
                 f"{delegator.get('sessionId')}; answer it there, where it is surfaced"
             )
-        if self.store is not None and not await self.store.open_interrupts(
-            InterruptQuery(now=utcnow(), snapshot_id=snapshot_id), tenant=tenant
-        ):  # not in the index: find the snapshot the session went on with (a claim taken meanwhile: go on)
-            infos = await self.store.list(tenant=tenant, session_id=snap.session_id)
-            child = next(
-                (i.snapshot_id for i in infos if i.parent_id == snap.snapshot_id and i.status == "completed"), None
-            )
-            if child is not None:
-                raise FailedPreconditionError(f"{missing}: the session went on from it (snapshot {child})")
+        if self.store is not None:
+            await self._check_open(self.store, snap, tenant, missing)
         agent = agent_of(snap) or (None if self.store is not None else self._sole_agent().name)
         return _items(snap, utcnow(), tenant, agent)
+
+    async def _check_open(self, store: SessionStore, snap: Snapshot, tenant: str | None, missing: str) -> None:
+        """Refuse ``snap`` when the index no longer lists it and the session went on from it.
+
+        An answer that won meanwhile is what took it out of the index: its claim, read again
+        here, refuses this one as a second answer (``ABORTED``), not as a session that went on.
+        A claim taken meanwhile with no child yet: go on (the claim decides).
+        """
+        if await store.open_interrupts(InterruptQuery(now=utcnow(), snapshot_id=snap.snapshot_id), tenant=tenant):
+            return
+        infos = await store.list(tenant=tenant, session_id=snap.session_id)
+        went_on = (i.snapshot_id for i in infos if i.parent_id == snap.snapshot_id and i.status == "completed")
+        child = next(went_on, None)
+        if child is None:
+            return
+        now = await store.load(snap.snapshot_id, tenant=tenant)
+        if now is not None:
+            _refuse_taken(now, missing)
+        raise FailedPreconditionError(f"{missing}: the session went on from it (snapshot {child})")
 
     async def audit(self, session_id: str, *, tenant: str | None = None) -> list[AuditEntry]:
         """Every resume of a session, in time order: who answered which calls, and when."""
@@ -420,6 +429,14 @@ class Inbox:
 
 def _context(identity: object, tenant: str | None) -> dict[str, Any]:
     return {"identity": identity, "tenant": tenant}
+
+
+def _refuse_taken(snap: Snapshot, missing: str) -> None:
+    """The refusal of an answer to a snapshot another answer claimed (``ABORTED``, naming that turn)."""
+    state = claim_state(snap)
+    if state in ("held", "answered"):
+        how = "was already answered (resumed" if state == "answered" else "is being answered (claimed"
+        raise ClaimConflictError(f"{missing}: it {how} by turn {snap.claimed_by})", winner=snap.claimed_by)
 
 
 def _items(snap: Snapshot, now: datetime, tenant: str | None, agent: str | None) -> list[PendingInterrupt]:

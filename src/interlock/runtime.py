@@ -22,13 +22,13 @@ from typing import Any, Protocol
 
 from ._detached_run import DetachedRun
 from ._invocation_output import build_output, interrupts_chunk
-from ._session_load import PreTurnFailure, load_state
+from ._session_load import PreTurnFailure, answered_earlier, load_state
 from ._turn_commit import TurnWriter, error_info, give_back
 from .agent_io import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnEnd, TurnResult
 from .claims import ClaimHold, Claims
 from .connection import END, Ended
 from .effects import Effects, check_in_doubt_answers
-from .errors import FailedPreconditionError, SnapshotNotFoundError, UsageError
+from .errors import FailedPreconditionError, ResumeError, SnapshotNotFoundError, UsageError
 from .handoff import handoff_metadata, handoff_named, read_handoff
 from .interrupts import Resume, ResumePlan
 from .messages import Message
@@ -423,7 +423,7 @@ class Invocation:
         writer = self.writer
         effects = self._effects(parent, turn_id)
         try:
-            plan, nonces = self._plan(turn.input)  # before anything runs or is claimed: a refusal changes nothing
+            plan, nonces = await self._plan(turn.input)  # before anything runs or is claimed: a refusal changes nothing
             if plan is not None and parent is not None and parent.finish_reason == "interrupted" and turn_id:
                 assert writer is not None
                 hold = await writer.claim(parent, turn_id, plan, nonces, effects, len(session.messages) - 1)
@@ -477,10 +477,12 @@ class Invocation:
             return None
         return self.writer.effects(self.session.session_id, parent, turn_id)
 
-    def _plan(self, input: AgentInput) -> tuple[ResumePlan | None, tuple[str, ...]]:
+    async def _plan(self, input: AgentInput) -> tuple[ResumePlan | None, tuple[str, ...]]:
         """The input's resume, validated against the history (``None`` without one), and its tokens' nonces.
 
-        The resume tokens are checked here (:func:`interlock.tokens.check_tokens`), once.
+        The resume tokens are checked here (:func:`interlock.tokens.check_tokens`), once. A
+        resume by session id whose refs another resume answered meanwhile is refused as that
+        lost race (:func:`~interlock._session_load.answered_earlier`), not as stale refs.
         """
         if input.resume is None:
             return None, ()
@@ -495,7 +497,13 @@ class Invocation:
                 f"there is no snapshot to resume in session {self.session.session_id}: "
                 "resume by the snapshotId or sessionId of the interrupted turn"
             )
-        plan = self.agent.check_resume(input.resume, self.session.messages)
+        try:
+            plan = self.agent.check_resume(input.resume, self.session.messages)
+        except ResumeError:
+            lost = await answered_earlier(self.agent, self.init, self.tip, input.resume, self.tenant)
+            if lost is not None:
+                raise lost from None
+            raise
         tip = self.tip.snapshot_id if self.tip else None
         nonces = check_tokens(self.agent, plan, session_id=self.session.session_id, snapshot_id=tip)
         named = tip is not None and tip == self.named_snapshot

@@ -28,10 +28,12 @@ right after the resume is validated and before anything is claimed or run; a ref
 changes nothing.
 
 Single use: the nonces of a resume's tokens are recorded in the answered snapshot's
-``metadata.consumedTokens`` in the same transaction as the fenced commit of its answer;
-the claim refuses a nonce already there (``replayed``), before it looks at who holds the
-claim. A resume that fails or is aborted before it commits gives the interrupt back and
-leaves its tokens unspent, so the same link works again.
+``metadata.consumedTokens`` in the same transaction as the fenced commit of its answer.
+A resume whose valid token was spent so finds its interrupt answered, and the claim refuses
+it as any second answer: ABORTED naming the winner (a racing answer with the same link and a
+replay are alike); ``replayed`` is left for a spent nonce on a snapshot nobody answered. A
+resume that fails or is aborted before it commits gives the interrupt back and leaves its
+tokens unspent, so the same link works again.
 
 ===================  ===============================================================
 reason               the token ...
@@ -48,7 +50,8 @@ reason               the token ...
 ``other-interrupt``  answers another tool, ref or input
 ``decision``         does not allow this decision (e.g. restart of an ask-only tool)
 ``edited``           does not allow a revised input
-``replayed``         was already spent by a committed answer (:mod:`interlock.claims`)
+``replayed``         was spent, yet its snapshot is not answered (:mod:`interlock.claims`;
+                     spent by the answer that won: ABORTED, naming it)
 ===================  ===============================================================
 """
 

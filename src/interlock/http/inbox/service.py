@@ -18,9 +18,10 @@ from ... import metadata as md
 from ..._json_object import is_array, is_object
 from ...agent_io import AgentOutput
 from ...agents import PromptAgent
+from ...claims import claim_state
 from ...delegation import tool_for
 from ...durations import parse_duration
-from ...errors import ClaimConflictError, InvalidArgumentError, SnapshotNotFoundError
+from ...errors import AbortedError, ClaimConflictError, InvalidArgumentError, SnapshotNotFoundError
 from ...inbox import Answer, Approve, AuditEntry, Edit, Inbox, PendingInterrupt, Reject, Respond, Restart
 from ...tools import Tool
 from ...wire import messages_to_json, output_to_json, part_to_json
@@ -215,9 +216,18 @@ async def detail(inbox: Inbox, snapshot_id: str, tenant: str | None) -> dict[str
     }
 
 
-async def answered(inbox: Inbox, snapshot_id: str, tenant: str | None, exc: ClaimConflictError) -> AnsweredError:
-    """The refusal of a second answer, naming who answered first and when (from the audit trail)."""
-    winner = exc.winner
+async def answered(inbox: Inbox, snapshot_id: str, tenant: str | None, exc: AbortedError) -> AbortedError:
+    """The refusal of an answer that lost: who answered first and when (the claim, then the audit trail).
+
+    The one rule for a losing answer's status, however the loss was found (the snapshot read
+    as claimed, the claim refused, a spent resume token): the snapshot's claim names the
+    winning turn, whose audit entry names who answered. An ``exc`` with no claim behind it
+    is returned as it is.
+    """
+    snap = await inbox.store.load(snapshot_id, tenant=tenant) if inbox.store else None
+    if snap is None or claim_state(snap) not in ("held", "answered"):
+        return exc
+    winner = snap.claimed_by
     child = await inbox.store.load(winner, tenant=tenant) if winner and inbox.store else None
     entry = AuditEntry.from_snapshot(child) if child is not None else None
     by, at = (entry.by, entry.at.isoformat() if entry.at else None) if entry else (None, None)
@@ -331,7 +341,7 @@ async def answer(
             out = await _answer_one(inbox, snapshot_id, given, identity, tenant)
         else:
             out = await _answer_all(inbox, snapshot_id, items, requests, identity, tenant)
-    except ClaimConflictError as exc:
+    except AbortedError as exc:  # the claim refused it, or the turn lost its claim: who won
         raise await answered(inbox, snapshot_id, tenant, exc) from None
     snap = await inbox.store.load(out.snapshot_id, tenant=tenant) if inbox.store and out.snapshot_id else None
     entry = AuditEntry.from_snapshot(snap) if snap is not None else None
