@@ -34,6 +34,7 @@ from .interrupts import Resume, ResumePlan
 from .messages import Message
 from .models import ModelChunk
 from .parts import ToolRequestPart
+from .replay import spend_pause
 from .sessions import ErrorInfo, Session, SessionState, Snapshot, new_id
 from .signing import Keyring
 from .stores import SessionStore, check_tenant
@@ -63,6 +64,7 @@ class RunnableAgent(Protocol):
     state_signing: Keyring | None
     resume_tokens: TokenSigner | None
     require_resume_tokens: bool
+    spent_tokens: SessionStore | None
     notify: bool
     detach_to: DetachTarget | None
 
@@ -422,6 +424,8 @@ class Invocation:
         effects = self._effects(parent, turn_id)
         try:
             plan, nonces = self._plan(turn.input)  # before anything runs or is claimed: a refusal changes nothing
+            if plan is not None:
+                await self._spend_client_state()
             if plan is not None and parent is not None and parent.finish_reason == "interrupted" and turn_id:
                 assert writer is not None
                 hold = await writer.claim(parent, turn_id, plan, nonces, effects, len(session.messages) - 1)
@@ -495,6 +499,12 @@ class Invocation:
         plan = self.agent.check_resume(input.resume, self.session.messages)
         tip = self.tip.snapshot_id if self.tip else None
         return plan, check_tokens(self.agent, plan, session_id=self.session.session_id, snapshot_id=tip)
+
+    async def _spend_client_state(self) -> None:
+        """A client-managed resume, once accepted, spends its paused state (:mod:`interlock.replay`)."""
+        spent = self.agent.spent_tokens
+        if spent is not None and self.store is None:
+            await spend_pause(spent, self.agent.name, self.session.state, tenant=self.tenant)
 
 
 def run_handed_off(agent: RunnableAgent, pending: Snapshot, lease: ClaimHold) -> Invocation:
