@@ -5,6 +5,12 @@ resume payload) and returns; :func:`schema` is the JSON Schema of a type; :func:
 :func:`checked_output` and :func:`checked_resume` are the validations behind
 :class:`~interlock.tools.Tool`'s ``validate_input``, ``validate_output`` and ``validate_resume``,
 each failure a typed error naming the field (:func:`validation_message`).
+
+A person's answers (resume payloads, respond outputs) are validated *strictly* unless the
+tool opts into lax validation (:func:`validated`): JSON types as declared (a bool is a JSON
+``true``/``false``, never ``"yes"`` or ``1``; an int a JSON integer; a datetime an ISO
+string) and unknown keys refused, in every model, TypedDict and dataclass of the type. A
+tool's input (written by the model) and its own output (written by its code) stay lax.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
+from pydantic_core import to_json as json_bytes
 
 from . import metadata as md
 from ._json import check_json
@@ -25,14 +32,32 @@ from .tool_context import ToolContext, to_json
 
 T = TypeVar("T")
 
+_STRICT_HINT = (
+    " (answers are checked strictly: JSON types as declared, unknown keys refused;"
+    " a tool built with lax_answers=True coerces them)"
+)
 
-def validation_message(tool: str, what: str, exc: ValidationError) -> str:
+
+def validation_message(tool: str, what: str, exc: ValidationError, *, strict: bool = False) -> str:
     """The message of a failed validation of ``what`` for ``tool``: each problem with its field."""
     problems: list[str] = []
     for err in exc.errors():
         loc = ".".join(str(x) for x in err["loc"]) or "(root)"
         problems.append(f"field {loc!r}: {err['msg']}")
-    return f"{what} for tool {tool!r} is invalid: " + "; ".join(problems)
+    return f"{what} for tool {tool!r} is invalid: " + "; ".join(problems) + (_STRICT_HINT if strict else "")
+
+
+def validated(adapter: TypeAdapter[Any], value: object, *, lax: bool) -> Any:
+    """A person's answer ``value`` (JSON) validated by ``adapter``: strictly, unless ``lax``.
+
+    Strict is pydantic's strict mode on the value's JSON text (so a datetime is an ISO
+    string, a bool only ``true``/``false``), with ``extra="forbid"`` for every model,
+    TypedDict and dataclass in the type (overriding their own ``extra`` setting). The same
+    adapter serves both modes: nothing is built per call.
+    """
+    if lax:
+        return adapter.validate_python(value)
+    return adapter.validate_json(json_bytes(value), strict=True, extra="forbid")
 
 
 def data_as(tp: type[T], data: object, tool: str) -> T:
@@ -128,25 +153,30 @@ def checked_input(name: str, adapter: TypeAdapter[Any], sig: Signature | None, r
         ) from None
 
 
-def checked_output(name: str, adapter: TypeAdapter[Any] | None, output: object) -> Any:
-    """An output for tool ``name``, validated and converted to JSON; raises :class:`ToolOutputError`."""
+def checked_output(name: str, adapter: TypeAdapter[Any] | None, output: object, *, lax: bool = True) -> Any:
+    """An output for tool ``name``, validated (:func:`validated`) and converted to JSON.
+
+    Raises :class:`ToolOutputError` naming the field.
+    """
     where = f"the output of tool {name!r}"
     try:
         if adapter is None:
             return to_json(output, where)
-        value = adapter.validate_python(to_json(output, where))
+        value = validated(adapter, to_json(output, where), lax=lax)
         dumped = adapter.dump_python(value, mode="json", exclude_none=True)
         check_json(dumped, where)
         return dumped
     except ValidationError as exc:
         raise ToolOutputError(
-            validation_message(name, "output", exc), tool=name, details=exc.errors(include_url=False)
+            validation_message(name, "output", exc, strict=not lax), tool=name, details=exc.errors(include_url=False)
         ) from None
     except InvalidArgumentError as exc:  # not a JSON value
         raise ToolOutputError(exc.message, tool=name) from None
 
 
-def checked_resume(name: str, adapter: TypeAdapter[Any] | None, resume_type: Any, resumed: object) -> Any:
+def checked_resume(
+    name: str, adapter: TypeAdapter[Any] | None, resume_type: Any, resumed: object, *, lax: bool = False
+) -> Any:
     """The typed resume payload of tool ``name`` (see :meth:`~interlock.tools.Tool.validate_resume`)."""
     resumed = md.without_approval(resumed)
     if adapter is None or resumed is None:
@@ -159,10 +189,10 @@ def checked_resume(name: str, adapter: TypeAdapter[Any] | None, resume_type: Any
         except ValidationError:
             return None
     try:
-        return adapter.validate_python(resumed)
+        return validated(adapter, resumed, lax=lax)
     except ValidationError as exc:
         raise ToolInputError(
-            validation_message(name, "resume payload", exc),
+            validation_message(name, "resume payload", exc, strict=not lax),
             tool=name,
             details=exc.errors(include_url=False),
         ) from None

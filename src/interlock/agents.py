@@ -97,6 +97,10 @@ class Agent(AgentAPI):
             tokens that come back are checked.
         require_resume_tokens: refuse (PERMISSION_DENIED) every resume entry without a
             valid token for the interrupt it answers.
+        spent_tokens: for a client-managed agent with ``state_signing``, a store where each
+            paused state's resume is spent, so the same state sent back twice is refused
+            (PERMISSION_DENIED, ``replayed``; :mod:`interlock.replay`). Without it a signed
+            state can be replayed: each copy runs the resume again.
         notify: for a server-managed agent, write webhook events (``interrupt.created``,
             ``interrupt.answered``, ...; :mod:`interlock.notifications`) to the store's outbox
             in the same transaction as each turn's snapshot; :mod:`interlock.webhooks` delivers them.
@@ -121,6 +125,7 @@ class Agent(AgentAPI):
         state_signing: Keyring | None = None,
         resume_tokens: TokenSigner | None = None,
         require_resume_tokens: bool = False,
+        spent_tokens: SessionStore | None = None,
         notify: bool = False,
         detach_to: DetachTarget | None = None,
     ) -> None:
@@ -142,6 +147,12 @@ class Agent(AgentAPI):
             raise UsageError("require_resume_tokens needs resume_tokens=TokenSigner(...) to mint and check them")
         self.resume_tokens = resume_tokens
         self.require_resume_tokens = require_resume_tokens
+        if spent_tokens is not None and (store is not None or state_signing is None):
+            raise UsageError(
+                "spent_tokens is for client-managed agents with state_signing (a server-managed agent spends "
+                "resume tokens in its own store; unsigned state can be altered to look unspent)"
+            )
+        self.spent_tokens = spent_tokens
         if notify and store is None:
             raise UsageError("notify=True needs a store: webhook events are written to the store's outbox")
         self.notify = notify
@@ -316,6 +327,7 @@ class CustomAgent(Agent):
         state_signing: Keyring | None = None,
         resume_tokens: TokenSigner | None = None,
         require_resume_tokens: bool = False,
+        spent_tokens: SessionStore | None = None,
         notify: bool = False,
         detach_to: DetachTarget | None = None,
     ) -> None:
@@ -330,6 +342,7 @@ class CustomAgent(Agent):
             state_signing=state_signing,
             resume_tokens=resume_tokens,
             require_resume_tokens=require_resume_tokens,
+            spent_tokens=spent_tokens,
             notify=notify,
             detach_to=detach_to,
         )
@@ -384,6 +397,7 @@ class PromptAgent(Agent):
         state_signing: Keyring | None = None,
         resume_tokens: TokenSigner | None = None,
         require_resume_tokens: bool = False,
+        spent_tokens: SessionStore | None = None,
         notify: bool = False,
         detach_to: DetachTarget | None = None,
     ) -> None:
@@ -398,6 +412,7 @@ class PromptAgent(Agent):
             state_signing=state_signing,
             resume_tokens=resume_tokens,
             require_resume_tokens=require_resume_tokens,
+            spent_tokens=spent_tokens,
             notify=notify,
             detach_to=detach_to,
         )

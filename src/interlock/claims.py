@@ -34,7 +34,7 @@ from .sessions import ErrorInfo, Snapshot, fail_pending, utcnow
 from .stores import JournalUpdater, SessionStore, Updater
 from .telemetry import hooks
 
-__all__ = ["ClaimHold", "ClaimState", "Claims", "claim_state", "consumed_tokens", "is_answerable"]
+__all__ = ["ClaimHold", "ClaimState", "Claims", "claim_state", "consumed_tokens", "is_answerable", "refuse_spent"]
 
 ClaimState: TypeAlias = Literal["free", "held", "answered", "lapsed"]
 """``free``: nobody claimed it; ``held``: a resume is running; ``answered``: a resume committed;
@@ -258,12 +258,7 @@ class _Take:
         state = claim_state(cur, now)
         if state in ("held", "answered") and cur.claimed_by != self.turn_id:  # a spent token too: who answered
             raise conflict(cur.snapshot_id, cur.claimed_by, answered=state == "answered")
-        if self.nonces and not set(self.nonces).isdisjoint(consumed_tokens(cur)):  # spent, yet nobody answered
-            raise PermissionDeniedError(
-                f"a resume token for snapshot {cur.snapshot_id} was already used by a committed answer (replayed); "
-                "each token answers its interrupt once",
-                details={"reason": "replayed"},
-            )
+        refuse_spent(cur, self.nonces)  # spent, yet nobody answered
         if state == "lapsed" and cur.claimed_by not in (self.steal, self.turn_id):  # its own lapsed claim: retaken
             self.lapsed = cur.claimed_by
             return None
@@ -276,6 +271,16 @@ class _Take:
 def _if_taken(take: _Take, update: JournalUpdater) -> JournalUpdater:
     """``update``, applied only when ``take`` took the claim (its row is written before journal entries)."""
     return lambda cur: update(cur) if take.lapsed is None else None
+
+
+def refuse_spent(snap: Snapshot, nonces: Sequence[str]) -> None:
+    """The one rule of single use: raise PERMISSION_DENIED (``replayed``) if one of ``nonces`` was spent on ``snap``."""
+    if nonces and not set(nonces).isdisjoint(consumed_tokens(snap)):
+        raise PermissionDeniedError(
+            f"a resume token for snapshot {snap.snapshot_id} was already used by a committed answer (replayed); "
+            "each token answers its interrupt once",
+            details={"reason": "replayed"},
+        )
 
 
 def consumed_tokens(snap: Snapshot) -> list[str]:

@@ -197,8 +197,9 @@ def validate_resume(resume: Resume, history: Sequence[Message], *, allow_replace
     Rules: entries must name a tool request (name and ref) of the most recent model
     message that is still interrupted; refs from an earlier turn are refused as stale,
     refs that never existed as not found; a restart must carry the original input unless
-    ``allow_replaced_input`` (callers you do not trust must never get that); one entry
-    per request; and every interrupted request must be answered.
+    ``allow_replaced_input`` (callers you do not trust must never get that); an approval
+    marker (``toolApproved``) is a JSON bool; one entry per request; and every
+    interrupted request must be answered.
     """
     model_messages = [m for m in history if m.role == "model"]
     latest = model_messages[-1] if model_messages else None
@@ -207,6 +208,7 @@ def validate_resume(resume: Resume, history: Sequence[Message], *, allow_replace
     for entry in resume.restart:
         original = _locate("restart", entry.name, entry.ref, latest, earlier)
         _check_pending("restart", original)
+        _check_approval(entry)
         if not json_equal(entry.input, original.input):
             _check_replaced(entry, original, allow_replaced_input)
         _once(seen, entry.name, entry.ref)
@@ -220,6 +222,22 @@ def validate_resume(resume: Resume, history: Sequence[Message], *, allow_replace
                     f"Unresolved tool request '{part.name}#{part.ref or ''}' was not handled by the 'resume' "
                     "argument. You must supply replies or restarts for all interrupted tool requests."
                 )
+
+
+def _check_approval(entry: ToolRequestPart) -> None:
+    """An approval marker in ``resumed`` is a JSON bool: ``"yes"``, ``1`` or ``"no"`` is refused, not read."""
+    resumed = entry.meta(md.RESUMED)
+    if not is_object(resumed):
+        return
+    said = {key: resumed[key] for key in (md.APPROVAL, md.APPROVAL_SNAKE) if key in resumed}
+    label = f"resume.restart for tool {entry.name!r}" + (f" (ref: {entry.ref})" if entry.ref else "")
+    for key, value in said.items():
+        if not isinstance(value, bool):
+            raise ResumeError(
+                f"{label} has metadata.resumed.{key} = {value!r}; an approval is true or false (a JSON bool)"
+            )
+    if len(set(said.values())) > 1:
+        raise ResumeError(f"{label} both approves and denies the call; send one {md.APPROVAL} marker")
 
 
 def _check_replaced(entry: ToolRequestPart, original: ToolRequestPart, allowed: bool) -> None:
@@ -276,7 +294,7 @@ def plan_resume(
             calls.append(PlannedCall(index=i, request=part, verb="pending"))
         elif (response := _entry_for(resume.respond, part)) is not None:
             if found is not None and not md.is_hold(part) and not md.is_in_doubt(part):  # notes, not outputs
-                found.validate_output(response.output)
+                found.validate_respond(response.output)
             calls.append(
                 PlannedCall(index=i, request=part, verb="respond", response=response, decision=decision_of(response))
             )

@@ -34,6 +34,7 @@ from .interrupts import Resume, ResumePlan
 from .messages import Message
 from .models import ModelChunk
 from .parts import ToolRequestPart
+from .replay import spend_pause
 from .sessions import ErrorInfo, Session, SessionState, Snapshot, new_id
 from .signing import Keyring
 from .stores import SessionStore, check_tenant
@@ -63,6 +64,7 @@ class RunnableAgent(Protocol):
     state_signing: Keyring | None
     resume_tokens: TokenSigner | None
     require_resume_tokens: bool
+    spent_tokens: SessionStore | None
     notify: bool
     detach_to: DetachTarget | None
 
@@ -424,6 +426,8 @@ class Invocation:
         effects = self._effects(parent, turn_id)
         try:
             plan, nonces = await self._plan(turn.input)  # before anything runs or is claimed: a refusal changes nothing
+            if plan is not None:
+                await self._spend_client_state()
             if plan is not None and parent is not None and parent.finish_reason == "interrupted" and turn_id:
                 assert writer is not None
                 hold = await writer.claim(parent, turn_id, plan, nonces, effects, len(session.messages) - 1)
@@ -509,6 +513,12 @@ class Invocation:
         named = tip is not None and tip == self.named_snapshot
         check_in_doubt_answers(plan, named_snapshot=named, tokens_checked=self.agent.resume_tokens is not None)
         return plan, nonces
+
+    async def _spend_client_state(self) -> None:
+        """A client-managed resume, once accepted, spends its paused state (:mod:`interlock.replay`)."""
+        spent = self.agent.spent_tokens
+        if spent is not None and self.store is None:
+            await spend_pause(spent, self.agent.name, self.session.state, tenant=self.tenant)
 
 
 def run_handed_off(agent: RunnableAgent, pending: Snapshot, lease: ClaimHold) -> Invocation:

@@ -81,6 +81,7 @@ class Tool(Generic[I, O, R]):
         reconcile: Reconcile | None = None,
         expires_in: float | timedelta | None = None,
         on_expire: OnExpire | None = None,
+        lax_answers: bool = False,
     ) -> None:
         self.fn = fn
         self.name = name
@@ -99,6 +100,8 @@ class Tool(Generic[I, O, R]):
         """Seconds the tool's own interrupts wait before ``on_expire`` applies (``None``: no deadline)."""
         if on_expire is not None and not isinstance(on_expire, OnExpire):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise UsageError(f"on_expire is an OnExpire policy (OnExpire.reject/respond/escalate), not {on_expire!r}")
+        self.lax_answers = lax_answers
+        """Validate a person's answers (resume payloads, respond outputs) in pydantic's lax mode (default: strict)."""
         self._sig = signature
         self._is_async = fn is not None and inspect.iscoroutinefunction(fn)
         self._input: TypeAdapter[Any] = TypeAdapter(input_type)
@@ -143,17 +146,31 @@ class Tool(Generic[I, O, R]):
         return cast(I, checked_input(self.name, self._input, self._sig, raw))
 
     def validate_output(self, output: object) -> Any:
-        """An output for this tool, validated and converted to JSON; raises :class:`ToolOutputError`."""
+        """An output the tool's own code gave, validated (lax) and converted to JSON; raises :class:`ToolOutputError`.
+
+        Its body's return value, ``reconcile``'s answer, a deadline policy's output.
+        """
         return checked_output(self.name, self._output, output)
+
+    def validate_respond(self, output: object) -> Any:
+        """A respond's output (a person's answer), validated and converted to JSON.
+
+        Strict unless the tool was built with ``lax_answers=True``: JSON types as declared,
+        unknown keys refused. Raises :class:`ToolOutputError` (INVALID_ARGUMENT) naming the field.
+        """
+        return checked_output(self.name, self._output, output, lax=self.lax_answers)
 
     def validate_resume(self, resumed: object) -> R | None:
         """The typed resume payload carried by a restart's ``metadata.resumed``.
 
         ``None`` means "no payload"; so does a bare ``True``, unless the resume type admits
         ``True`` itself (``bool | None``: then it is the payload). The tool-approval marker
-        is not part of the payload. Raises :class:`ToolInputError` (INVALID_ARGUMENT).
+        is not part of the payload. Strict unless the tool was built with ``lax_answers=True``
+        (JSON types as declared: ``"yes"``, ``1`` or ``"no"`` is not a bool; unknown keys
+        refused). Raises :class:`ToolInputError` (INVALID_ARGUMENT) naming the field.
         """
-        return cast("R | None", checked_resume(self.name, self._resume, self.resume_type, resumed))
+        payload = checked_resume(self.name, self._resume, self.resume_type, resumed, lax=self.lax_answers)
+        return cast("R | None", payload)
 
     async def invoke(self, value: object, ctx: ToolContext[Any]) -> Any:
         """Run the tool body on a validated input; returns JSON output or raises :class:`Interrupt`."""
@@ -208,7 +225,7 @@ class InterruptedCall(Generic[I, O, R]):
 
     def respond(self, output: O, *, metadata: dict[str, Any] | None = None) -> ToolResponsePart:
         """A respond entry: ``output`` (validated against the tool's output schema) answers the call."""
-        entry = Decision.respond(self.tool.validate_output(output), note=metadata).answer(self.part)
+        entry = Decision.respond(self.tool.validate_respond(output), note=metadata).answer(self.part)
         assert isinstance(entry, ToolResponsePart)
         return entry
 
@@ -256,6 +273,7 @@ class ToolDecorator:
         reconcile: Reconcile | None = None,
         expires_in: float | timedelta | None = None,
         on_expire: OnExpire | None = None,
+        lax_answers: bool = False,
     ) -> None:
         self._name = name
         self._description = description
@@ -264,6 +282,7 @@ class ToolDecorator:
         self._reconcile = reconcile
         self._expires_in = expires_in
         self._on_expire = on_expire
+        self._lax_answers = lax_answers
 
     @overload
     def __call__(
@@ -277,6 +296,7 @@ class ToolDecorator:
         reconcile: Reconcile | None = None,
         expires_in: float | timedelta | None = None,
         on_expire: OnExpire | None = None,
+        lax_answers: bool = False,
     ) -> ToolDecorator: ...
     @overload
     def __call__(self, fn: Callable[[I, ToolContext[Any], R | None], Awaitable[O]], /) -> Tool[I, O, R]: ...
@@ -314,6 +334,7 @@ class ToolDecorator:
         reconcile: Reconcile | None = None,
         expires_in: float | timedelta | None = None,
         on_expire: OnExpire | None = None,
+        lax_answers: bool = False,
     ) -> Tool[Any, Any, Any] | ToolDecorator:
         if fn is None:
             return ToolDecorator(
@@ -324,6 +345,7 @@ class ToolDecorator:
                 reconcile=reconcile,
                 expires_in=expires_in,
                 on_expire=on_expire,
+                lax_answers=lax_answers,
             )
         # Hints may name classes local to the caller's function (with postponed annotations).
         caller = sys._getframe(1).f_locals  # pyright: ignore[reportPrivateUsage]
@@ -341,6 +363,7 @@ class ToolDecorator:
             reconcile=self._reconcile,
             expires_in=self._expires_in,
             on_expire=self._on_expire,
+            lax_answers=self._lax_answers,
         )
 
 
@@ -362,6 +385,12 @@ happened (its output, or ``None`` when the effect did not happen).
 
 Deadlines (see :mod:`interlock.expiry`): ``expires_in`` gives the tool's interrupts a
 deadline, and ``on_expire`` what happens when it passes (default: reject).
+
+Answers: a person's answers (the resume payload of a restart, the output of a respond) are
+validated strictly: JSON types as declared (``"yes"``, ``1`` and ``"no"`` are not booleans)
+and unknown keys refused with INVALID_ARGUMENT naming the field, nothing run.
+``lax_answers=True`` restores pydantic's lax mode (coercion, unknown keys dropped). The
+tool's input, written by the model, is validated lax either way.
 """
 
 
@@ -375,6 +404,7 @@ def interrupt_tool(
     data: Callable[[I], object] | object = None,
     expires_in: float | timedelta | None = None,
     on_expire: OnExpire | None = None,
+    lax_answers: bool = False,
 ) -> Tool[I, O, None]: ...
 @overload
 def interrupt_tool(
@@ -385,6 +415,7 @@ def interrupt_tool(
     data: Callable[[I], object] | object = None,
     expires_in: float | timedelta | None = None,
     on_expire: OnExpire | None = None,
+    lax_answers: bool = False,
 ) -> Tool[I, Any, None]: ...
 @overload
 def interrupt_tool(
@@ -395,6 +426,7 @@ def interrupt_tool(
     data: Any = None,
     expires_in: float | timedelta | None = None,
     on_expire: OnExpire | None = None,
+    lax_answers: bool = False,
 ) -> Tool[dict[str, Any], O, None]: ...
 @overload
 def interrupt_tool(
@@ -404,6 +436,7 @@ def interrupt_tool(
     data: Any = None,
     expires_in: float | timedelta | None = None,
     on_expire: OnExpire | None = None,
+    lax_answers: bool = False,
 ) -> Tool[dict[str, Any], Any, None]: ...
 def interrupt_tool(
     name: str,
@@ -414,6 +447,7 @@ def interrupt_tool(
     data: Any = None,
     expires_in: float | timedelta | None = None,
     on_expire: OnExpire | None = None,
+    lax_answers: bool = False,
 ) -> Tool[Any, Any, None]:
     """Declare a tool that never runs: every call pauses the turn, answered by respond.
 
@@ -425,6 +459,8 @@ def interrupt_tool(
         data: the interrupt data: a JSON value, a pydantic model, or ``fn(input) -> data``.
         expires_in: a deadline for every call's interrupt (seconds or a timedelta).
         on_expire: what happens when it passes (:class:`~interlock.expiry.OnExpire`; default: reject).
+        lax_answers: validate a respond's output in pydantic's lax mode (coercing types,
+            dropping unknown keys) instead of strictly (JSON types as declared, unknown keys refused).
     """
     return Tool(
         None,
@@ -435,4 +471,5 @@ def interrupt_tool(
         interrupt_data=data,
         expires_in=expires_in,
         on_expire=on_expire,
+        lax_answers=lax_answers,
     )
