@@ -35,7 +35,7 @@ from interlock import metadata as md
 from interlock.claims import consumed_tokens
 from interlock.decisions import Decision
 from interlock.errors import PermissionDeniedError, UsageError
-from interlock.interrupts import ResumePlan
+from interlock.interrupts import PlannedCall, ResumePlan
 from interlock.middleware import approve as approve_hold
 from interlock.middleware import deny as deny_hold
 from interlock.sessions import SessionState
@@ -83,6 +83,10 @@ def bank(
         require_resume_tokens=require,
         **options,
     )
+
+
+def _missing(sid: str) -> Any:
+    raise AssertionError(f"snapshot {sid} is missing")
 
 
 async def rows(store: InMemoryStore) -> tuple[list[Snapshot | None], list[Any]]:
@@ -359,10 +363,15 @@ async def test_a_decision_the_token_does_not_allow_is_refused() -> None:
     ask = Message(role="model", content=[ToolRequestPart(name="ask", ref="a1", input={"q": "why?"})])
     agent = bank(store, runs, [ask, "ok"])
     sid, [part] = await paused(agent)
-    message = await assert_refused(
-        store, runs, agent, restart(part, decision=Decision.restart()), "decision", snapshot_id=sid
-    )
-    assert "does not allow restart (it allows respond)" in message
+    # a restart of an interrupt-only tool is refused by validation first (INVALID_ARGUMENT, saying respond) ...
+    before = await rows(store)
+    out = await agent.run(resume=restart(part, decision=Decision.restart()), snapshot_id=sid, raise_on_error=False)
+    assert out.error is not None and out.error.status == "INVALID_ARGUMENT" and "respond" in out.error.message
+    assert runs == [] and await rows(store) == before
+    # ... and the token, which allows only respond for it, refuses it too
+    plan = ResumePlan(resume=Resume(), calls=(PlannedCall(index=0, request=part, verb="restart", restart=part),))
+    with pytest.raises(PermissionDeniedError, match=r"does not allow restart \(it allows respond\)"):
+        check_tokens(agent, plan, session_id=(await store.load(sid) or _missing(sid)).session_id, snapshot_id=sid)
 
 
 async def test_an_edited_input_is_refused_unless_the_token_allows_edit() -> None:
