@@ -18,8 +18,8 @@ from http_helpers import serve
 from inbox_apps import build_app
 
 import interlock.cli.inbox  # noqa: F401  # pyright: ignore[reportUnusedImport]  (registers the commands)
-from interlock.cli import main
 from interlock import durations
+from interlock.cli import main
 from interlock.errors import InvalidArgumentError
 from interlock.stores.sqlite import SQLiteStore
 

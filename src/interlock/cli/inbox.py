@@ -341,7 +341,8 @@ async def _sessions_prune(args: argparse.Namespace) -> int:
     if args.keep_last is None and args.older_than is None:
         raise CommandError("say what to prune: --keep-last N, --older-than AGE, or both")
     scope: dict[str, Any] = {"session_id": args.session, "tenant": args.tenant}
-    rule: dict[str, Any] = {"keep_last": args.keep_last, "older_than": args.older_than and utcnow() - args.older_than}
+    cutoff = None if args.older_than is None else utcnow() - args.older_than  # (0s is a duration too)
+    rule: dict[str, Any] = {"keep_last": args.keep_last, "older_than": cutoff}
     async with store_from_args(args) as store:
         if args.dry_run:
             rows = [(i.snapshot_id, i.parent_id, i.created_at, i.status) for i in await store.list(**scope)]
