@@ -114,7 +114,7 @@ def test_serve_passes_workers_and_keep_alive_to_uvicorn() -> None:
 
 def test_serve_refuses_zero_workers(tmp_path: pathlib.Path) -> None:
     done = interlock("serve", "mounted_app:own", "--workers", "0", cwd=tmp_path)
-    assert done.returncode == 2 and "--workers: must be 1 or more, got 0" in done.stderr
+    assert done.returncode == 2 and "--workers: the value must be a whole number from 1 to 1024" in done.stderr
 
 
 def test_demo_without_a_key_is_one_line(tmp_path: pathlib.Path) -> None:

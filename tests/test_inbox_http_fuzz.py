@@ -93,7 +93,7 @@ def test_oversized_and_malformed_bodies_are_refused(served: Served) -> None:
     url = f"/api/interrupts/{served.ids[0]}/answer"
     with httpx.Client(base_url=served.url, headers={"x-user": "fuzzer"}, timeout=30) as c:
         big = c.post(url, content=b"{" + b" " * 1_100_000 + b"}", headers={"content-type": "application/json"})
-        assert big.status_code == 429 and big.json()["status"] == "RESOURCE_EXHAUSTED"
+        assert big.status_code == 413 and big.json()["status"] == "RESOURCE_EXHAUSTED"
         deep = c.post(url, content=b"[" * 5000 + b"]" * 5000, headers={"content-type": "application/json"})
         assert deep.status_code == 400 and deep.json()["status"] == "INVALID_ARGUMENT"
         for bad in (b"\xff\xfe", b"not json", b"[1, 2]", b'{"decision": NaN}'):

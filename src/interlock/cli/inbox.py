@@ -37,10 +37,9 @@ import os
 import sys
 from collections.abc import AsyncGenerator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Protocol, cast, runtime_checkable
 
-from .. import durations
 from ..errors import InterlockError, InvalidArgumentError, UnimplementedError, UsageError
 from ..http.client import RemoteAgent
 from ..http.inbox_client import InboxClient, is_inbox
@@ -50,6 +49,7 @@ from ..stores import SessionStore, SnapshotInfo
 from ..stores._prune import prunable
 from ..stores.urls import open_store
 from . import _inbox_render as render
+from .arguments import parse_duration, whole
 from .main import Command, CommandError, load_target, register
 
 __all__ = ["EXTRA_ACTIONS", "load_agents", "parse_duration", "store_from_args"]
@@ -60,25 +60,11 @@ EXTRA_ACTIONS: dict[
 """More ``interlock inbox`` actions by name, as (help, configure, run): ``serve`` comes from cli.inbox_serve."""
 
 
-def parse_duration(text: str) -> timedelta:
-    """A duration argument, as :func:`interlock.durations.parse_duration` reads it."""
-    try:
-        return durations.parse_duration(text)
-    except InvalidArgumentError as exc:
-        raise argparse.ArgumentTypeError(exc.message) from None
-
-
 def _json_arg(text: str) -> Any:
     try:
         return json.loads(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"not JSON ({exc}): {text!r}") from None
-
-
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
-    return int(text)
 
 
 # arguments ------------------------------------------------------------------------------------
@@ -152,7 +138,9 @@ def _configure_sessions(parser: argparse.ArgumentParser) -> None:
     _where(p, server=False)
     p = actions.add_parser("prune", help="delete old snapshots (every session's latest ones stay)")
     _where(p, server=False)
-    p.add_argument("--keep-last", type=_positive, metavar="N", help="keep the last N snapshots of every branch")
+    p.add_argument(
+        "--keep-last", type=whole(1, 1_000_000), metavar="N", help="keep the last N snapshots of every branch"
+    )
     p.add_argument("--older-than", type=parse_duration, metavar="AGE", help="delete only snapshots older than AGE")
     p.add_argument("--session", metavar="SESSION_ID", help="prune this session only")
     p.add_argument("--dry-run", action="store_true", help="say what would be deleted, delete nothing")
@@ -353,7 +341,8 @@ async def _sessions_prune(args: argparse.Namespace) -> int:
     if args.keep_last is None and args.older_than is None:
         raise CommandError("say what to prune: --keep-last N, --older-than AGE, or both")
     scope: dict[str, Any] = {"session_id": args.session, "tenant": args.tenant}
-    rule: dict[str, Any] = {"keep_last": args.keep_last, "older_than": args.older_than and utcnow() - args.older_than}
+    cutoff = None if args.older_than is None else utcnow() - args.older_than  # (0s is a duration too)
+    rule: dict[str, Any] = {"keep_last": args.keep_last, "older_than": cutoff}
     async with store_from_args(args) as store:
         if args.dry_run:
             rows = [(i.snapshot_id, i.parent_id, i.created_at, i.status) for i in await store.list(**scope)]

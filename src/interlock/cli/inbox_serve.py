@@ -3,13 +3,14 @@
 ::
 
     interlock inbox serve --store sessions.db --agents app:agents [--token T --user NAME | --context app:who]
-    interlock serve app:server --inbox [--inbox-token T --inbox-user NAME]
+                          [--session-max-age 12h]
+    interlock serve app:server --inbox [--inbox-token T --inbox-user NAME --inbox-session-max-age 12h]
 
 The inbox must know who answers. ``--context module:attr`` names the context hook (the agent
 server's, for ``serve --inbox``: its ``context``); without one, one user signs in with a
 token (``--token``, else a random one), and the command prints the sign-in link
-(``.../?key=TOKEN``). ``serve --inbox`` mounts the inbox at ``/inbox`` beside the agents, over
-the store they share.
+(``.../?key=TOKEN``; a sign-in lasts ``--session-max-age``). ``serve --inbox`` mounts the inbox
+at ``/inbox`` beside the agents, over the store they share.
 """
 
 from __future__ import annotations
@@ -22,8 +23,12 @@ from typing import Any, cast
 
 from ..http.server import AgentServer
 from ..inbox import Inbox
+from .arguments import seconds, whole
 from .inbox import EXTRA_ACTIONS, load_agents, store_from_args
 from .main import COMMANDS, SERVE_EXTENSIONS, Command, CommandError, as_app, load_target, register, run_app
+
+_MAX_AGE = 12 * 3600.0
+_MAX_AGE_HELP = "how long a sign-in (the ?key= link's cookie) lasts, e.g. 30m, 8h (default 12h)"
 
 
 def _web() -> Any:
@@ -44,8 +49,9 @@ def _configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--context", metavar="MODULE:ATTR", help="the context hook that says who asks (identity, tenant)")
     p.add_argument("--token", help="one user's sign-in token (default: a random one, printed)")
     p.add_argument("--user", help="who that user answers as (default: $USER)")
+    p.add_argument("--session-max-age", type=seconds, default=_MAX_AGE, metavar="AGE", help=_MAX_AGE_HELP)
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port to bind (default 8000)")
+    p.add_argument("--port", type=whole(0, 65535), default=8000, help="port to bind (default 8000)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
 
@@ -63,7 +69,8 @@ async def _run(args: argparse.Namespace) -> int:
     token = _sign_in(args, context, args.token)
     async with store_from_args(args) as store:
         inbox = Inbox(store, agents=await load_agents(args.agents, store))
-        app = web.InboxApp(inbox, context=context, token=token, user=args.user or getpass.getuser())
+        user = args.user or getpass.getuser()
+        app = web.InboxApp(inbox, context=context, token=token, user=user, session_max_age=args.session_max_age)
         import uvicorn
 
         config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level, lifespan="off")
@@ -83,6 +90,7 @@ def _configure_serve(p: argparse.ArgumentParser) -> None:
     p.add_argument("--inbox", action="store_true", help="also serve the inbox (web page and API) at /inbox")
     p.add_argument("--inbox-token", metavar="TOKEN", help="with --inbox and no context hook: one user's token")
     p.add_argument("--inbox-user", metavar="NAME", help="who that user answers as (default: $USER)")
+    p.add_argument("--inbox-session-max-age", type=seconds, default=_MAX_AGE, metavar="AGE", help=_MAX_AGE_HELP)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -102,7 +110,10 @@ def _serve(args: argparse.Namespace) -> int:
     inbox = Inbox(store, agents=cast(dict[str, Any], app.agents))
     user = args.inbox_user or getpass.getuser()
     loops = [loop for extension in SERVE_EXTENSIONS for loop in extension.loops(args, list(app.agents.values()))]
-    served = web.mount_inbox(app, web.InboxApp(inbox, context=app.context, token=token, user=user))
+    web_app = web.InboxApp(
+        inbox, context=app.context, token=token, user=user, session_max_age=args.inbox_session_max_age
+    )
+    served = web.mount_inbox(app, web_app)
     return run_app(served, args, loops)
 
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from ..telemetry import configure_from_env, configure_logging
+from .arguments import seconds, whole
 
 __all__ = [
     "COMMANDS",
@@ -235,13 +236,17 @@ def agents_of(target: object) -> dict[str, Any] | list[Any] | None:
 def _configure_serve(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", help="what to serve, as module:attribute (an agent, a list/dict, or an ASGI app)")
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000, help="port to bind (default 8000)")
+    parser.add_argument("--port", type=whole(0, 65535), default=8000, help="port to bind (default 8000)")
     parser.add_argument("--base-path", default="", help="URL prefix of every agent route, e.g. /api")
     parser.add_argument(
-        "--workers", type=_positive, default=1, metavar="N", help="worker processes (each imports the target)"
+        "--workers", type=whole(1, 1024), default=1, metavar="N", help="worker processes (each imports the target)"
     )
     parser.add_argument(
-        "--timeout-keep-alive", type=float, default=5.0, metavar="S", help="close idle keep-alive connections after S s"
+        "--timeout-keep-alive",
+        type=seconds,
+        default=5.0,
+        metavar="S",
+        help="close idle keep-alive connections after S s",
     )
     parser.add_argument(
         "--http",
@@ -257,13 +262,6 @@ def _configure_serve(parser: argparse.ArgumentParser) -> None:
     )
     for extension in SERVE_EXTENSIONS:
         extension.configure(parser)
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
-    return value
 
 
 _TARGET_ENV, _BASE_PATH_ENV = "INTERLOCK_SERVE_TARGET", "INTERLOCK_SERVE_BASE_PATH"

@@ -31,7 +31,8 @@ from ..sessions import utcnow
 from ..signing import Keyring
 from ..stores import SessionStore
 from ..webhooks import Webhooks, endpoints_from_specs
-from .inbox import _drive, load_agents, parse_duration, store_from_args  # pyright: ignore[reportPrivateUsage]
+from .arguments import parse_duration, seconds
+from .inbox import _drive, load_agents, store_from_args  # pyright: ignore[reportPrivateUsage]
 from .main import SERVE_EXTENSIONS, Command, CommandError, ServeExtension, ServeLoop, load_target, register
 
 __all__ = ["add_serve_options", "serve_loops"]
@@ -144,7 +145,7 @@ def _configure_deadlines(parser: argparse.ArgumentParser) -> None:
     run = sub.add_parser("run", help="apply the policies of passed deadlines (until stopped, or --once)")
     run.add_argument("--store", help="the store URL or SQLite path (default $INTERLOCK_STORE)")
     run.add_argument("--agents", metavar="MODULE:ATTR", help="the agents that resume: agent(s) or (store) -> agents")
-    run.add_argument("--interval", type=float, default=1.0, help="seconds between sweeps (default 1)")
+    run.add_argument("--interval", type=seconds, default=1.0, help="seconds between sweeps (default 1)")
     run.add_argument("--once", action="store_true", help="sweep once, then exit")
     _keep_settled(run)
     _prune_parser(sub, "deadline")
@@ -171,22 +172,15 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--webhooks", metavar="MODULE:ATTR", help="deliver webhooks with this Webhooks object")
     parser.add_argument("--deadlines", action="store_true", help="apply passed deadlines of the served agents")
     parser.add_argument(
-        "--deadline-interval", type=_seconds, default=1.0, metavar="S", help="with --deadlines: seconds between sweeps"
+        "--deadline-interval", type=seconds, default=1.0, metavar="S", help="with --deadlines: seconds between sweeps"
     )
     parser.add_argument(
         "--deadline-lease",
-        type=_seconds,
+        type=seconds,
         default=120.0,
         metavar="S",
         help="with --deadlines: seconds one timer's work may take before another process may take it over",
     )
-
-
-def _seconds(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return value
 
 
 def serve_loops(args: argparse.Namespace, agents: list[Any]) -> list[ServeLoop]:

@@ -19,6 +19,7 @@ from typing import Any, cast
 
 from ..agents import Agent
 from ..errors import InterlockError
+from .arguments import seconds, whole
 from .main import SERVE_EXTENSIONS, Command, CommandError, ServeExtension, ServeLoop, agents_of, load_target, register
 
 log = logging.getLogger("interlock.workers")
@@ -30,20 +31,24 @@ def _configure(parser: argparse.ArgumentParser) -> None:
         "--agents", metavar="MODULE:ATTR", required=True, help="the agents to run: an agent, a list or dict of them"
     )
     parser.add_argument("--queue", default="interlock", help="the procrastinate queue (default interlock)")
-    parser.add_argument("--concurrency", type=int, default=8, metavar="N", help="turns run at once (default 8)")
-    parser.add_argument("--lease", type=float, default=30.0, metavar="S", help="a run's lease, in seconds (default 30)")
+    parser.add_argument(
+        "--concurrency", type=whole(1, 10_000), default=8, metavar="N", help="turns run at once (default 8)"
+    )
+    parser.add_argument(
+        "--lease", type=seconds, default=30.0, metavar="S", help="a run's lease, in seconds (default 30)"
+    )
     parser.add_argument(
         "--stalled-after",
-        type=float,
+        type=seconds,
         default=30.0,
         metavar="S",
         help="retry the jobs of a worker silent this long (default 30)",
     )
-    parser.add_argument("--sweep-every", type=float, default=5.0, metavar="S", help="seconds between sweeps")
+    parser.add_argument("--sweep-every", type=seconds, default=5.0, metavar="S", help="seconds between sweeps")
     parser.add_argument(
-        "--grace", type=float, default=30.0, metavar="S", help="on SIGTERM, wait this long before handing back"
+        "--grace", type=seconds, default=30.0, metavar="S", help="on SIGTERM, wait this long before handing back"
     )
-    parser.add_argument("--poll", type=float, default=1.0, metavar="S", help="fallback poll for retried jobs (s)")
+    parser.add_argument("--poll", type=seconds, default=1.0, metavar="S", help="fallback poll for retried jobs (s)")
 
 
 def served_agents(target: Any) -> list[Agent]:

@@ -18,7 +18,7 @@ from ..errors import (
     ResourceExhaustedError,
 )
 from .sse import encode
-from .status import http_status
+from .status import error_body, http_status
 
 ASGIMessage = MutableMapping[str, Any]
 Scope = MutableMapping[str, Any]
@@ -96,22 +96,57 @@ def read_headers(scope: Scope) -> dict[str, str]:
     return found
 
 
+def declared_length(headers: Mapping[str, str]) -> int | None:
+    """The request's ``Content-Length`` (``None`` without one); 400 INVALID_ARGUMENT when it is not a number."""
+    declared = headers.get("content-length")
+    if declared is None:
+        return None
+    text = declared.strip()
+    if not text.isascii() or not text.isdigit() or len(text) > 30:
+        raise bad("invalid Content-Length")
+    return int(text)
+
+
+async def refuse_oversized(
+    headers: Mapping[str, str], receive: Receive, send: Send, *, limit: int, timeout: float, extra: Headers
+) -> bool:
+    """Answer at once, before reading any of the body, a request whose ``Content-Length`` is bad or over ``limit``.
+
+    The refusal (400, or 413 RESOURCE_EXHAUSTED) is sent in full first; then what the client
+    still sends is read and dropped (until it ends, pauses for :data:`_IDLE` seconds, or
+    ``timeout``) and the connection closed, so a client still sending gets the answer rather
+    than a reset, and a client announcing more than it sends is not waited for. True when it answered.
+    """
+    try:
+        declared = declared_length(headers)
+        if declared is None or declared <= limit:
+            return False
+        reject = too_large(limit)
+    except Reject as refused:
+        reject = refused
+    until = asyncio.get_running_loop().time() + timeout
+    body = encode(error_body(reject.error))
+    head = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": reject.code, "headers": head + extra + reject.headers})
+    await send_body(send, body, more=True)
+    with contextlib.suppress(ClientGone):
+        await _drain(receive, until, 0, idle=_IDLE)
+    await send_body(send, b"", more=False)
+    return True
+
+
 async def read_body(headers: Mapping[str, str], receive: Receive, limit: int, timeout: float) -> bytes:
     """The whole request body, within ``timeout`` seconds and at most ``limit`` bytes.
 
-    A body over ``limit`` is refused (413 RESOURCE_EXHAUSTED); what arrives of it within
-    the timeout is read and dropped first, so the client, still sending, gets the answer
-    instead of a reset connection. A body that does not arrive in time (a
-    ``Content-Length`` larger than what is sent) is refused with 408 DEADLINE_EXCEEDED.
-    Both close the connection.
+    A body over ``limit`` is refused (413 RESOURCE_EXHAUSTED): what arrives of it within the
+    timeout is read and dropped first, so the client, still sending, gets the answer instead
+    of a reset connection (a ``Content-Length`` over the limit is answered before this, at
+    once: :func:`refuse_oversized`). A body that does not arrive in time (a
+    ``Content-Length`` larger than what is sent) is refused with 408 DEADLINE_EXCEEDED. Both
+    close the connection.
     """
-    declared = headers.get("content-length")
-    if declared is not None and not declared.strip().isdigit():
-        raise bad("invalid Content-Length")
+    declared = declared_length(headers)
     until = asyncio.get_running_loop().time() + timeout
-    if declared is not None and int(declared) > limit:
-        await _drain(receive, until, 0)
-        raise _too_large(limit)
     parts: list[bytes] = []
     size = 0
     try:
@@ -136,19 +171,21 @@ async def read_body(headers: Mapping[str, str], receive: Receive, limit: int, ti
         raise Reject(error, code=408, headers=[(b"connection", b"close")]) from None
     if message.get("more_body"):
         await _drain(receive, until, size)
-    raise _too_large(limit)
+    raise too_large(limit)
 
 
 _DRAIN = 256_000_000
 """Most bytes of a refused body read and dropped before the connection is closed."""
+_IDLE = 2.0
+"""Seconds without a byte after which the rest of a body refused at once is no longer waited for."""
 
 
-async def _drain(receive: Receive, until: float, size: int) -> None:
-    """Read and drop the rest of a refused body: until it ends, the body timeout, or :data:`_DRAIN` bytes."""
+async def _drain(receive: Receive, until: float, size: int, *, idle: float | None = None) -> None:
+    """Read and drop the rest of a refused body: until it ends, the timeout, ``idle`` s of silence, or _DRAIN bytes."""
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout_at(until):
             while size <= _DRAIN:
-                message = await receive()
+                message = await (asyncio.wait_for(receive(), idle) if idle else receive())
                 if message["type"] == "http.disconnect":
                     raise ClientGone
                 size += len(message.get("body") or b"")
@@ -156,7 +193,8 @@ async def _drain(receive: Receive, until: float, size: int) -> None:
                     return
 
 
-def _too_large(limit: int) -> Reject:
+def too_large(limit: int) -> Reject:
+    """413 RESOURCE_EXHAUSTED for a body over ``limit`` bytes, closing the connection."""
     error = ResourceExhaustedError(
         f"the request body is larger than this server's limit of {limit} bytes; send less (e.g. fewer messages)"
     )

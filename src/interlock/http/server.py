@@ -71,6 +71,7 @@ from .asgi import (
     parse,
     read_body,
     read_headers,
+    refuse_oversized,
     respond,
     route_path,
     send_body,
@@ -204,6 +205,10 @@ class AgentServer:
             if method != "POST":
                 allow = [(b"allow", b"POST, OPTIONS")]
                 raise Reject(UnimplementedError(f"{method} is not supported; use POST"), code=405, headers=allow)
+            if await refuse_oversized(
+                headers, receive, send, limit=self.max_body, timeout=self.body_timeout, extra=cors
+            ):
+                return
             body = await read_body(headers, receive, self.max_body, self.body_timeout)
             query = dict(parse_qsl(bytes(scope.get("query_string") or b"").decode("latin-1")))
             client = cast("tuple[str, int] | None", scope.get("client"))

@@ -15,6 +15,7 @@ Routes (see :data:`interlock.http.inbox.openapi.ROUTES`)::
     GET  /api/sessions/{session_id}/audit    a session's audit trail
     GET  /api/audit                          the newest answers across the store
     GET  /api/events                         server-sent events: interrupt.created, interrupt.resolved
+    POST /sign-out                           end a sign-in (its cookie cleared and refused from then on)
 
 Every refusal is ``{status, message, details?}`` with the HTTP code of its canonical
 status: bad input is 4xx, never 5xx; a second answer is 409 ABORTED naming who answered.
@@ -37,21 +38,21 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
 
+from ...durations import parse_whole
 from ...errors import (
     InterlockError,
     InternalError,
     InvalidArgumentError,
-    ResourceExhaustedError,
     UsageError,
     error_from_status,
 )
 from ...inbox import Inbox
-from ..asgi import Reject, json_body
+from ..asgi import Reject, json_body, read_headers, refuse_oversized, too_large
 from ..server import ContextProvider
 from ..sse import encode
 from ..status import HTTP_TO_STATUS
 from . import service
-from .auth import SESSION_COOKIE, Auth, Who, check_origin
+from .auth import SESSION_COOKIE, SESSION_MAX_AGE, Auth, Who, check_origin
 from .events import changes, sse
 from .openapi import openapi
 from .pages import page_routes
@@ -63,6 +64,8 @@ logger = logging.getLogger("interlock.inbox")
 Handler = Callable[[Request, Who], Awaitable[Response]]
 Endpoint = Callable[[Request], Awaitable[Response]]
 HERE = Path(__file__).parent
+_BODY_TIMEOUT = 30.0
+"""Longest a body refused at once (its Content-Length over the limit) is read and dropped, in seconds."""
 
 
 class InboxApp:
@@ -76,7 +79,9 @@ class InboxApp:
             or a sign-in with ``?key=<token>``; that user answers as ``user``.
         poll_interval: seconds between the live listing's looks at the store.
         stream_lifetime: seconds an event stream lasts before the browser reconnects.
-        max_body: largest accepted request body in bytes.
+        max_body: largest accepted request body in bytes (larger: 413, refused before reading
+            when its ``Content-Length`` says so).
+        session_max_age: seconds a sign-in cookie (``?key=<token>``) is accepted.
     """
 
     def __init__(
@@ -89,11 +94,12 @@ class InboxApp:
         poll_interval: float = 1.0,
         stream_lifetime: float = 300.0,
         max_body: int = 1_000_000,
+        session_max_age: float = SESSION_MAX_AGE,
     ) -> None:
         if inbox.store is None:
             raise UsageError("the inbox app lists pending interrupts, so its Inbox needs a store")
         self.inbox = inbox
-        self.auth = Auth(context=context, token=token, user=user)
+        self.auth = Auth(context=context, token=token, user=user, session_max_age=session_max_age)
         self.poll_interval = poll_interval
         self.stream_lifetime = stream_lifetime
         self.max_body = max_body
@@ -105,6 +111,7 @@ class InboxApp:
             Route("/api/audit", self._guarded(self._audit), methods=["GET"]),
             Route("/api/events", self._guarded(self._events), methods=["GET"]),
             Route("/openapi.json", self._openapi, methods=["GET"]),
+            Route("/sign-out", self._sign_out, methods=["POST"]),
             *page_routes(self),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ]
@@ -112,6 +119,10 @@ class InboxApp:
         self._app = Starlette(routes=routes, exception_handlers={HTTPException: self._http_error})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and await refuse_oversized(
+            read_headers(scope), receive, send, limit=self.max_body, timeout=_BODY_TIMEOUT, extra=[]
+        ):
+            return
         if scope["type"] == "http" and b"key=" in scope.get("query_string", b""):
             request = Request(scope, receive)
             if "key" in request.query_params and request.method == "GET":
@@ -132,6 +143,8 @@ class InboxApp:
                 return await handler(request, who)
             except InterlockError as exc:
                 return json_error(exc)
+            except Reject as reject:
+                return json_error(reject.error, code=reject.code, headers=reject.headers)
             except Exception:
                 logger.exception("unexpected error serving %s", request.url.path)
                 return json_error(InternalError("Internal error"))
@@ -152,8 +165,25 @@ class InboxApp:
         rest = [(k, v) for k, v in request.query_params.multi_items() if k != "key"]
         target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
         response = RedirectResponse(target, status_code=303)
-        root = request.scope.get("root_path") or "/"
-        response.set_cookie(SESSION_COOKIE, cookie, httponly=True, samesite="strict", path=root)
+        response.set_cookie(
+            SESSION_COOKIE,
+            cookie,
+            max_age=int(self.auth.session_max_age),
+            httponly=True,
+            samesite="strict",
+            path=_root(request),
+        )
+        return response
+
+    async def _sign_out(self, request: Request) -> Response:
+        """End this browser's sign-in: its cookie is cleared, and refused from now on."""
+        try:
+            check_origin(request)
+        except InterlockError as exc:
+            return json_error(exc)
+        self.auth.sign_out(request)
+        response = RedirectResponse(_root(request).rstrip("/") + "/", status_code=303)
+        response.delete_cookie(SESSION_COOKIE, httponly=True, samesite="strict", path=_root(request))
         return response
 
     async def read_json(self, request: Request) -> dict[str, Any]:
@@ -170,15 +200,16 @@ class InboxApp:
             raise reject.error from None
 
     async def read_body(self, request: Request) -> bytes:
-        """The raw request body, refused (413 RESOURCE_EXHAUSTED) past ``max_body`` bytes."""
+        """The raw request body, refused (413 RESOURCE_EXHAUSTED) past ``max_body`` bytes.
+
+        (A ``Content-Length`` over the limit was answered at once, before routing: :func:`refuse_oversized`.)
+        """
         parts: list[bytes] = []
         size = 0
         async for chunk in request.stream():
             size += len(chunk)
             if size > self.max_body:
-                raise ResourceExhaustedError(
-                    f"the request body is larger than the inbox's limit of {self.max_body} bytes"
-                )
+                raise too_large(self.max_body)
             parts.append(chunk)
         return b"".join(parts)
 
@@ -237,10 +268,13 @@ def _audit_limit(request: Request) -> int:
     unknown = [k for k in request.query_params if k != "limit"]
     if unknown:
         raise InvalidArgumentError(f"unknown query parameter {unknown[0]!r}; the audit trail takes limit")
-    text = request.query_params.get("limit") or "100"
-    if not text.isdigit() or not 1 <= int(text) <= 1000:
-        raise InvalidArgumentError(f"limit must be a whole number from 1 to 1000, not {text!r}")
-    return int(text)
+    text = request.query_params.get("limit")
+    return parse_whole(text, "limit", low=1, high=1000) if text else 100
+
+
+def _root(request: Request) -> str:
+    """The path the inbox is mounted at (its cookies' path)."""
+    return str(request.scope.get("root_path") or "/")
 
 
 def mount_inbox(agents: Any, inbox: InboxApp, *, path: str = "/inbox") -> Starlette:

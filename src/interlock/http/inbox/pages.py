@@ -12,6 +12,8 @@
     GET  /sessions/{session_id}           a session's audit trail
     GET  /events                          the live updates (htmx's SSE extension swaps them in)
 
+(``POST /sign-out``, the header's button, is the app's: :class:`interlock.http.inbox.InboxApp`.)
+
 Forms post what :mod:`interlock.http.inbox.forms` reads back into JSON, and the answer runs
 through :func:`interlock.http.inbox.service.answer`, like the API's.
 """
@@ -30,8 +32,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from ...durations import parse_whole
 from ...errors import InterlockError, InternalError, InvalidArgumentError, NotFoundError
 from ...inbox import PendingInterrupt
+from ..asgi import Reject
 from ..status import http_status
 from . import service
 from .auth import CSRF_COOKIE, Who, check_csrf, check_origin, csrf_token
@@ -94,9 +98,7 @@ def _prefixes(form: dict[str, str]) -> list[str]:
     count = form.get("count")
     if count is None:
         return [""]
-    if not count.isdigit() or not 1 <= int(count) <= MAX_FORM_ANSWERS:
-        raise InvalidArgumentError(f"count must be a whole number from 1 to {MAX_FORM_ANSWERS}, not {count!r}")
-    return [f"a{n}." for n in range(1, int(count) + 1)]
+    return [f"a{n}." for n in range(1, parse_whole(count, "count", low=1, high=MAX_FORM_ANSWERS) + 1)]
 
 
 def page_routes(app: InboxApp) -> list[BaseRoute]:
@@ -128,6 +130,8 @@ class _Pages:
                 return await page(request, who)
             except InterlockError as exc:
                 return self.render(request, "error.html", {"error": exc}, code=http_status(exc))
+            except Reject as reject:
+                return self.render(request, "error.html", {"error": reject.error}, code=reject.code)
             except Exception:
                 logging.getLogger("interlock.inbox").exception("unexpected error serving %s", request.url.path)
                 service_error = InternalError("Internal error")
@@ -138,7 +142,8 @@ class _Pages:
     def render(self, request: Request, name: str, values: dict[str, Any], *, code: int = 200) -> Response:
         csrf = csrf_token(request)
         base = str(request.scope.get("root_path") or "").rstrip("/")
-        html = _ENV.get_template(name).render(base=base, csrf=csrf, **values)
+        signs_out = self.app.auth.token is not None
+        html = _ENV.get_template(name).render(base=base, csrf=csrf, signs_out=signs_out, **values)
         response = HTMLResponse(html, status_code=code)
         if request.cookies.get(CSRF_COOKIE) != csrf:
             response.set_cookie(CSRF_COOKIE, csrf, samesite="strict", path=base or "/")

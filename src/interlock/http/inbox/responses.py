@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from starlette.responses import Response, StreamingResponse
@@ -11,15 +11,18 @@ from ...errors import InterlockError
 from ..sse import encode
 from ..status import error_body, http_status
 
+Headers = Sequence[tuple[bytes, bytes]]
 
-def json_response(payload: Any, *, code: int = 200) -> Response:
+
+def json_response(payload: Any, *, code: int = 200, headers: Headers = ()) -> Response:
     """A JSON response (compact, ASCII)."""
-    return Response(encode(payload), status_code=code, media_type="application/json")
+    extra = {name.decode("latin-1"): value.decode("latin-1") for name, value in headers}
+    return Response(encode(payload), status_code=code, media_type="application/json", headers=extra)
 
 
-def json_error(exc: InterlockError, *, code: int | None = None) -> Response:
-    """``{status, message, details?}`` with the HTTP code of the canonical status."""
-    return json_response(error_body(exc), code=code or http_status(exc))
+def json_error(exc: InterlockError, *, code: int | None = None, headers: Headers = ()) -> Response:
+    """``{status, message, details?}`` with the HTTP code of the canonical status (or ``code``)."""
+    return json_response(error_body(exc), code=code or http_status(exc), headers=headers)
 
 
 def event_stream(chunks: AsyncIterator[bytes]) -> Response:

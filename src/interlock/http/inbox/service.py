@@ -20,7 +20,7 @@ from ...agent_io import AgentOutput
 from ...agents import PromptAgent
 from ...claims import claim_state
 from ...delegation import tool_for
-from ...durations import parse_duration
+from ...durations import parse_duration, parse_whole
 from ...errors import AbortedError, ClaimConflictError, InvalidArgumentError, SnapshotNotFoundError
 from ...inbox import Answer, Approve, AuditEntry, Edit, Inbox, PendingInterrupt, Reject, Respond, Restart
 from ...tools import Tool
@@ -91,14 +91,7 @@ def parse_filters(query: Mapping[str, str]) -> Filters:
 
 def _duration(query: Mapping[str, str], key: str) -> timedelta | None:
     text = query.get(key)
-    if not text:
-        return None
-    if text.isdigit():
-        return timedelta(seconds=int(text))
-    try:
-        return parse_duration(text)
-    except InvalidArgumentError as exc:
-        raise InvalidArgumentError(f"{key}: {exc.message}") from None
+    return parse_duration(text, key) if text else None
 
 
 def _flag(text: str | None) -> bool | None:
@@ -110,11 +103,7 @@ def _flag(text: str | None) -> bool | None:
 
 
 def _limit(text: str | None) -> int:
-    if not text:
-        return 50
-    if not text.isdigit() or not 1 <= int(text) <= MAX_LIMIT:
-        raise InvalidArgumentError(f"limit must be a whole number from 1 to {MAX_LIMIT}, not {text!r}")
-    return int(text)
+    return parse_whole(text, "limit", low=1, high=MAX_LIMIT) if text else 50
 
 
 def cursor_of(item: PendingInterrupt) -> str:
