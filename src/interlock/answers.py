@@ -6,7 +6,7 @@ The rules are in :mod:`interlock.inbox`'s docs; :func:`entry` applies them to on
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from . import metadata as md
@@ -19,6 +19,7 @@ from .middleware import approve as approve_hold
 from .middleware import deny as deny_hold
 from .parts import ToolRequestPart, ToolResponsePart
 from .tool_context import to_json
+from .tools import Tool
 
 if TYPE_CHECKING:
     from .inbox import PendingInterrupt, ResumableAgent
@@ -122,8 +123,11 @@ def entry(item: PendingInterrupt, answer: Answer, agent: ResumableAgent) -> Tool
     part = item.part
     if item.in_doubt:
         return _in_doubt(item, answer)
+    found = tool_for(agent, part) if isinstance(agent, PromptAgent) else None
+    note: str | None = None
     if isinstance(answer, Reject) and answer.reason is not None:
-        answer = _with_reason(item, answer)
+        note = None if item.is_hold or _takes_reason(found) else answer.reason
+        answer = _with_reason(item, answer, into_payload=note is None)
     if isinstance(answer, Respond) or (isinstance(answer, Reject) and answer.output is not None and not item.is_hold):
         label: DecisionLabel | None = "deny" if isinstance(answer, Reject) else None
         return Decision.respond(to_json(answer.output), decision=label).answer(part)
@@ -135,7 +139,6 @@ def entry(item: PendingInterrupt, answer: Answer, agent: ResumableAgent) -> Tool
         if answer.payload is not None:
             raise UsageError(f"{item.label} is held for approval: a rejection never runs it, so it takes no payload")
         return deny_hold(part, None if answer.output is None else to_json(answer.output))
-    found = tool_for(agent, part) if isinstance(agent, PromptAgent) else None
     if found is not None and found.is_interrupt_only:
         raise UsageError(f"tool {item.tool!r} never runs (it only asks); answer {item.label} with respond")
     if isinstance(answer, Restart):
@@ -146,11 +149,25 @@ def entry(item: PendingInterrupt, answer: Answer, agent: ResumableAgent) -> Tool
         payload = _payload_dict(answer.payload, item)
     if isinstance(answer, Edit):
         return Decision.restart(payload, input=to_json(answer.input), decision="approve").answer(part)
-    return Decision.restart(payload, decision="approve" if approved else "deny").answer(part)
+    denied = Decision.restart(payload, decision="approve" if approved else "deny").answer(part)
+    return denied if note is None else replace(denied, metadata={**(denied.metadata or {}), md.REASON: note})
 
 
-def _with_reason(item: PendingInterrupt, answer: Reject) -> Reject:
-    """A rejection's ``reason`` as the note a held or in-doubt call gets, or in a tool's own restart payload."""
+def _takes_reason(tool: Tool[Any, Any, Any] | None) -> bool:
+    """Whether a rejection's reason may ride in the tool's resume payload (strict answers refuse unknown keys)."""
+    if tool is None or tool.lax_answers:
+        return True
+    schema = tool.resume_schema or {}
+    properties: Any = schema.get("properties")
+    return (is_object(properties) and "reason" in properties) or bool(schema.get("additionalProperties"))
+
+
+def _with_reason(item: PendingInterrupt, answer: Reject, *, into_payload: bool = True) -> Reject:
+    """A rejection's ``reason`` as the note a held or in-doubt call gets, or in a tool's own restart payload.
+
+    A tool whose resume payload has no ``reason`` field gets the reason as the entry's
+    ``metadata.reason`` instead (``into_payload=False``): the audit keeps it either way.
+    """
     given: Any = answer.payload
     if answer.output is not None or (given is not None and not isinstance(given, dict)):
         raise UsageError(f"a rejection of {item.label} takes a reason, or an output or payload of its own; not both")
@@ -159,6 +176,8 @@ def _with_reason(item: PendingInterrupt, answer: Reject) -> Reject:
     if item.in_doubt:
         return Reject(output={"skipped": True, "message": answer.reason})
     base: Any = {"approved": False} if given is None else to_json(given)
+    if not into_payload:
+        return Reject(payload=base)
     return Reject(payload={**cast(dict[str, Any], base), "reason": answer.reason})
 
 

@@ -165,8 +165,11 @@ def audit_record(resume: Resume, context: Mapping[str, Any], *, plan: ResumePlan
         "by": identity if isinstance(identity, (str, int, float, dict)) else None,
         "at": utcnow().isoformat(),
         "respond": [respond_row(p) for p in resume.respond],
-        "restart": [
-            {"name": p.name, "ref": p.ref, "decision": label(p), "payload": md.without_approval(p.meta(md.RESUMED))}
-            for p in resume.restart
-        ],
+        "restart": [_restart_row(p, label(p)) for p in resume.restart],
     }
+
+
+def _restart_row(p: ToolRequestPart, decision: DecisionLabel | None) -> dict[str, Any]:
+    row = {"name": p.name, "ref": p.ref, "decision": decision, "payload": md.without_approval(p.meta(md.RESUMED))}
+    reason = p.meta(md.REASON)
+    return row if reason is None else {**row, "reason": reason}

@@ -96,6 +96,7 @@ class AuditAnswer:
             inbox's approve/reject, a tool's declared rule), else ``None``: never guessed.
         payload: a restart's resume payload, as sent (without the approval marker).
         output: a respond's output.
+        reason: a rejection's reason, when the tool's resume payload has no field for it.
     """
 
     kind: str
@@ -104,6 +105,7 @@ class AuditAnswer:
     decision: DecisionLabel | None = None
     payload: Any = None
     output: Any = None
+    reason: str | None = None
 
     @property
     def approved(self) -> bool | None:
@@ -131,8 +133,11 @@ class AuditEntry:
     restart: list[AuditAnswer]
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict (the time as ISO 8601)."""
-        return asdict(self) | {"at": self.at.isoformat() if self.at else None}
+        """A JSON-ready dict (the time as ISO 8601; an answer's ``reason`` only when it has one)."""
+        out = asdict(self) | {"at": self.at.isoformat() if self.at else None}
+        for kind in ("respond", "restart"):
+            out[kind] = [{k: v for k, v in row.items() if k != "reason" or v is not None} for row in out[kind]]
+        return out
 
     @classmethod
     def from_snapshot(cls, snap: Snapshot) -> AuditEntry | None:
@@ -199,6 +204,7 @@ def _entry_of(snap: Snapshot, record: dict[str, Any]) -> AuditEntry:
                 decision=_decision(r),
                 payload=r.get("payload"),
                 output=r.get("output"),
+                reason=r.get("reason") if isinstance(r.get("reason"), str) else None,
             )
             for r in found
         ]

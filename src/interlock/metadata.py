@@ -13,6 +13,7 @@ key                       where, and what it means
 ``interruptResponse``     respond entry: it answers an interrupt (``True`` or a dict)
 ``source``                tool response: ``"pending"`` for a parked output reused
 ``toolApproved``          in ``resumed``: an explicit approval (``true``) or denial (``false``)
+``reason``                restart entry: a rejection's reason the tool's resume payload has no field for
 ``toolApproval``          in a hold's interrupt data: our marker of a middleware hold
 ``reclaimedFrom``         snapshot: the turn whose lapsed claim a resume took over
 ``effectInDoubt``         in an interrupt's data: the journal cannot tell whether the call took effect
@@ -55,6 +56,7 @@ __all__ = [
     "INTERRUPT_RESPONSE",
     "PENDING",
     "PENDING_OUTPUT",
+    "REASON",
     "RECLAIMED_FROM",
     "REQUEUED",
     "RESUME_TOKEN",
@@ -113,6 +115,7 @@ DECISION = "decision"
 IN_DOUBT = "effectInDoubt"
 """In an interrupt's data: the effect journal paused this call because an earlier attempt may have taken effect."""
 RECLAIMED_FROM = "reclaimedFrom"
+REASON = "reason"
 """Snapshot metadata: the turn whose lapsed claim a resume took over."""
 REQUEUED = "requeued"
 """Pending snapshot metadata: how many times a worker's sweeper re-enqueued its orphaned hand-off."""
