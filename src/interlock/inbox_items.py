@@ -134,9 +134,10 @@ class AuditEntry:
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (the time as ISO 8601; an answer's ``reason`` only when it has one)."""
-        out = asdict(self) | {"at": self.at.isoformat() if self.at else None}
+        out: dict[str, Any] = asdict(self) | {"at": self.at.isoformat() if self.at else None}
         for kind in ("respond", "restart"):
-            out[kind] = [{k: v for k, v in row.items() if k != "reason" or v is not None} for row in out[kind]]
+            rows: list[dict[str, Any]] = out[kind]
+            out[kind] = [{k: v for k, v in row.items() if k != "reason" or v is not None} for row in rows]
         return out
 
     @classmethod
