@@ -73,3 +73,12 @@ def check_layout(con: sqlite3.Connection, path: str) -> None:
         con.execute(f"SELECT id, tenant, session_id FROM {SESSIONS} LIMIT 0")
     except sqlite3.OperationalError as exc:
         raise _foreign(path, str(exc)) from exc
+
+
+def stopped(path: str, exc: BaseException) -> UnavailableError:
+    """The error of every call to the SQLite store at ``path`` once its worker thread has died of ``exc``."""
+    return UnavailableError(
+        f"the SQLite store at {path!r} stopped serving: its worker thread failed ({type(exc).__name__}: {exc}); "
+        "retrying will not help until the store is opened again: restart the process (or close the store and "
+        "open a new one), and report this failure"
+    )
