@@ -19,6 +19,7 @@ from typing import Any
 import psycopg
 from psycopg import AsyncConnection
 
+from ._pg_plumbing import connect_seconds
 from ._pg_schema import CHANNEL
 
 Guard = Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]
@@ -66,7 +67,9 @@ class Listener:
         delay = 0.05
         while True:
             try:
-                con = await AsyncConnection.connect(self._dsn, autocommit=True)
+                con = await AsyncConnection.connect(
+                    self._dsn, autocommit=True, connect_timeout=connect_seconds(self._timeout)
+                )
                 async with con:
                     await con.execute(f"LISTEN {CHANNEL}")
                     if self._listening is not None and not self._listening.done():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from abc import abstractmethod
 from collections.abc import Awaitable, Callable
 from typing import Any, LiteralString, TypeVar
@@ -56,6 +57,7 @@ class PgPlumbing:
     dsn: str
     upgrade: bool
     connect_timeout: float
+    pool_timeout: float
     upgraded_from: int | None
     _pool: AsyncConnectionPool[Conn]
     _closed: bool
@@ -123,7 +125,10 @@ class PgPlumbing:
         except InterlockError:
             raise
         except PoolTimeout as exc:
-            raise UnavailableError(f"{self.where} has no free connection ({exc}); retrying may help") from exc
+            raise UnavailableError(
+                f"{self.where} found no connection to the database within {self.pool_timeout:g} s (the server is down, "
+                f"unreachable or has no free connection: {exc}); retrying may help"
+            ) from exc
         except psycopg.Error as exc:
             raise pg_error(exc, self.where) from exc
         except UnicodeEncodeError as exc:
@@ -132,7 +137,7 @@ class PgPlumbing:
     async def _prepare_schema(self) -> None:
         """Check the schema version; create or migrate the tables under an advisory lock if needed."""
         con = await AsyncConnection.connect(
-            self.dsn, autocommit=True, connect_timeout=max(1, int(self.connect_timeout))
+            self.dsn, autocommit=True, connect_timeout=connect_seconds(self.connect_timeout)
         )
         async with con:
             if await _stored_version(con) == CURRENT:  # the usual case: no lock, no DDL (a read-only role may open)
@@ -161,6 +166,11 @@ class PgPlumbing:
                 if todo:
                     await con.execute(STAMP, (CURRENT,))
                     self.upgraded_from = found
+
+
+def connect_seconds(timeout: float) -> int:
+    """The ``connect_timeout`` to give libpq for ``timeout`` seconds (whole seconds; libpq waits at least 2)."""
+    return max(2, math.ceil(timeout))
 
 
 async def _transaction(

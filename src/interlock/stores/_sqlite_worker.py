@@ -12,6 +12,11 @@ takes every job waiting when it wakes (a *batch*) and runs:
   again in a new transaction (updaters are pure, and may run again);
 * the other calls (opening, closing), one by one.
 
+A failing ``COMMIT`` or ``ROLLBACK`` (a damaged page, an I/O error) fails the jobs it concerns
+and leaves no transaction open (the connection is reopened if rolling back fails too): the
+thread goes on serving. Should it die all the same (a bug), every waiting and later job fails
+at once with the error ``died`` makes (:attr:`Worker.dead`), instead of waiting for ever.
+
 Only then are the batch's futures resolved, with one hand-off per event loop: no write is
 acknowledged before the ``COMMIT`` that made it durable returned, exactly as when every
 save had a transaction of its own. The group's transaction is ``synchronous=FULL`` unless
@@ -30,6 +35,7 @@ busy, it copies what it can (``PASSIVE``) and tries again :attr:`Worker.busy_bac
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import queue
 import sqlite3
@@ -41,6 +47,8 @@ from typing import Any, Literal
 from ._sqlite_errors import is_busy
 
 JobKind = Literal["read", "write", "call"]
+
+_log = logging.getLogger("interlock.stores.sqlite")
 
 
 @dataclass(slots=True, eq=False)
@@ -104,8 +112,23 @@ class Worker:
     busy_backoff = 100
     """Commits to wait before trying again, when another connection kept a checkpoint from finishing."""
 
-    def __init__(self, connect: Callable[[], sqlite3.Connection], wal_path: str | None, *, name: str) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], sqlite3.Connection],
+        wal_path: str | None,
+        *,
+        name: str,
+        reset: Callable[[], None],
+        died: Callable[[BaseException], Exception],
+    ) -> None:
         self._connect = connect
+        self._reset = reset
+        """Closes the connection (the next ``connect()`` opens a new one)."""
+        self._died = died
+        """The error for every job once the thread has died of the given exception."""
+        self.dead: Exception | None = None
+        """Set when the thread has died: the error every job gets."""
+        self._batch: list[Job] = []
         self._wal_path = wal_path
         self._name = name
         self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
@@ -131,7 +154,7 @@ class Worker:
         than such a write. ``fn`` must make its change with one statement, which is then its own
         transaction (autocommit): a lock refused at it changes nothing.
         """
-        if not self._queue.empty() or not self._busy.acquire(blocking=False):
+        if self.dead is not None or not self._queue.empty() or not self._busy.acquire(blocking=False):
             return False, None
         try:
             if not self._queue.empty():
@@ -159,6 +182,8 @@ class Worker:
         job = Job(kind, fn, args, loop, loop.create_future(), durable)
         self._start()
         self._queue.put(job)
+        if self.dead is not None:  # nobody takes it: fail it (and any other left in the queue)
+            self._fail_queued(self.dead)
         return job
 
     def stop(self) -> None:
@@ -180,8 +205,33 @@ class Worker:
     # on the worker thread ---------------------------------------------------------------------
 
     def _main(self) -> None:
+        try:
+            self._serve()
+        except BaseException as exc:  # a bug: fail every job, now and later, rather than leave them waiting
+            _log.error("the SQLite worker thread %r died: its store fails every call now", self._name, exc_info=exc)
+            self.dead = self._died(exc)
+            for job in self._batch:
+                job.fail(self.dead)
+            _hand_back(self._batch)
+            self._fail_queued(self.dead)
+
+    def _fail_queued(self, error: Exception) -> None:
+        """Fail every job in the queue with ``error`` (the thread is gone)."""
+        jobs: list[Job] = []
+        while True:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if job is not None:
+                job.fail(error)
+                jobs.append(job)
+        _hand_back(jobs)
+
+    def _serve(self) -> None:
         while True:
             batch: list[Job] = []
+            self._batch = batch
             item = self._queue.get()
             stopping = item is None
             if item is not None:
@@ -201,6 +251,7 @@ class Worker:
                         self._checkpoint()
                     self._execute(batch)
                 _hand_back(batch)  # after the lock: a caller woken by it may run a write here at once
+                self._batch = []
             if stopping:
                 return
             if self._queue.empty() and self._wal_past(self.wal_soft):
@@ -227,12 +278,9 @@ class Worker:
             for job in jobs:
                 job.fail(exc)
             return
-        try:
-            for job in jobs:
-                job.run(con)
-        finally:
-            if con.in_transaction:
-                con.execute("COMMIT")
+        for job in jobs:
+            job.run(con)
+        self._end(con, "COMMIT")  # a read transaction: its end changes nothing the jobs read
 
     def _write(self, jobs: list[Job]) -> list[Job]:
         """Run ``jobs`` in one transaction; returns those to run again (an error ended the transaction)."""
@@ -248,29 +296,57 @@ class Worker:
         if len(jobs) == 1:  # alone in its transaction: the transaction is its savepoint
             jobs[0].run(con)
             if not jobs[0].ok:
-                if con.in_transaction:
-                    con.execute("ROLLBACK")
+                self._end(con, "ROLLBACK")
                 return []
             applied = jobs
         for i, job in enumerate(jobs if len(jobs) > 1 else ()):
-            con.execute("SAVEPOINT job")
-            job.run(con)
+            _in_savepoint(con, job)
             if job.ok:
-                con.execute("RELEASE job")
                 applied.append(job)
-            elif not _undo(con):
+            elif not self._undo(con):
                 return [*applied, *jobs[i + 1 :]]  # the transaction is gone, and the work of those with it
-        try:
-            con.execute("COMMIT")
-        except BaseException as exc:
-            if con.in_transaction:
-                con.execute("ROLLBACK")
+        error = self._end(con, "COMMIT")
+        if error is not None:
             for job in applied:
-                job.fail(exc)
+                job.fail(error)
             return []
         self.commits += 1
         self.writes += len(applied)
         return []
+
+    def _undo(self, con: sqlite3.Connection) -> bool:
+        """Roll back to the job's savepoint; ``False`` if the transaction itself is gone (or now ended)."""
+        if not con.in_transaction:
+            return False
+        try:
+            con.execute("ROLLBACK TO job")
+            con.execute("RELEASE job")
+        except sqlite3.Error:
+            self._end(con, "ROLLBACK")
+            return False
+        return True
+
+    def _end(self, con: sqlite3.Connection, sql: Literal["COMMIT", "ROLLBACK"]) -> sqlite3.Error | None:
+        """End the transaction with ``sql``; the error if that failed. Leaves no transaction open, whatever happens.
+
+        A ``COMMIT`` that fails is rolled back; if rolling back fails too (or leaves the
+        transaction open), the connection is closed, and the next job opens a new one.
+        """
+        error: sqlite3.Error | None = None
+        try:
+            if con.in_transaction:
+                con.execute(sql)
+        except sqlite3.Error as exc:
+            error = exc
+        if con.in_transaction:
+            try:
+                con.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+        if con.in_transaction:
+            self._reset()
+            self._synchronous = "FULL"  # what a new connection starts with
+        return error
 
     def _set_synchronous(self, con: sqlite3.Connection, level: str) -> None:
         if level != self._synchronous:
@@ -307,15 +383,16 @@ class Worker:
             pass  # housekeeping only: the next commit says what is wrong, if anything is
 
 
-def _undo(con: sqlite3.Connection) -> bool:
-    """Roll back to the job's savepoint; ``False`` if the transaction itself is gone."""
-    if not con.in_transaction:
-        return False
+def _in_savepoint(con: sqlite3.Connection, job: Job) -> None:
+    """Run a write under its own savepoint (released if it succeeds; see :meth:`Worker._undo` if not)."""
     try:
-        con.execute("ROLLBACK TO job")
-        con.execute("RELEASE job")
-    except sqlite3.Error:
-        if con.in_transaction:
-            con.execute("ROLLBACK")
-        return False
-    return True
+        con.execute("SAVEPOINT job")
+    except sqlite3.Error as exc:
+        job.fail(exc)
+        return
+    job.run(con)
+    if job.ok:
+        try:
+            con.execute("RELEASE job")
+        except sqlite3.Error as exc:
+            job.fail(exc)

@@ -30,7 +30,8 @@ psycopg 3's async API and a connection pool:
   refused with ``FAILED_PRECONDITION`` naming ``interlock db upgrade --store URL``, which
   opens the store with ``upgrade=True`` (see :mod:`interlock.stores._versions`).
 
-Errors are typed: an unreachable server is ``UNAVAILABLE``, a refused login
+Errors are typed: an unreachable server is ``UNAVAILABLE`` (after ``pool_timeout``, 5 s by
+default, when no pooled connection can be had: calls never wait for the database without bound), a refused login
 ``UNAUTHENTICATED``, a missing database or foreign tables ``FAILED_PRECONDITION``, a read-only
 server ``PERMISSION_DENIED``, a value PostgreSQL cannot store (a NUL character in an id)
 ``INVALID_ARGUMENT``.
@@ -65,7 +66,7 @@ from . import JournalUpdater, SnapshotInfo, Updater, check_tenant
 from . import _pg_journal as journal_rows
 from . import _pg_outbox as outbox
 from ._pg_listen import Listener
-from ._pg_plumbing import PgPlumbing
+from ._pg_plumbing import PgPlumbing, connect_seconds
 from ._pg_rows import Conn, PgRows
 from ._pg_schema import CURRENT, TABLE
 from ._row_codec import to_us
@@ -96,7 +97,11 @@ class PostgresStore(PgPlumbing):
             without it an older schema is refused.
         min_size: the connection pool's lower bound.
         max_size: the connection pool's upper bound.
-        connect_timeout: seconds to wait for the server (and for a free pooled connection).
+        connect_timeout: seconds to wait for the server to accept a new connection (libpq's
+            ``connect_timeout``, whole seconds, at least 2).
+        pool_timeout: seconds a call waits for a pooled connection (a new one included) before it
+            fails with ``UNAVAILABLE``: during an outage calls fail after this long instead of
+            waiting for the database to come back.
         cache_bytes: how much the LRU cache of message lists may hold, in bytes of their
             stored JSON (a history's objects take a few times that in memory).
     """
@@ -112,7 +117,8 @@ class PostgresStore(PgPlumbing):
         upgrade: bool = False,
         min_size: int = 1,
         max_size: int = 10,
-        connect_timeout: float = 30.0,
+        connect_timeout: float = 10.0,
+        pool_timeout: float = 5.0,
         cache_bytes: int = 64 << 20,
     ) -> None:
         if not isinstance(dsn, str) or not dsn.strip():  # pyright: ignore[reportUnnecessaryIsInstance]
@@ -121,6 +127,7 @@ class PostgresStore(PgPlumbing):
         self.reject_branching = reject_branching
         self.upgrade = upgrade
         self.connect_timeout = connect_timeout
+        self.pool_timeout = pool_timeout
         self.upgraded_from: int | None = None
         """The schema version found on open when migrations ran (``None``: none were needed)."""
         self._rows = PgRows(cache_bytes)
@@ -128,9 +135,9 @@ class PostgresStore(PgPlumbing):
             dsn,
             min_size=min_size,
             max_size=max_size,
-            kwargs={"autocommit": True},
+            kwargs={"autocommit": True, "connect_timeout": connect_seconds(connect_timeout)},
             open=False,
-            timeout=connect_timeout,
+            timeout=pool_timeout,
         )
         self._listener = Listener(dsn, connect_timeout, self._guard)
         self._opened = False

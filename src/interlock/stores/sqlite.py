@@ -49,7 +49,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
-from ..errors import InvalidArgumentError, UsageError
+from ..errors import InvalidArgumentError, UnavailableError, UsageError
 from ..interrupt_index import InterruptQuery, OpenInterrupt
 from ..journal import Expecting, JournalEntry
 from ..outbox import OutboxEvent
@@ -58,7 +58,7 @@ from ..telemetry import hooks
 from . import JournalUpdater, SnapshotInfo, Updater, check_tenant
 from . import _sqlite_journal as journal
 from . import _sqlite_outbox as outbox
-from ._sqlite_errors import check_layout, is_busy, sqlite_error
+from ._sqlite_errors import check_layout, is_busy, sqlite_error, stopped
 from ._sqlite_migrate import CURRENT, prepare
 from ._sqlite_rows import SnapshotRows
 from ._sqlite_schema import create_indexes, path_of
@@ -118,7 +118,9 @@ class SQLiteStore:
         self._rows = SnapshotRows(cache_bytes)
         self._con: sqlite3.Connection | None = None
         wal = None if self.path == ":memory:" else os.path.abspath(self.path) + "-wal"
-        self._worker = Worker(self._db, wal, name="interlock-sqlite")
+        self._worker = Worker(
+            self._db, wal, name="interlock-sqlite", reset=self._close_db, died=lambda exc: stopped(self.path, exc)
+        )
         self._closed = False
         self._watchers: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
 
@@ -154,9 +156,11 @@ class SQLiteStore:
             return
         self._closed = True
         try:
-            await self._worker.submit("call", self._close_db, ()).future
+            with contextlib.suppress(UnavailableError):  # only a dead worker thread refuses it (closed below)
+                await self._worker.submit("call", self._close_db, ()).future
         finally:
             self._worker.stop()
+            self._close_db()  # nothing left to do, unless the worker thread died first
 
     # SessionStore ---------------------------------------------------------------------------
 
@@ -351,10 +355,11 @@ class SQLiteStore:
         return con
 
     def _close_db(self) -> None:
-        if self._con is not None:
-            self._con.close()
-            self._con = None
+        con, self._con = self._con, None
         self._rows.clear()
+        if con is not None:
+            with contextlib.suppress(sqlite3.Error):  # closing rolls back what is open; nothing to report
+                con.close()
 
     # work on the worker thread ---------------------------------------------------------------
 
