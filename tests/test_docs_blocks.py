@@ -78,6 +78,21 @@ def test_every_page_with_code_has_runnable_blocks() -> None:
     assert ROOT / "README.md" in pages and len(pages) >= 10, sorted(str(p) for p in pages)
 
 
+def test_the_readme_is_short_and_shows_a_complete_example_early() -> None:
+    readme = ROOT / "README.md"
+    text = readme.read_text()
+    first = blocks(text, readme)[0]
+    assert len(text.splitlines()) <= 250, "the README is for newcomers: move details to docs/"
+    assert first.line <= 80, f"the README's first Python block starts at line {first.line}"
+    assert len(first.code.splitlines()) <= 40, "the README's first example has more than 40 lines"
+
+
+def test_every_local_link_of_the_readme_exists() -> None:
+    targets = re.findall(r"\]\((?!https?:)([^)#\s]+)(?:#[^)]*)?\)", (ROOT / "README.md").read_text())
+    assert targets, "no links found: the pattern is wrong"
+    assert [t for t in targets if not (ROOT / t).exists()] == []
+
+
 @pytest.mark.parametrize("block", ALL, ids=[b.id for b in ALL])
 def test_block_runs(block: Block, tmp_path: pathlib.Path) -> None:
     script = tmp_path / "block.py"

@@ -1,4 +1,4 @@
-"""The examples in examples/ (one per README scenario) run as documented and print what they claim."""
+"""The examples in examples/ (one per scenario of the docs guides) run as documented and print what they claim."""
 
 from __future__ import annotations
 
