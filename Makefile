@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck docs unit bench clean postgres browser
+.PHONY: demo test lint typecheck docs unit bench regress clean postgres browser
 
 $(STAMP): pyproject.toml
 	@echo "==> creating $(VENV) and installing interlock with its dev tools (pip shows each package as it goes)"
@@ -61,7 +61,9 @@ unit: $(STAMP) $(LOCAL_STAMP) $(INTEROP_STAMP) postgres browser
 
 test: lint typecheck docs unit
 
+# First: CPU per operation of this checkout against the wave-1 commit, interleaved (bench/regress.py).
 bench: $(STAMP) postgres
+	$(BIN)/python bench/regress.py --base 6f3566d
 	$(BIN)/python bench/core.py
 	$(BIN)/python bench/agents.py
 	$(BIN)/python bench/store.py
@@ -81,6 +83,13 @@ bench: $(STAMP) postgres
 	$(BIN)/python bench/delegation.py
 	$(BIN)/python bench/workers.py
 	$(BIN)/python bench/effects.py  # last: it exits 1 while the journal's cost is over its target
+
+# The same comparison against a commit of your choice: `make regress BASE=e974be2` (PAIRS=, OPS= optional).
+PAIRS ?= 10
+OPS ?= 300
+regress: $(STAMP)
+	@test -n "$(BASE)" || { echo "make regress needs BASE=<commit>, e.g. make regress BASE=e974be2"; exit 2; }
+	$(BIN)/python bench/regress.py --base $(BASE) --pairs $(PAIRS) --ops $(OPS)
 
 clean:
 	rm -rf $(VENV) .interop build dist .coverage .coverage.*
