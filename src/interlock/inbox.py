@@ -346,6 +346,22 @@ class Inbox:
         call to that tool) to an answer, which must cover every interrupt. ``tokens`` maps a
         ref to the resume token its answer carries (an answer link's); by default, the stored one.
         """
+        agent, resume = await self.resume_for(snapshot_id, answers, tenant=tenant, tokens=tokens)
+        return await agent.run(resume=resume, snapshot_id=snapshot_id, context=_context(identity, tenant))
+
+    async def resume_for(
+        self,
+        snapshot_id: str,
+        answers: Answer | Mapping[str, Answer],
+        *,
+        tenant: str | None = None,
+        tokens: Mapping[str, str] | None = None,
+    ) -> tuple[ResumableAgent, Resume]:
+        """The agent and the resume :meth:`answer_all` runs, without running it (a protocol adapter streams it).
+
+        The same checks as :meth:`answer_all`: the snapshot waits (:meth:`get`), the answers
+        cover its interrupts, each token names one of them.
+        """
         items = await self.get(snapshot_id, tenant=tenant)
         unknown = sorted(set(tokens or {}) - {i.ref for i in items if i.ref})
         if unknown:
@@ -354,7 +370,7 @@ class Inbox:
             (_carrying(item, (tokens or {}).get(item.ref or "")), a)
             for item, a in match_all(snapshot_id, items, answers)
         ]
-        return await self._resume(snapshot_id, pairs, identity, tenant)
+        return self._resume_of(snapshot_id, pairs)
 
     async def answer(
         self,
@@ -386,13 +402,19 @@ class Inbox:
     async def _resume(
         self, snapshot_id: str, pairs: list[tuple[PendingInterrupt, Answer]], identity: Any, tenant: str | None
     ) -> AgentOutput:
+        agent, resume = self._resume_of(snapshot_id, pairs)
+        return await agent.run(resume=resume, snapshot_id=snapshot_id, context=_context(identity, tenant))
+
+    def _resume_of(
+        self, snapshot_id: str, pairs: list[tuple[PendingInterrupt, Answer]]
+    ) -> tuple[ResumableAgent, Resume]:
         agent = self._agent_named(snapshot_id, pairs[0][0].agent)
         entries = [entry(item, answer, agent) for item, answer in pairs]
         resume = Resume(
             respond=[e for e in entries if isinstance(e, ToolResponsePart)],
             restart=[e for e in entries if isinstance(e, ToolRequestPart)],
         )
-        return await agent.run(resume=resume, snapshot_id=snapshot_id, context=_context(identity, tenant))
+        return agent, resume
 
     # agents ------------------------------------------------------------------------------------
 

@@ -42,8 +42,8 @@ from typing import Any, cast
 from urllib.parse import parse_qsl
 
 from .._json_object import is_object
-from ..agent_io import AgentInput, AgentOutput, as_input
-from ..agents import Agent, AgentConnection
+from ..agent_io import AgentInput, AgentOutput
+from ..agents import Agent
 from ..errors import (
     CancelledError,
     InterlockError,
@@ -52,9 +52,10 @@ from ..errors import (
     PermissionDeniedError,
     UnimplementedError,
 )
-from ..sessions import Snapshot, check_state
+from ..sessions import Snapshot
 from ..telemetry.otel import incoming_trace
 from ..wire import chunk_to_json, init_from_json, input_from_json, output_to_json, snapshot_to_json
+from ._service import Caller, RunningTurn, ServedAgents
 from .asgi import (
     Action,
     ASGIMessage,
@@ -90,7 +91,6 @@ ContextProvider = Callable[[RequestInfo], "dict[str, Any] | Awaitable[dict[str, 
 :class:`~interlock.errors.InterlockError` (e.g. ``UnauthenticatedError``) to refuse it."""
 
 _COMPANIONS = ("getSnapshot", "abort", "waitForSnapshot")
-_SETTLED = frozenset({"completed", "failed", "aborted", "expired"})
 _SSE: Headers = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache"),
@@ -104,13 +104,18 @@ class _Turn:
     """Bookkeeping of one turn request."""
 
     agent: Agent
-    conn: AgentConnection
+    conn: RunningTurn
     started: float
     settled: bool = False
 
 
 class AgentServer:
     """An ASGI app serving agents over Genkit's HTTP protocol.
+
+    It is the Genkit adapter of the protocol seam: each route translates Genkit JSON into
+    the typed values of :class:`~interlock.http._service.AgentService` (``service``, over
+    ``agents``) and back; the context provider's dict becomes the
+    :class:`~interlock.http._service.Caller`.
 
     Args:
         agents: one agent, several, or a mapping of URL name to agent (kept as the
@@ -146,6 +151,7 @@ class AgentServer:
         self.agents: dict[str, Agent] = (
             dict(cast(Mapping[str, Agent], agents)) if isinstance(agents, Mapping) else {a.name: a for a in agents}
         )
+        self.service = ServedAgents(self.agents)
         self.base_path = "/" + base_path.strip("/") if base_path.strip("/") else ""
         self.context = context
         self.cors_origins = frozenset(cors_origins)
@@ -198,7 +204,7 @@ class AgentServer:
                 body, code = await health_report(self.agents, timeout=self.health_timeout)
                 await respond(send, code, body, cors)
                 return
-            agent, action = self._route(path)
+            name, agent, action = self._route(path)
             if method == "OPTIONS":
                 await self._preflight(headers, cors, send)
                 return
@@ -215,15 +221,15 @@ class AgentServer:
             info = RequestInfo(
                 method=method, path=path, headers=headers, query=query, client=client, agent=agent.name, action=action
             )
-            context = await self._context_for(info)
+            caller = Caller.of(await self._context_for(info))
             payload = json_body(body)
             if action == "turn":
                 accept, flag = headers.get("accept", ""), query.get("stream", "").lower()
                 stream = "text/event-stream" in accept or flag in ("true", "1")
                 with incoming_trace(headers):  # a traced caller's span becomes the parent of the turn's
-                    await self._turn(agent, payload, context, stream=stream, cors=cors, receive=receive, send=send)
+                    await self._turn(name, payload, caller, stream=stream, cors=cors, receive=receive, send=send)
             else:
-                result, code = await self._companion(agent, action, payload, context, receive)
+                result, code = await self._companion(name, action, payload, caller, receive)
                 await respond(send, code, result, cors)
         except ClientGone:
             return
@@ -237,16 +243,16 @@ class AgentServer:
             if not started:
                 await respond(send, 500, error_body(InternalError("Internal error")), cors)
 
-    def _route(self, path: str) -> tuple[Agent, Action]:
+    def _route(self, path: str) -> tuple[str, Agent, Action]:
         base = self.base_path
         if base and not (path == base or path.startswith(base + "/")):
             raise Reject(NotFoundError(f"no agent at {path!r}"))
         rest = path[len(base) :].strip("/")
         head, _, tail = rest.rpartition("/")
         if head and tail in _COMPANIONS and head in self.agents:
-            return self.agents[head], cast(Action, tail)
+            return head, self.agents[head], cast(Action, tail)
         if rest in self.agents:
-            return self.agents[rest], "turn"
+            return rest, self.agents[rest], "turn"
         raise Reject(NotFoundError(f"no agent at {path!r}"))
 
     def _cors(self, origin: str | None) -> Headers:
@@ -286,7 +292,7 @@ class AgentServer:
     # companions --------------------------------------------------------------------------
 
     async def _companion(
-        self, agent: Agent, action: Action, payload: dict[str, Any], context: dict[str, Any], receive: Receive
+        self, name: str, action: Action, payload: dict[str, Any], caller: Caller, receive: Receive
     ) -> tuple[dict[str, Any], int]:
         data: object = payload.get("data")
         if not is_object(data):
@@ -296,57 +302,49 @@ class AgentServer:
             if action == "abort":
                 if snapshot_id is None:
                     raise bad("abort needs a 'snapshotId'")
-                previous = await agent.abort(snapshot_id, context=context)
+                previous = await self.service.abort(name, snapshot_id, caller=caller)
                 return {"result": {"snapshotId": snapshot_id} | ({"status": previous} if previous else {})}, 200
             if snapshot_id is None and session_id is None:
                 raise bad(f"{action} needs a 'snapshotId' or a 'sessionId'")
             if action == "waitForSnapshot":
-                snap = await self._wait(agent, snapshot_id, session_id, context, receive)
+                snap = await self._wait(name, snapshot_id, session_id, caller, receive)
             else:
-                snap = await agent.get_snapshot(snapshot_id, session_id=session_id, context=context)
+                snap = await self.service.read(name, snapshot_id=snapshot_id, session_id=session_id, caller=caller)
         except NotFoundError:
-            missing = NotFoundError(f"Snapshot '{snapshot_id or session_id}' not found for agent '{agent.name}'.")
+            agent = self.agents[name].name
+            missing = NotFoundError(f"Snapshot '{snapshot_id or session_id}' not found for agent '{agent}'.")
             return error_body(missing), 404
         except InterlockError as exc:
             raise Reject(exc) from None
         return {"result": snapshot_to_json(snap)}, 200
 
     async def _wait(
-        self, agent: Agent, snapshot_id: str | None, session_id: str | None, context: dict[str, Any], receive: Receive
+        self, name: str, snapshot_id: str | None, session_id: str | None, caller: Caller, receive: Receive
     ) -> Snapshot:
-        """Wait until the snapshot settles, ``wait_timeout`` passes, or the client goes away (ClientGone).
-
-        Woken by the store's watch (:meth:`Agent.changed`: LISTEN/NOTIFY on PostgreSQL), so a
-        commit by any process answers at once.
-        """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.wait_timeout
+        """The service's wait, for at most ``wait_timeout``, or until the client goes away (ClientGone)."""
         gone = asyncio.ensure_future(disconnected(receive))
-        change: asyncio.Future[None] | None = None
+        waiting = asyncio.ensure_future(
+            self.service.wait(
+                name, snapshot_id=snapshot_id, session_id=session_id, timeout=self.wait_timeout, caller=caller
+            )
+        )
         try:
-            while True:
-                snap = await agent.get_snapshot(snapshot_id, session_id=session_id, context=context)
-                left = deadline - loop.time()
-                if snap.status in _SETTLED or left <= 0:
-                    return snap
-                change = asyncio.ensure_future(agent.changed(snap, timeout=left, context=context))
-                await asyncio.wait({gone, change}, return_when=asyncio.FIRST_COMPLETED)
-                if gone.done():
-                    raise ClientGone
-                change.result()
+            await asyncio.wait({gone, waiting}, return_when=asyncio.FIRST_COMPLETED)
+            if not waiting.done():
+                raise ClientGone
+            return waiting.result()
         finally:
-            for task in (gone, change):
-                if task is not None:
-                    task.cancel()
-            await asyncio.gather(*(t for t in (gone, change) if t is not None), return_exceptions=True)
+            for task in (gone, waiting):
+                task.cancel()
+            await asyncio.gather(gone, waiting, return_exceptions=True)
 
     # turns -------------------------------------------------------------------------------
 
     async def _turn(
         self,
-        agent: Agent,
+        name: str,
         payload: dict[str, Any],
-        context: dict[str, Any],
+        caller: Caller,
         *,
         stream: bool,
         cors: Headers,
@@ -354,23 +352,12 @@ class AgentServer:
         send: Send,
     ) -> None:
         input = cast(AgentInput, parse(input_from_json, payload.get("data"), "data (an AgentInput)"))
-        if input.message is None and input.resume is None and not input.detach:
-            raise bad("the agent input needs a 'message', a 'resume' or 'detach'")
         init = parse(init_from_json, payload.get("init"), "init (an AgentInit)")
-        if init.state is not None and (init.snapshot_id or init.session_id):
-            raise bad("init 'state' cannot be combined with 'snapshotId' or 'sessionId'")
-        try:  # the same input checks as a local call, before the turn starts
-            input = as_input(input)
-            if init.state is not None:
-                check_state(init.state, "init.state")
-        except InterlockError as exc:
+        try:
+            conn = await self.service.start(name, input, init, caller=caller)
+        except InterlockError as exc:  # refused before any agent work: a 4xx, not an error frame
             raise Reject(exc) from None
-        conn = agent.connect(
-            snapshot_id=init.snapshot_id, session_id=init.session_id, state=init.state, context=context
-        )
-        turn = _Turn(agent=agent, conn=conn, started=time.monotonic())
-        await conn.send(input)
-        await conn.close()
+        turn = _Turn(agent=self.agents[name], conn=conn, started=time.monotonic())
         pump = asyncio.ensure_future(self._stream(turn, cors, send) if stream else self._plain(turn, cors, send))
         watcher = asyncio.ensure_future(disconnected(receive))
         try:

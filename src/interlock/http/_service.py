@@ -1,0 +1,231 @@
+"""The protocol seam: what a wire protocol's adapter may ask of the agents a process serves.
+
+:class:`AgentService` is the interface: start a turn, resume a paused one with answers, read
+a snapshot, wait for it to settle, abort it, list its pending interrupts. Its values are
+the engine's own (:class:`~interlock.agent_io.AgentInput`, :class:`~interlock.agent_io.AgentInit`,
+:class:`~interlock.agent_io.AgentOutput`, :class:`~interlock.sessions.Snapshot`,
+:class:`~interlock.inbox.PendingInterrupt`, the inbox's answers); protocol JSON never
+crosses it. Who calls is a :class:`Caller` the adapter builds from its own authentication
+(the Genkit server's context provider); an adapter never reads a tenant off a request body.
+
+:class:`ServedAgents` implements it over local agents. It adds no rule of its own beyond
+the shape of a turn's start: validation, resume plans, fenced claims, resume tokens, the
+effect journal and tenancy all happen where they always do (``Agent.connect``, the engine,
+:class:`~interlock.inbox.Inbox`), so every protocol gets them once and the same.
+An adapter translates; it never re-implements a rule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from ..agent_interface import SETTLED
+from ..agent_io import AgentInit, AgentInput, AgentOutput, StreamChunk, as_input
+from ..agents import Agent
+from ..answers import Answer
+from ..errors import InvalidArgumentError, NotFoundError
+from ..inbox import Inbox, PendingInterrupt
+from ..sessions import Snapshot, check_state
+
+_NOT_CONTEXT = ("identity", "tenant")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Caller:
+    """Who asks: the identity an answer is recorded under, the tenant every read and write is scoped to.
+
+    ``extra`` is the rest of the agent context (tools read it as ``ctx.context``). A protocol
+    adapter builds it from what authenticated the request, never from the request's body.
+    """
+
+    identity: Any = None
+    tenant: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict[str, Any])
+
+    @classmethod
+    def of(cls, context: Mapping[str, Any]) -> Caller:
+        """The caller an agent context names (``identity`` and ``tenant`` keys; the rest is ``extra``)."""
+        extra = {k: v for k, v in context.items() if k not in _NOT_CONTEXT}
+        return cls(identity=context.get("identity"), tenant=context.get("tenant"), extra=extra)
+
+    def context(self) -> dict[str, Any]:
+        """The agent context: ``extra`` plus ``identity`` and ``tenant`` when set."""
+        named = {"identity": self.identity, "tenant": self.tenant}
+        return dict(self.extra) | {k: v for k, v in named.items() if v is not None}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AgentInfo:
+    """What a protocol advertises about a served agent (an MCP tool, an A2A card)."""
+
+    name: str
+    description: str
+    state_management: Literal["server", "client"]
+
+
+class RunningTurn(Protocol):
+    """A started turn: its stream chunks, then its output; ``cancel`` stops an attached one."""
+
+    def __aiter__(self) -> AsyncIterator[StreamChunk]: ...
+    async def output(self) -> AgentOutput: ...
+    def cancel(self) -> None: ...
+
+
+class AgentService(Protocol):
+    """The engine-facing interface every protocol adapter calls (see ``docs/architecture.md``).
+
+    ``agent`` is the name the agent is served under. Unknown agents, snapshots of another
+    agent and snapshots of another tenant are all NOT_FOUND.
+    """
+
+    def describe(self, agent: str) -> AgentInfo:
+        """The served agent ``agent``; NOT_FOUND when there is none."""
+        ...
+
+    def names(self) -> list[str]:
+        """The names of the served agents."""
+        ...
+
+    async def start(self, agent: str, input: AgentInput, init: AgentInit, *, caller: Caller) -> RunningTurn:
+        """Start one turn: a message, a resume (``input.resume``, Genkit's respond/restart parts), or a detach."""
+        ...
+
+    async def resume(
+        self,
+        agent: str,
+        snapshot_id: str,
+        answers: Answer | Mapping[str, Answer],
+        *,
+        caller: Caller,
+        tokens: Mapping[str, str] | None = None,
+    ) -> RunningTurn:
+        """Answer a paused snapshot's interrupts (one answer for all, or by ref) and start the resumed turn."""
+        ...
+
+    async def read(
+        self, agent: str, *, snapshot_id: str | None = None, session_id: str | None = None, caller: Caller
+    ) -> Snapshot:
+        """A snapshot by id, or a session's latest."""
+        ...
+
+    async def wait(
+        self,
+        agent: str,
+        *,
+        snapshot_id: str | None = None,
+        session_id: str | None = None,
+        timeout: float,
+        caller: Caller,
+    ) -> Snapshot:
+        """The snapshot once it settles (completed, failed, aborted, expired), or as it is after ``timeout``."""
+        ...
+
+    async def abort(self, agent: str, snapshot_id: str, *, caller: Caller) -> str | None:
+        """Abort a detached turn; its status before, or ``None`` when there is no such snapshot."""
+        ...
+
+    async def pending(
+        self, agent: str, *, snapshot_id: str | None = None, session_id: str | None = None, caller: Caller
+    ) -> list[PendingInterrupt]:
+        """The interrupts waiting for an answer in a snapshot, or in a session's latest; ``[]`` for none."""
+        ...
+
+
+class ServedAgents:
+    """:class:`AgentService` over agents in this process, by served name (``agents`` is kept, not copied)."""
+
+    def __init__(self, agents: dict[str, Agent]) -> None:
+        self.agents = agents
+
+    def describe(self, agent: str) -> AgentInfo:
+        found = self._agent(agent)
+        return AgentInfo(name=agent, description=found.description, state_management=found.state_management)
+
+    def names(self) -> list[str]:
+        return list(self.agents)
+
+    async def start(self, agent: str, input: AgentInput, init: AgentInit, *, caller: Caller) -> RunningTurn:
+        found = self._agent(agent)
+        input = check_start(input, init)
+        conn = found.connect(
+            snapshot_id=init.snapshot_id, session_id=init.session_id, state=init.state, context=caller.context()
+        )
+        await conn.send(input)
+        await conn.close()
+        return conn
+
+    async def resume(
+        self,
+        agent: str,
+        snapshot_id: str,
+        answers: Answer | Mapping[str, Answer],
+        *,
+        caller: Caller,
+        tokens: Mapping[str, str] | None = None,
+    ) -> RunningTurn:
+        found = self._agent(agent)
+        snap = await self.read(agent, snapshot_id=snapshot_id, caller=caller)  # this agent's, this tenant's
+        inbox = Inbox(found.store, agents={found.name: found})
+        _, resume = await inbox.resume_for(snap.snapshot_id, answers, tenant=caller.tenant, tokens=tokens)
+        return await self.start(agent, AgentInput(resume=resume), AgentInit(snapshot_id=snapshot_id), caller=caller)
+
+    async def read(
+        self, agent: str, *, snapshot_id: str | None = None, session_id: str | None = None, caller: Caller
+    ) -> Snapshot:
+        return await self._agent(agent).get_snapshot(snapshot_id, session_id=session_id, context=caller.context())
+
+    async def wait(
+        self,
+        agent: str,
+        *,
+        snapshot_id: str | None = None,
+        session_id: str | None = None,
+        timeout: float,
+        caller: Caller,
+    ) -> Snapshot:
+        """As :meth:`AgentService.wait`, woken by the store's watch, not a poll.
+
+        :meth:`Agent.changed` (LISTEN/NOTIFY on PostgreSQL), so a commit by any process answers at once.
+        """
+        found, context = self._agent(agent), caller.context()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            snap = await found.get_snapshot(snapshot_id, session_id=session_id, context=context)
+            left = deadline - loop.time()
+            if snap.status in SETTLED or left <= 0:
+                return snap
+            await found.changed(snap, timeout=left, context=context)
+
+    async def abort(self, agent: str, snapshot_id: str, *, caller: Caller) -> str | None:
+        return await self._agent(agent).abort(snapshot_id, context=caller.context())
+
+    async def pending(
+        self, agent: str, *, snapshot_id: str | None = None, session_id: str | None = None, caller: Caller
+    ) -> list[PendingInterrupt]:
+        found = self._agent(agent)
+        snap = await self.read(agent, snapshot_id=snapshot_id, session_id=session_id, caller=caller)
+        inbox = Inbox(found.store, agents={found.name: found})
+        items = await inbox.pending(agent=found.name, session_id=snap.session_id, tenant=caller.tenant)
+        return [i for i in items if i.snapshot_id == snap.snapshot_id]
+
+    def _agent(self, name: str) -> Agent:
+        found = self.agents.get(name)
+        if found is None:
+            raise NotFoundError(f"no agent named {name!r} is served here (served: {', '.join(self.agents) or 'none'})")
+        return found
+
+
+def check_start(input: AgentInput, init: AgentInit) -> AgentInput:
+    """The shape of a turn's start, refused (INVALID_ARGUMENT) before any agent work; the checked input."""
+    if input.message is None and input.resume is None and not input.detach:
+        raise InvalidArgumentError("the agent input needs a 'message', a 'resume' or 'detach'")
+    if init.state is not None and (init.snapshot_id or init.session_id):
+        raise InvalidArgumentError("init 'state' cannot be combined with 'snapshotId' or 'sessionId'")
+    checked = as_input(input)  # the same input checks as a local call
+    if init.state is not None:
+        check_state(init.state, "init.state")
+    return checked
