@@ -17,7 +17,7 @@ from .sessions import ErrorInfo, SessionState, Snapshot
 from .stores import SessionStore
 
 if TYPE_CHECKING:
-    from .runtime import RunnableAgent
+    from ._engine_protocols import RunnableAgent
 
 
 def build_output(

@@ -29,7 +29,7 @@ from .stores import SessionStore
 from .tokens import check_tokens
 
 if TYPE_CHECKING:
-    from .runtime import RunnableAgent
+    from ._engine_protocols import RunnableAgent
 
 
 class PreTurnFailure(Exception):

@@ -25,7 +25,7 @@ from .stores import JournalUpdater, SessionStore, Updater
 from .tokens import mint_tokens
 
 if TYPE_CHECKING:
-    from .runtime import RunnableAgent
+    from ._engine_protocols import RunnableAgent
 
 
 def error_info(exc: BaseException) -> ErrorInfo:

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
+from ._engine_protocols import DetachTarget
 from .agent_interface import AgentAPI
 from .agent_io import (
     AgentInit,
@@ -31,7 +32,7 @@ from .interrupts import Resume, ResumePlan, plan_resume
 from .messages import Message
 from .models import Model
 from .parts import ToolRequestPart
-from .runtime import DetachTarget, Invocation, SessionRunner
+from .runtime import Invocation, SessionRunner
 from .sessions import SessionState, Snapshot, utcnow
 from .signing import Keyring
 from .stores import SessionStore, Updater

@@ -16,68 +16,30 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from ._detached_run import DetachedRun
+from ._engine_protocols import RunnableAgent, TurnHandler
 from ._invocation_output import build_output, interrupts_chunk
 from ._session_load import PreTurnFailure, answered_earlier, load_state
 from ._turn_commit import TurnWriter, error_info, give_back
-from .agent_io import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnEnd, TurnResult
+from .agent_io import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnEnd
 from .claims import ClaimHold, Claims
 from .connection import END, Ended
 from .effects import Effects, check_in_doubt_answers
 from .errors import FailedPreconditionError, ResumeError, SnapshotNotFoundError, UsageError
 from .handoff import handoff_metadata, handoff_named, read_handoff
-from .interrupts import Resume, ResumePlan
-from .messages import Message
+from .interrupts import ResumePlan
 from .models import ModelChunk
-from .parts import ToolRequestPart
 from .replay import spend_pause
 from .sessions import ErrorInfo, Session, SessionState, Snapshot, new_id
-from .signing import Keyring
-from .stores import SessionStore, check_tenant
+from .stores import check_tenant
 from .telemetry import hooks
-from .tokens import TokenDecision, TokenSigner, check_tokens
+from .tokens import check_tokens
 
-__all__ = ["DetachTarget", "RunnableAgent", "SessionRunner", "TurnHandler", "run_handed_off"]
+__all__ = ["SessionRunner", "run_handed_off"]
 
-
-class DetachTarget(Protocol):
-    """Where an agent hands its detached turns (:class:`interlock.workers.WorkerQueue` is one)."""
-
-    async def hand_off(self, store: SessionStore, pending: Snapshot, tenant: str | None) -> None:
-        """Write the pending row ``pending`` and the job that runs it, in one transaction of ``store``."""
-        ...
-
-    async def abort(self, snapshot_id: str, tenant: str | None) -> int: ...
-
-
-class RunnableAgent(Protocol):
-    """What the runtime needs of an agent (:class:`~interlock.agents.Agent` is one)."""
-
-    name: str
-    store: SessionStore | None
-    claim_ttl: float
-    heartbeat_interval: float
-    state_signing: Keyring | None
-    resume_tokens: TokenSigner | None
-    require_resume_tokens: bool
-    spent_tokens: SessionStore | None
-    notify: bool
-    detach_to: DetachTarget | None
-
-    async def invoke(self, runner: SessionRunner) -> AgentResult | None: ...
-    def check_resume(self, resume: Resume, history: list[Message]) -> ResumePlan: ...
-    def transform_state(self, state: SessionState) -> SessionState: ...
-    def custom_transform(self, custom: object) -> Any: ...
-    def transform_chunk(self, chunk: StreamChunk) -> StreamChunk | None: ...
-    def token_decisions(self, part: ToolRequestPart) -> tuple[TokenDecision, ...]: ...
-
-
-TurnHandler = Callable[[AgentInput, TurnContext], Awaitable[TurnResult | None]]
-"""A custom agent's per-turn function."""
 
 _background: set[asyncio.Task[Any]] = set()
 

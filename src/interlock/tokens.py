@@ -77,8 +77,8 @@ from .parts import ToolRequestPart, ToolResponsePart
 from .signing import Keyring
 
 if TYPE_CHECKING:
+    from ._engine_protocols import RunnableAgent
     from .interrupts import ResumePlan
-    from .runtime import RunnableAgent
 
 __all__ = [
     "DEFAULT_TTL",
