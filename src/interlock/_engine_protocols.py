@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 if TYPE_CHECKING:
     from .agent_io import AgentInput, AgentResult, StreamChunk, TurnContext, TurnResult
+    from .host import Host
     from .interrupts import Resume, ResumePlan
     from .messages import Message
     from .parts import ToolRequestPart
     from .runtime import SessionRunner
     from .sessions import SessionState, Snapshot
-    from .signing import Keyring
     from .stores import SessionStore
-    from .tokens import TokenDecision, TokenSigner
+    from .tokens import TokenDecision
 
 
 class DetachTarget(Protocol):
@@ -33,18 +33,17 @@ class DetachTarget(Protocol):
 
 
 class RunnableAgent(Protocol):
-    """What the engine needs of an agent (:class:`~interlock.agents.Agent` is one)."""
+    """What the engine needs of an agent (:class:`~interlock.agents.Agent` is one).
+
+    Its deployment settings are one value, ``host`` (:class:`~interlock.host.Host`); the
+    store, which makes the agent server-managed, is ``store``.
+    """
 
     name: str
     store: SessionStore | None
-    claim_ttl: float
-    heartbeat_interval: float
-    state_signing: Keyring | None
-    resume_tokens: TokenSigner | None
-    require_resume_tokens: bool
-    spent_tokens: SessionStore | None
-    notify: bool
-    detach_to: DetachTarget | None
+
+    @property
+    def host(self) -> Host: ...
 
     async def invoke(self, runner: SessionRunner) -> AgentResult | None: ...
     def check_resume(self, resume: Resume, history: list[Message]) -> ResumePlan: ...

@@ -140,7 +140,7 @@ class TurnWriter:
         record: Any = meta.get("resume")
         return commit_events(
             agent=self.agent.name,
-            notify=self.agent.notify,
+            notify=self.agent.host.notify,
             tenant=self.tenant,
             session_id=session_id,
             turn_id=turn_id,

@@ -111,7 +111,7 @@ class Invocation:
                 store=agent.store,
                 tenant=self.tenant,
                 context=self.context,
-                claims=Claims(agent.store, self.tenant, ttl=agent.claim_ttl),
+                claims=Claims(agent.store, self.tenant, ttl=agent.host.claim_ttl),
             )
         )
         self.inputs: asyncio.Queue[AgentInput | Ended] = asyncio.Queue()
@@ -307,7 +307,7 @@ class Invocation:
         job are written in one transaction (both or neither). A detach sent while a turn runs in
         this process keeps that turn here.
         """
-        target = self.agent.detach_to
+        target = self.agent.host.detach_to
         if target is None or self.writer is None or self.detached is not None:
             return False
         if self._running is not None or not self._turns.empty():
@@ -473,12 +473,12 @@ class Invocation:
         tip = self.tip.snapshot_id if self.tip else None
         nonces = check_tokens(self.agent, plan, session_id=self.session.session_id, snapshot_id=tip)
         named = tip is not None and tip == self.named_snapshot
-        check_in_doubt_answers(plan, named_snapshot=named, tokens_checked=self.agent.resume_tokens is not None)
+        check_in_doubt_answers(plan, named_snapshot=named, tokens_checked=self.agent.host.resume_tokens is not None)
         return plan, nonces
 
     async def _spend_client_state(self) -> None:
         """A client-managed resume, once accepted, spends its paused state (:mod:`interlock.replay`)."""
-        spent = self.agent.spent_tokens
+        spent = self.agent.host.spent_tokens
         if spent is not None and self.store is None:
             await spend_pause(spent, self.agent.name, self.session.state, tenant=self.tenant)
 
