@@ -26,7 +26,7 @@ from .agent_io import (
 from .claims import release_by
 from .connection import END, BaseConnection
 from .errors import InvalidArgumentError, SnapshotNotFoundError, UsageError
-from .generate import ToolErrors, check_resume, generate
+from .generate import ToolErrorPolicy, ToolErrors, ToolLoop
 from .host import ChunkTransform, Host, StateTransform
 from .interrupts import Resume, ResumePlan, plan_resume
 from .messages import Message
@@ -282,7 +282,10 @@ class CustomAgent(Agent):
 
 
 class PromptAgent(Agent):
-    """An agent made of a model, instructions and tools, running the tool loop each turn.
+    """An agent made of a model, instructions and tools, running its tool loop each turn.
+
+    The tool loop (:class:`interlock.generate.ToolLoop`) is built here, once; each turn gives
+    it only the turn's history, resume plan, session and effect journal.
 
     Args:
         name: the agent's name.
@@ -294,11 +297,9 @@ class PromptAgent(Agent):
         middleware: tool middleware (e.g. :func:`interlock.tool_approval`).
         allow_replaced_input: accept restarts with revised inputs (unsafe for untrusted callers).
         tool_errors: ``"raise"`` fails the turn when a tool raises or the model names an
-            unknown tool; ``"model"`` sends the error back to the model as the call's output
-            (see :func:`interlock.generate.generate`).
-        tool_input_errors: the same for a model input that fails a tool's schema
-            (``None``: as ``tool_errors``).
-        tool_retries: errors of one tool a turn sends back to the model before it fails.
+            unknown tool; ``"model"`` sends the error back to the model as the call's output.
+            A :class:`interlock.generate.ToolErrorPolicy` also sets the mode for a model input
+            that fails a tool's schema, and how many errors of one tool a turn sends back.
 
     ``store``, ``description`` and ``host`` are :class:`Agent`'s.
     """
@@ -314,55 +315,60 @@ class PromptAgent(Agent):
         max_turns: int = 5,
         middleware: Sequence[ToolMiddleware] = (),
         allow_replaced_input: bool = False,
-        tool_errors: ToolErrors = "raise",
-        tool_input_errors: ToolErrors | None = None,
-        tool_retries: int = 2,
+        tool_errors: ToolErrors | ToolErrorPolicy = "raise",
         store: SessionStore | None = None,
         description: str = "",
         host: Host | None = None,
     ) -> None:
         super().__init__(name, store=store, description=description, host=host)
-        self.model = model
         self.instructions = instructions
-        self.tools = list(tools)
-        self.config = config
-        self.max_turns = max_turns
-        self.middleware = list(middleware)
         self.allow_replaced_input = allow_replaced_input
-        self.tool_errors: ToolErrors = tool_errors
-        self.tool_input_errors: ToolErrors | None = tool_input_errors
-        self.tool_retries = tool_retries
-        self._by_name = {t.name: t for t in self.tools}
+        self.loop = ToolLoop(
+            model,
+            tools=tools,
+            config=config,
+            max_turns=max_turns,
+            middleware=middleware,
+            allow_replaced_input=allow_replaced_input,
+            tool_errors=tool_errors,
+        )
+        self._preamble = (Message.system(instructions),) if instructions else ()
+
+    @property
+    def model(self) -> Model:
+        """The model the tool loop calls (assigning one takes effect from the next turn)."""
+        return self.loop.model
+
+    @model.setter
+    def model(self, model: Model) -> None:
+        self.loop.model = model
+
+    @property
+    def tools(self) -> tuple[Tool[Any, Any, Any], ...]:
+        """The tools the model may call."""
+        return self.loop.tools
 
     def check_resume(self, resume: Resume, history: list[Message]) -> ResumePlan:
-        return check_resume(resume, history, self.tools, allow_replaced_input=self.allow_replaced_input)
+        return self.loop.check_resume(resume, history)
 
     def token_decisions(self, part: ToolRequestPart) -> tuple[TokenDecision, ...]:
         """As :meth:`Agent.token_decisions`; a tool that never runs (``interrupt_tool``) is answered by respond only."""
-        found = self._by_name.get(part.name)
+        found = self.loop.by_name.get(part.name)
         return ("respond",) if found is not None and found.is_interrupt_only else super().token_decisions(part)
 
     async def invoke(self, runner: SessionRunner) -> AgentResult | None:
+        loop, preamble = self.loop, self._preamble
+
         async def turn(input: AgentInput, ctx: TurnContext) -> TurnResult:
             session = runner.session
-            # generate copies the history it is given, and set_messages the one it gets back: no other copy
-            preamble = [Message.system(self.instructions)] if self.instructions else []
-            result = await generate(
-                self.model,
+            # the loop copies the history it is given, and set_messages the one it gets back: no other copy
+            result = await loop.run(
                 [*preamble, *session.messages] if preamble else session.messages,
-                tools=self.tools,
                 resume=input.resume,
                 plan=ctx.plan,
-                config=self.config,
-                max_turns=self.max_turns,
                 on_chunk=runner.send_chunk,
-                middleware=self.middleware,
                 session=session,
                 context=ctx.context,
-                allow_replaced_input=self.allow_replaced_input,
-                tool_errors=self.tool_errors,
-                tool_input_errors=self.tool_input_errors,
-                tool_retries=self.tool_retries,
                 reclaimed_from=ctx.reclaimed_from,
                 effects=ctx.effects,
             )
