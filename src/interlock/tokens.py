@@ -304,7 +304,7 @@ def check_tokens(
 ) -> tuple[str, ...]:
     """Check the token of every entry of a validated resume of ``snapshot_id``; the nonces to spend.
 
-    The one check (``Invocation._plan`` calls it after ``check_resume``, before any claim).
+    The one check (``Turn._plan``, in ``interlock._turn``, calls it after ``check_resume``, before any claim).
     Returns ``()`` when the agent mints no tokens. Raises :func:`refused` (PERMISSION_DENIED).
     """
     signer = agent.host.resume_tokens
