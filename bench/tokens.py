@@ -26,6 +26,7 @@ from pydantic import BaseModel
 from interlock import InMemoryStore, Message, PromptAgent, Resume, ToolContext, ToolRequestPart, tool
 from interlock import metadata as md
 from interlock.decisions import Decision
+from interlock.host import Host
 from interlock.testing import ScriptedModel
 from interlock.tokens import TokenSigner, check_tokens
 
@@ -58,8 +59,7 @@ def agent(store: InMemoryStore, signer: TokenSigner | None, cycles: int) -> Prom
         ScriptedModel(script),
         tools=[transfer],
         store=store,
-        resume_tokens=signer,
-        require_resume_tokens=signer is not None,
+        host=Host(resume_tokens=signer, require_resume_tokens=signer is not None),
     )
 
 

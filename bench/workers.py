@@ -32,6 +32,7 @@ import time
 from typing import Any
 
 from interlock import PromptAgent
+from interlock.host import Host
 from interlock.http.client import RemoteAgent
 from interlock.stores.postgres import PostgresStore
 from interlock.workers import WorkerQueue
@@ -57,7 +58,7 @@ async def latency(f: Any, count: int) -> tuple[list[float], list[float]]:
     after: list[float] = []
     async with PostgresStore(f.dsn) as store:
         queue = WorkerQueue(f.dsn)
-        agent = PromptAgent("quick", quick(), store=store, detach_to=queue)
+        agent = PromptAgent("quick", quick(), store=store, host=Host(detach_to=queue))
         try:
             for _ in range(count):
                 before = len(wf.runs(f.log, "start"))

@@ -4,6 +4,7 @@ import asyncio
 
 from interlock import PromptAgent
 from interlock.errors import PermissionDeniedError
+from interlock.host import Host
 from interlock.sessions import SessionState
 from interlock.signing import Keyring
 from interlock.testing import ScriptedModel
@@ -11,7 +12,9 @@ from interlock.testing import ScriptedModel
 
 async def main() -> None:
     model = ScriptedModel(["Hi Ann.", "You are Ann."])
-    agent = PromptAgent("greeter", model, state_signing=Keyring({"k1": "a long random secret, 32 bytes or more"}))
+    agent = PromptAgent(
+        "greeter", model, host=Host(state_signing=Keyring({"k1": "a long random secret, 32 bytes or more"}))
+    )
     first = await agent.run("I am Ann")
     assert first.state is not None and first.snapshot_id is None  # the state travels with the output
     second = await agent.run("Who am I?", state=first.state)

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from interlock import AgentServer, Message, PromptAgent, RemoteAgent, SessionStore, ToolContext, ToolRequestPart, tool
 from interlock.agent_io import StreamChunk, TurnEnd
 from interlock.delegation import delegate
+from interlock.host import Host
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
 
@@ -87,11 +88,13 @@ def chain(
         ScriptedModel(banker_script),
         tools=delegate([remote]),
         store=store,
-        chunk_transform=dies_at("interrupted" if asks else "stop") if die else None,
+        host=Host(chunk_transform=dies_at("interrupted" if asks else "stop") if die else None),
     )
     boss_script = [call("delegate_to_banker", "b1", task="have bob paid 5")] if asks else ["boss: bob is paid"]
     ttl = 1.0 if die else 60.0  # a dying resume's claim lapses soon, so the next one takes it over
-    boss = PromptAgent("boss", ScriptedModel(boss_script), tools=delegate([banker]), store=store, claim_ttl=ttl)
+    boss = PromptAgent(
+        "boss", ScriptedModel(boss_script), tools=delegate([banker]), store=store, host=Host(claim_ttl=ttl)
+    )
     return boss, remote
 
 

@@ -37,6 +37,7 @@ from store_kinds import integrity
 from interlock import Message, PromptAgent, Resume, Snapshot, ToolContext, ToolRequestPart, ToolResponsePart, tool
 from interlock import metadata as md
 from interlock.claims import claim_state
+from interlock.host import Host
 from interlock.journal import JournalEntry
 from interlock.stores import JournalUpdater, Updater
 from interlock.stores.sqlite import SQLiteStore
@@ -152,7 +153,9 @@ def booking_agent(
         paid = await ctx.step("charge", lambda: service.call(key, "charge"))
         return f"booked {hold} {paid}"
 
-    return PromptAgent("booker", model or ScriptedModel(["booked"]), tools=[book], store=store, claim_ttl=claim_ttl)
+    return PromptAgent(
+        "booker", model or ScriptedModel(["booked"]), tools=[book], store=store, host=Host(claim_ttl=claim_ttl)
+    )
 
 
 # the worker -------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from store_kinds import integrity, locate, store_at
 
 from interlock import AgentOutput, Inbox, PromptAgent, Snapshot, ToolContext, tool
 from interlock.claims import claim_state
+from interlock.host import Host
 from interlock.models import ModelRequest, ModelResponse
 from interlock.stores import JournalUpdater, Updater
 from interlock.stores.postgres import PostgresStore, TxStep
@@ -89,7 +90,9 @@ def bank(
                 await asyncio.sleep(tool_sleep)
             return "sent"
 
-    return PromptAgent("bank", model or ScriptedModel(["paid"]), tools=[transfer], store=store, claim_ttl=claim_ttl)
+    return PromptAgent(
+        "bank", model or ScriptedModel(["paid"]), tools=[transfer], store=store, host=Host(claim_ttl=claim_ttl)
+    )
 
 
 def outcome(out: AgentOutput) -> dict[str, Any]:

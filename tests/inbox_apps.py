@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from interlock import Agent, Message, PromptAgent, SessionStore, ToolContext, ToolRequestPart, interrupt_tool, tool
 from interlock.errors import UnauthenticatedError
+from interlock.host import Host
 from interlock.http import RequestInfo
 from interlock.http.inbox import InboxApp
 from interlock.inbox import Inbox
@@ -107,7 +108,7 @@ def build_agents(store: SessionStore, *, tokens: bool = False) -> list[Agent]:
     """A bank (its transfers may be edited), an ops agent whose deletes are held, and a helpdesk that asks."""
     signer = TokenSigner({"k1": b"inbox-test-key-0123456789abcdef!"}) if tokens else None
     model = lambda: ScriptedModel([plan] * 10_000)  # noqa: E731
-    options: dict[str, Any] = {"store": store, "resume_tokens": signer, "require_resume_tokens": tokens}
+    options: dict[str, Any] = {"store": store, "host": Host(resume_tokens=signer, require_resume_tokens=tokens)}
     return [
         PromptAgent("bank", model(), tools=[transfer], allow_replaced_input=True, **options),
         PromptAgent("ops", model(), tools=[delete_file], middleware=[tool_approval()], **options),

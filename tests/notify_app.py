@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from interlock import Message, PromptAgent, ToolContext, ToolRequestPart, tool
 from interlock.expiry import OnExpire
+from interlock.host import Host
 from interlock.models import ModelRequest, ModelResponse
 from interlock.signing import Keyring
 from interlock.stores import SessionStore
@@ -95,8 +96,7 @@ def bank(
         BankModel(log, name),
         tools=[transfer],
         store=store,
-        notify=notify,
-        resume_tokens=TOKENS if tokens else None,
+        host=Host(notify=notify, resume_tokens=TOKENS if tokens else None),
     )
 
 

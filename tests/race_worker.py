@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from store_kinds import store_at
 
 from interlock import Message, PromptAgent, Resume, ToolContext, ToolRequestPart, tool
+from interlock.host import Host
 from interlock.stores.postgres import PostgresStore
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
@@ -59,7 +60,7 @@ def bank(
         role="model", content=[ToolRequestPart(name="transfer", ref="t1", input={"to": "bob", "amount": 5})]
     )
     script = [first] if pause else ["paid"]
-    return PromptAgent("bank", ScriptedModel(script), tools=[transfer], store=store, claim_ttl=claim_ttl)
+    return PromptAgent("bank", ScriptedModel(script), tools=[transfer], store=store, host=Host(claim_ttl=claim_ttl))
 
 
 APPROVE = Resume(

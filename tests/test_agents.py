@@ -23,6 +23,7 @@ from interlock import (
 )
 from interlock.agent_io import TurnEnd
 from interlock.errors import FailedPreconditionError, InvalidArgumentError, UsageError
+from interlock.host import Host
 from interlock.middleware import approve, deny, is_hold, tool_approval
 from interlock.models import ModelChunk
 from interlock.runtime import SessionRunner
@@ -159,7 +160,7 @@ async def test_state_transform_redacts_output_and_snapshots() -> None:
         await runner.run(turn)
         return None
 
-    client = CustomAgent("c", fn, state_transform=redact)
+    client = CustomAgent("c", fn, host=Host(state_transform=redact))
     conn = client.connect()
     await conn.send("go")
     await conn.close()
@@ -167,7 +168,7 @@ async def test_state_transform_redacts_output_and_snapshots() -> None:
     out = await conn.output()
     assert out.state is not None and out.state.custom == {"public": 1}
     assert chunks[0] == CustomPatch(ops=[{"op": "replace", "path": "", "value": {"public": 1}}])
-    server = CustomAgent("s", fn, state_transform=redact, store=InMemoryStore())
+    server = CustomAgent("s", fn, store=InMemoryStore(), host=Host(state_transform=redact))
     out = await server.run("go")
     snap = await server.get_snapshot(out.snapshot_id)
     assert snap is not None and snap.state is not None and snap.state.custom == {"public": 1}
@@ -183,7 +184,7 @@ async def test_chunk_transform_rewrites_and_drops() -> None:
         return None
 
     model = ScriptedModel(["hello"], chunks=[[ModelChunk(content=[TextPart(text="hel")])]])
-    agent = PromptAgent("a", model, chunk_transform=only_text)
+    agent = PromptAgent("a", model, host=Host(chunk_transform=only_text))
     seen: list[Any] = []
     await agent.run("x", on_chunk=seen.append)
     assert seen == [ModelChunk(content=[TextPart(text="HEL")], index=0)]
@@ -194,7 +195,7 @@ async def test_failing_chunk_transform_fails_closed() -> None:
         raise RuntimeError("transform broke")
 
     model = ScriptedModel(["hello"], chunks=[[ModelChunk(content=[TextPart(text="secret")])]])
-    out = await PromptAgent("a", model, chunk_transform=broken).run("x", raise_on_error=False)
+    out = await PromptAgent("a", model, host=Host(chunk_transform=broken)).run("x", raise_on_error=False)
     assert out.finish_reason == "failed" and out.error is not None and "transform broke" in out.error.message
 
 
@@ -379,7 +380,7 @@ async def test_detach_heartbeats_and_completes() -> None:
         await runner.run(turn)
         return None
 
-    agent = CustomAgent("bg", fn, store=InMemoryStore(), heartbeat_interval=0.02)
+    agent = CustomAgent("bg", fn, store=InMemoryStore(), host=Host(heartbeat_interval=0.02))
     out = await agent.run("work", detach=True)
     assert out.finish_reason == "detached" and out.snapshot_id
     first = await agent.get_snapshot(out.snapshot_id)

@@ -14,6 +14,7 @@ from interlock import InMemoryStore, Message, PromptAgent, RemoteAgent, ToolCont
 from interlock.agent_interface import AgentAPI
 from interlock.agent_io import AgentError, AgentFinishReason, StreamChunk, TurnEnd
 from interlock.errors import InvalidArgumentError, NotFoundError, SnapshotNotFoundError
+from interlock.host import Host
 from interlock.http.server import AgentServer
 from interlock.models import ModelChunk
 from interlock.parts import ToolRequestPart
@@ -109,7 +110,7 @@ async def test_a_chat_tracks_the_snapshot_through_an_interrupt(wrap: Any) -> Non
 
 
 async def test_a_chat_tracks_client_managed_state(wrap: Any) -> None:
-    agent = wrap(banker(None, ask(), "done", "bye", state_signing=Keyring({"k1": b"k" * 32})))
+    agent = wrap(banker(None, ask(), "done", "bye", host=Host(state_signing=Keyring({"k1": b"k" * 32}))))
     chat = agent.chat()
     paused = await chat.send("send bob 5")
     assert chat.snapshot_id is None and chat.state is not None and chat.state == paused.state

@@ -26,6 +26,7 @@ from interlock import metadata as md
 from interlock.agent_io import AgentError, AgentResult
 from interlock.delegation import delegate, tool_for
 from interlock.errors import FailedPreconditionError, InvalidArgumentError, PermissionDeniedError
+from interlock.host import Host
 from interlock.http.inbox.service import answer_options
 from interlock.inbox import Inbox
 from interlock.middleware import approve as approve_hold
@@ -329,16 +330,14 @@ async def test_resume_tokens_on_both_levels_are_minted_checked_and_spent_once() 
         ScriptedModel([call("transfer_money", "t1", to="bob", amount=5), "banker: sent"]),
         tools=[transfer_money],
         store=store,
-        resume_tokens=signer,
-        require_resume_tokens=True,
+        host=Host(resume_tokens=signer, require_resume_tokens=True),
     )
     top = PromptAgent(
         "boss",
         ScriptedModel([call("delegate_to_banker", "d1", task="pay bob 5"), "boss: done"]),
         tools=delegate([sub]),
         store=store,
-        resume_tokens=TokenSigner({"k2": b"1" * 32}),
-        require_resume_tokens=True,
+        host=Host(resume_tokens=TokenSigner({"k2": b"1" * 32}), require_resume_tokens=True),
     )
     out = await top.run("pay bob")
     (part,) = out.interrupts
@@ -359,13 +358,13 @@ async def test_signed_client_managed_state_carries_the_sub_agents_pause() -> Non
         "banker",
         ScriptedModel([call("transfer_money", "t1", to="bob", amount=5), "banker: sent"]),
         tools=[transfer_money],
-        state_signing=keys,
+        host=Host(state_signing=keys),
     )
     top = PromptAgent(
         "boss",
         ScriptedModel([call("delegate_to_banker", "d1", task="pay bob 5"), "boss: done"]),
         tools=delegate([sub]),
-        state_signing=Keyring({"k2": b"t" * 32}),
+        host=Host(state_signing=Keyring({"k2": b"t" * 32})),
     )
     out = await top.run("pay bob")
     assert out.state is not None

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(WORKER.parent)}
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(WORKER.parent), os.environ.get("PYTHONPATH", "")])}
 
 
 def _setup(db: pathlib.Path, log: pathlib.Path) -> str:

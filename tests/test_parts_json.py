@@ -13,6 +13,7 @@ from test_wire import domain_messages, json_messages, parts_strategy
 
 from interlock import InMemoryStore, Message, PromptAgent, Resume, ToolContext, tool
 from interlock.errors import InvalidArgumentError
+from interlock.host import Host
 from interlock.messages import message_from_json
 from interlock.parts import (
     CustomPart,
@@ -107,8 +108,7 @@ async def test_an_interrupt_goes_through_a_queue_and_is_claimed_as_is() -> None:
         ScriptedModel([asks, "done"]),
         tools=[transfer_money],
         store=InMemoryStore(),
-        resume_tokens=TokenSigner({"k1": b"q" * 32}),
-        require_resume_tokens=True,
+        host=Host(resume_tokens=TokenSigner({"k1": b"q" * 32}), require_resume_tokens=True),
     )
     paused = await agent.run("send bob 5")
     queue: list[str] = [json.dumps({"snapshot": paused.snapshot_id, "part": p.to_json()}) for p in paused.interrupts]

@@ -15,6 +15,7 @@ from banking import APPROVE, PAY, Approval, Transfer
 
 from interlock import InMemoryStore, PromptAgent, Resume, ToolContext, ToolRequestPart, tool
 from interlock.errors import UsageError
+from interlock.host import Host
 from interlock.replay import pause_nonce
 from interlock.sessions import SessionState
 from interlock.signing import Keyring
@@ -35,7 +36,9 @@ def bank(ledger: pathlib.Path, spent: Any = None, *, pause: bool = False) -> Pro
         return "sent"
 
     model = ScriptedModel([PAY] if pause else ["paid"])  # a fresh agent per request, as a server's process would be
-    return PromptAgent("bank", model, tools=[transfer], state_signing=Keyring({"k1": KEY}), spent_tokens=spent)
+    return PromptAgent(
+        "bank", model, tools=[transfer], host=Host(state_signing=Keyring({"k1": KEY}), spent_tokens=spent)
+    )
 
 
 def runs(ledger: pathlib.Path) -> list[str]:
@@ -102,6 +105,6 @@ async def test_without_the_store_a_signed_state_can_be_replayed(tmp_path: pathli
 def test_spent_tokens_needs_a_signed_client_managed_agent() -> None:
     model = ScriptedModel(["x"])
     with pytest.raises(UsageError, match="state_signing"):
-        PromptAgent("a", model, spent_tokens=InMemoryStore())
+        PromptAgent("a", model, host=Host(spent_tokens=InMemoryStore()))
     with pytest.raises(UsageError, match="client-managed"):
-        PromptAgent("a", model, store=InMemoryStore(), spent_tokens=InMemoryStore())
+        PromptAgent("a", model, store=InMemoryStore(), host=Host(spent_tokens=InMemoryStore()))

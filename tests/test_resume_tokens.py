@@ -35,6 +35,7 @@ from interlock import metadata as md
 from interlock.claims import consumed_tokens
 from interlock.decisions import Decision
 from interlock.errors import PermissionDeniedError, UsageError
+from interlock.host import Host
 from interlock.interrupts import PlannedCall, ResumePlan
 from interlock.middleware import approve as approve_hold
 from interlock.middleware import deny as deny_hold
@@ -79,9 +80,8 @@ def bank(
         ScriptedModel(script),
         tools=[transfer, ask],
         store=store,
-        resume_tokens=signer or TokenSigner({"k1": K1}),
-        require_resume_tokens=require,
         **options,
+        host=Host(resume_tokens=signer or TokenSigner({"k1": K1}), require_resume_tokens=require),
     )
 
 
@@ -182,9 +182,9 @@ async def test_without_require_a_missing_token_passes_and_a_present_one_is_check
 
 def test_options_are_refused_where_they_cannot_work() -> None:
     with pytest.raises(UsageError, match="server-managed"):
-        PromptAgent("a", ScriptedModel(), resume_tokens=TokenSigner({"k1": K1}))
+        PromptAgent("a", ScriptedModel(), host=Host(resume_tokens=TokenSigner({"k1": K1})))
     with pytest.raises(UsageError, match="needs resume_tokens"):
-        PromptAgent("a", ScriptedModel(), store=InMemoryStore(), require_resume_tokens=True)
+        PromptAgent("a", ScriptedModel(), store=InMemoryStore(), host=Host(require_resume_tokens=True))
     with pytest.raises(UsageError, match="ttl"):
         TokenSigner({"k1": K1}, ttl=0)
 

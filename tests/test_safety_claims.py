@@ -21,6 +21,7 @@ from banking import APPROVE, PAY, Approval, Transfer
 from interlock import ClaimConflictError, Inbox, InMemoryStore, PromptAgent, SessionStore, Snapshot, ToolContext, tool
 from interlock.claims import claim_state
 from interlock.errors import SnapshotNotFoundError, UnavailableError
+from interlock.host import Host
 from interlock.sessions import utcnow
 from interlock.stores import JournalUpdater, Updater
 from interlock.stores.sqlite import SQLiteStore
@@ -80,10 +81,12 @@ async def test_a_blocking_tool_longer_than_the_claim_ttl_keeps_its_claim_and_com
     store, runs = InMemoryStore(), list[str]()
     sid = await paused(store)
     first = asyncio.ensure_future(
-        bank(store, runs, sleep=3.0, sync=True, claim_ttl=1.0).run(resume=APPROVE, snapshot_id=sid)
+        bank(store, runs, sleep=3.0, sync=True, host=Host(claim_ttl=1.0)).run(resume=APPROVE, snapshot_id=sid)
     )
     await asyncio.sleep(1.8)  # past claim_ttl: the blocking body runs off the event loop, so the lease is fresh
-    second = await bank(store, runs, claim_ttl=1.0).run(resume=APPROVE, snapshot_id=sid, raise_on_error=False)
+    second = await bank(store, runs, host=Host(claim_ttl=1.0)).run(
+        resume=APPROVE, snapshot_id=sid, raise_on_error=False
+    )
     assert second.error is not None and second.error.status == "ABORTED"
     done = await first
     assert done.finish_reason == "stop", done.error
@@ -96,7 +99,7 @@ async def test_a_blocking_tool_longer_than_the_claim_ttl_keeps_its_claim_and_com
 async def test_a_holder_whose_lease_lapsed_and_was_taken_over_cannot_commit() -> None:
     store, runs = InMemoryStore(), list[str]()
     sid = await paused(store)
-    slow = bank(store, runs, sleep=1.5, claim_ttl=0.6, idempotent=True)
+    slow = bank(store, runs, sleep=1.5, host=Host(claim_ttl=0.6), idempotent=True)
     first = asyncio.ensure_future(slow.run(resume=APPROVE, snapshot_id=sid, raise_on_error=False))
     await asyncio.sleep(0.2)
     parent = await store.load(sid)
@@ -104,7 +107,7 @@ async def test_a_holder_whose_lease_lapsed_and_was_taken_over_cannot_commit() ->
     holder = parent.claimed_by
     # Simulate a stalled holder: its lease is left to lapse (as under SIGSTOP), then another resume takes over.
     await store.save(sid, lambda cur: cur.evolve(claim_expires_at=utcnow() - timedelta(seconds=1)) if cur else None)
-    second = await bank(store, runs, claim_ttl=5.0, idempotent=True).run(resume=APPROVE, snapshot_id=sid)
+    second = await bank(store, runs, host=Host(claim_ttl=5.0), idempotent=True).run(resume=APPROVE, snapshot_id=sid)
     assert second.finish_reason == "stop", second.error
     lost = await first
     assert lost.error is not None and lost.error.status == "ABORTED", lost

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from interlock import Message, PromptAgent, Resume, ToolContext, ToolRequestPart, tool
 from interlock.errors import InterlockError, UsageError
+from interlock.host import Host
 from interlock.sessions import SessionState
 from interlock.signing import ENVELOPE, Keyring
 from interlock.testing import ScriptedModel
@@ -32,7 +33,7 @@ def make(keys: Keyring | None, runs: list[str], script: list[Any] | None = None)
         runs.append(f"{req.to}:{req.amount}")
         return "sent"
 
-    return PromptAgent("bank", ScriptedModel(script or ["paid"]), tools=[transfer], state_signing=keys)
+    return PromptAgent("bank", ScriptedModel(script or ["paid"]), tools=[transfer], host=Host(state_signing=keys))
 
 
 def approve(to: str = "bob", amount: float = 5, name: str = "transfer", ref: str = "t1") -> Resume:
@@ -179,7 +180,7 @@ def test_keyring_refuses_weak_keys() -> None:
     with pytest.raises(UsageError):
         Keyring({"a.b": NEW})
     with pytest.raises(UsageError):
-        PromptAgent("x", ScriptedModel([]), state_signing=Keyring({"k": NEW}), store=_store())
+        PromptAgent("x", ScriptedModel([]), store=_store(), host=Host(state_signing=Keyring({"k": NEW})))
 
 
 def _store() -> Any:

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from interlock import InMemoryStore, Message, PromptAgent, RemoteAgent, Resume, ToolContext, tool
 from interlock.agent_io import StreamChunk, TurnEnd
+from interlock.host import Host
 from interlock.http.server import AgentServer
 from interlock.models import ModelChunk
 from interlock.parts import TextPart, ToolRequestPart
@@ -66,7 +67,7 @@ async def test_a_local_connection_streams_the_interrupts_last() -> None:
         pausing_model(),
         tools=[transfer_money, balance],
         store=InMemoryStore(),
-        resume_tokens=TokenSigner({"k1": b"x" * 32}),
+        host=Host(resume_tokens=TokenSigner({"k1": b"x" * 32})),
     )
     conn = agent.connect()
     await conn.send("send bob 25")

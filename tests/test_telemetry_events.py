@@ -18,6 +18,7 @@ from test_effects import FailingModel, Ledger, bank, in_doubt_after_an_abort_mid
 
 from interlock import PromptAgent, Resume, ToolContext, ToolRequestPart, tool
 from interlock.claims import Claims
+from interlock.host import Host
 from interlock.stores.sqlite import SQLiteStore
 from interlock.telemetry import configure
 from interlock.testing import ScriptedModel
@@ -108,7 +109,7 @@ async def test_a_lost_claim_is_an_event_and_the_turn_fails_aborted(spans: InMemo
     out = await PromptAgent("bank", ScriptedModel([PAY]), tools=[transfer], store=store).run("pay")
     assert out.snapshot_id is not None
     spans.clear()
-    agent = PromptAgent("bank", ScriptedModel(["paid"]), tools=[transfer], store=store, claim_ttl=0.3)
+    agent = PromptAgent("bank", ScriptedModel(["paid"]), tools=[transfer], store=store, host=Host(claim_ttl=0.3))
     lost = await agent.run(resume=APPROVE, snapshot_id=out.snapshot_id, raise_on_error=False)
     assert lost.error is not None and lost.error.status == "ABORTED"
     (turn,) = [s for s in spans.get_finished_spans() if s.name == "invoke_agent bank"]

@@ -19,6 +19,7 @@ from interlock import PromptAgent, Snapshot
 from interlock.claims import Claims
 from interlock.cli import main
 from interlock.errors import ClaimConflictError
+from interlock.host import Host
 from interlock.http.client import RemoteAgent
 from interlock.metadata import is_in_doubt
 from interlock.sessions import new_id, utcnow
@@ -66,7 +67,7 @@ async def test_a_detached_turn_is_enqueued_and_run_by_a_worker(tmp_path: pathlib
         assert await settled_jobs(f.dsn) == ["succeeded"]
         async with PostgresStore(f.dsn) as store:  # an agent no worker runs: its turn fails once, saying why
             queue = WorkerQueue(f.dsn)
-            ghost = PromptAgent("ghost", EchoModel(), store=store, detach_to=queue)
+            ghost = PromptAgent("ghost", EchoModel(), store=store, host=Host(detach_to=queue))
             out = await ghost.run("boo", detach=True)
             assert out.snapshot_id is not None
             failed = await ghost.wait(out.snapshot_id, timeout=20)
@@ -210,7 +211,7 @@ async def test_a_detach_before_the_queue_is_installed_names_db_upgrade() -> None
     dsn = fresh_dsn()
     async with PostgresStore(dsn) as store:
         queue = WorkerQueue(dsn)  # interlock db upgrade was not run: no procrastinate tables
-        agent = PromptAgent("echo", EchoModel(), store=store, detach_to=queue)
+        agent = PromptAgent("echo", EchoModel(), store=store, host=Host(detach_to=queue))
         out = await agent.run("hi", detach=True, raise_on_error=False)
         await queue.aclose()
         assert await store.list() == []  # the row went with the job's failed insert: one transaction

@@ -20,6 +20,7 @@ from workers_fleet import FAST, fleet, job_statuses, settled_jobs, upgrade
 from interlock import PromptAgent, Snapshot, sessions
 from interlock import metadata as md
 from interlock.handoff import HANDOFF
+from interlock.host import Host
 from interlock.stores.memory import InMemoryStore
 from interlock.stores.postgres import PostgresStore
 from interlock.testing import EchoModel
@@ -57,7 +58,7 @@ async def test_a_hand_off_that_dies_before_its_commit_leaves_neither_row_nor_job
     _sql(dsn, _DIE)  # the job's insert kills the connection: after the row's write, before the commit
     async with PostgresStore(dsn) as store:
         queue = WorkerQueue(dsn)
-        agent = PromptAgent("echo", EchoModel(), store=store, detach_to=queue)
+        agent = PromptAgent("echo", EchoModel(), store=store, host=Host(detach_to=queue))
         out = await agent.run("hi", detach=True, raise_on_error=False)
         assert out.finish_reason == "failed" and out.error is not None and out.error.status == "UNAVAILABLE", out
         assert await _rows(store) == [] and job_statuses(dsn) == []
@@ -72,7 +73,7 @@ async def test_a_hand_off_that_dies_before_its_commit_leaves_neither_row_nor_job
 
 async def test_a_worker_queue_needs_the_agents_postgres_store() -> None:
     agent = PromptAgent(
-        "echo", EchoModel(), store=InMemoryStore(), detach_to=WorkerQueue("postgresql://x@127.0.0.1:1/x")
+        "echo", EchoModel(), store=InMemoryStore(), host=Host(detach_to=WorkerQueue("postgresql://x@127.0.0.1:1/x"))
     )
     out = await agent.run("hi", detach=True, raise_on_error=False)
     assert out.error is not None and out.error.status == "FAILED_PRECONDITION", out
@@ -86,7 +87,7 @@ async def test_a_turn_queued_longer_than_the_staleness_window_reads_pending_then
         f.worker("--concurrency", "1", *FAST)
         async with PostgresStore(f.dsn) as store:
             queue = WorkerQueue(f.dsn)
-            agent = PromptAgent("errand", EchoModel(), store=store, detach_to=queue)
+            agent = PromptAgent("errand", EchoModel(), store=store, host=Host(detach_to=queue))
             first = await agent.run("one", detach=True)
             while ("doing", first.snapshot_id) not in _jobs(f.dsn):
                 await asyncio.sleep(0.05)
@@ -114,7 +115,7 @@ async def test_the_sweeper_refreshes_a_queued_backlog_in_short_transactions(
     upgrade(dsn)
     async with PostgresStore(dsn) as store:
         queue = WorkerQueue(dsn)
-        agent = PromptAgent("quick", EchoModel(), store=store, detach_to=queue)
+        agent = PromptAgent("quick", EchoModel(), store=store, host=Host(detach_to=queue))
         queued = [(await agent.run(f"t{i}", detach=True)).snapshot_id for i in range(5)]  # no worker runs them
         before = {s.snapshot_id: s.heartbeat_at for s in await _rows(store)}
         writes: list[int] = []
@@ -143,7 +144,7 @@ async def test_the_sweeper_re_enqueues_a_handed_off_row_whose_job_is_gone(
     with fleet(fresh_dsn(), tmp_path) as f:
         async with PostgresStore(f.dsn) as store:
             queue = WorkerQueue(f.dsn)
-            agent = PromptAgent("quick", EchoModel(), store=store, detach_to=queue)
+            agent = PromptAgent("quick", EchoModel(), store=store, host=Host(detach_to=queue))
             lost, cancelled = [(await agent.run(t, detach=True)).snapshot_id for t in ("lost", "cancelled")]
             assert lost is not None and cancelled is not None
             _sql(f.dsn, "DELETE FROM procrastinate_jobs WHERE args->>'snapshot_id' = %s", (lost,))
@@ -189,7 +190,7 @@ async def test_the_sweeper_fails_a_row_whose_job_keeps_ending_without_its_outcom
     monkeypatch.setattr(sessions, "EXPIRY", timedelta(seconds=0.2))
     async with PostgresStore(dsn) as store:
         queue = WorkerQueue(dsn)
-        agent = PromptAgent("quick", EchoModel(), store=store, detach_to=queue)
+        agent = PromptAgent("quick", EchoModel(), store=store, host=Host(detach_to=queue))
         sid = (await agent.run("x", detach=True)).snapshot_id
         assert sid is not None
         sweeper = TurnWorker(store, {}, queue, WorkerSettings())
@@ -212,7 +213,7 @@ async def test_with_every_worker_dead_a_queued_turn_reads_expired_and_runs_when_
     with fleet(fresh_dsn(), tmp_path) as f:
         async with PostgresStore(f.dsn) as store:
             queue = WorkerQueue(f.dsn)
-            agent = PromptAgent("quick", EchoModel(), store=store, detach_to=queue)
+            agent = PromptAgent("quick", EchoModel(), store=store, host=Host(detach_to=queue))
             sid = (await agent.run("later", detach=True)).snapshot_id
             assert sid is not None
             with monkeypatch.context() as m:  # no worker sweeps: nothing refreshes the row (a short window)

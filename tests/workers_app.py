@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from workers_fleet import DSN, LOG, SLEEP
 
 from interlock import Message, PromptAgent, ToolContext, ToolRequestPart, tool
+from interlock.host import Host
 from interlock.models import ChunkCallback, ModelRequest, ModelResponse
 from interlock.stores.postgres import PostgresStore
 
@@ -89,6 +90,6 @@ class Quick:
 
 store = PostgresStore(os.environ[DSN])
 agents = [
-    PromptAgent("errand", Errands(), tools=[pay, wait_a_while], store=store, heartbeat_interval=1.0),
-    PromptAgent("quick", Quick(), store=store, heartbeat_interval=1.0),
+    PromptAgent("errand", Errands(), tools=[pay, wait_a_while], store=store, host=Host(heartbeat_interval=1.0)),
+    PromptAgent("quick", Quick(), store=store, host=Host(heartbeat_interval=1.0)),
 ]

@@ -73,7 +73,7 @@ class DetachedRun:
     async def _heartbeat(self) -> None:
         writer = self.writer
         while True:
-            await asyncio.sleep(writer.agent.heartbeat_interval)
+            await asyncio.sleep(writer.agent.host.heartbeat_interval)
             with contextlib.suppress(Exception):
                 await writer.store.save(self.snapshot_id, beat(), tenant=writer.tenant)
 

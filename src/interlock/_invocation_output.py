@@ -17,7 +17,7 @@ from .sessions import ErrorInfo, SessionState, Snapshot
 from .stores import SessionStore
 
 if TYPE_CHECKING:
-    from .runtime import RunnableAgent
+    from ._engine_protocols import RunnableAgent
 
 
 def build_output(
@@ -46,7 +46,7 @@ def build_output(
 def outgoing(agent: RunnableAgent, state: SessionState) -> SessionState:
     """Client-managed state as it leaves the agent: transformed, then signed (``state_signing``)."""
     out = agent.transform_state(state.copy())
-    keyring = agent.state_signing
+    keyring = agent.host.state_signing
     return out if keyring is None else keyring.sign_state(out)
 
 

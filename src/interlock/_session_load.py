@@ -29,7 +29,7 @@ from .stores import SessionStore
 from .tokens import check_tokens
 
 if TYPE_CHECKING:
-    from .runtime import RunnableAgent
+    from ._engine_protocols import RunnableAgent
 
 
 class PreTurnFailure(Exception):
@@ -66,9 +66,9 @@ def _client_state(agent: RunnableAgent, init: AgentInit) -> SessionState:
                 "(client-managed state). Send 'state' instead."
             )
     state = init.state.copy() if init.state else SessionState()
-    if agent.state_signing is not None:  # before anything runs: a forged history runs nothing
+    if agent.host.state_signing is not None:  # before anything runs: a forged history runs nothing
         try:
-            state = agent.state_signing.verify_state(state)
+            state = agent.host.state_signing.verify_state(state)
         except InterlockError as exc:
             raise PreTurnFailure(exc, state.session_id) from None
     state.session_id = state.session_id or new_id()

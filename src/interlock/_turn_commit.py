@@ -25,7 +25,7 @@ from .stores import JournalUpdater, SessionStore, Updater
 from .tokens import mint_tokens
 
 if TYPE_CHECKING:
-    from .runtime import RunnableAgent
+    from ._engine_protocols import RunnableAgent
 
 
 def error_info(exc: BaseException) -> ErrorInfo:
@@ -140,7 +140,7 @@ class TurnWriter:
         record: Any = meta.get("resume")
         return commit_events(
             agent=self.agent.name,
-            notify=self.agent.notify,
+            notify=self.agent.host.notify,
             tenant=self.tenant,
             session_id=session_id,
             turn_id=turn_id,

@@ -26,26 +26,23 @@ from .agent_io import (
 from .claims import release_by
 from .connection import END, BaseConnection
 from .errors import InvalidArgumentError, SnapshotNotFoundError, UsageError
-from .generate import ToolErrors, check_resume, generate
+from .generate import ToolErrorPolicy, ToolErrors, ToolLoop
+from .host import ChunkTransform, Host, StateTransform
 from .interrupts import Resume, ResumePlan, plan_resume
 from .messages import Message
 from .models import Model
 from .parts import ToolRequestPart
-from .runtime import DetachTarget, Invocation, SessionRunner
+from .runtime import Invocation, SessionRunner
 from .sessions import SessionState, Snapshot, utcnow
-from .signing import Keyring
 from .stores import SessionStore, Updater
-from .tokens import TokenDecision, TokenSigner
+from .tokens import TokenDecision
 from .tools import Tool, ToolMiddleware
 
 __all__ = ["Agent", "AgentConnection", "CustomAgent", "PromptAgent", "StateTransform", "ChunkTransform"]
 
 _log = logging.getLogger("interlock.workers")
 
-StateTransform = Callable[[SessionState], SessionState]
-"""Egress-only: rewrites state before it leaves the agent (outputs, snapshots read through the agent)."""
-ChunkTransform = Callable[[StreamChunk], StreamChunk | None]
-"""Egress-only: rewrites (or drops, by returning ``None``) each stream chunk."""
+_DEFAULT_HOST = Host()
 
 
 class AgentConnection(BaseConnection):
@@ -84,81 +81,34 @@ class Agent(AgentAPI):
         name: the agent's name (its URL path when served over HTTP).
         store: a session store makes the agent server-managed (outputs carry a snapshot
             id); without one it is client-managed (outputs carry the state).
-        state_transform: egress-only rewrite of state that leaves the agent.
-        chunk_transform: egress-only rewrite (or drop) of each stream chunk.
-        heartbeat_interval: seconds between heartbeats of a detached turn.
-        claim_ttl: seconds a resume's claim on an interrupted snapshot lasts without refresh
-            (a crashed resumer's claim expires after this).
-        state_signing: for a client-managed agent, sign the state it hands out and refuse
-            state it did not sign (:class:`interlock.signing.Keyring`). Without it the
-            caller controls client-managed state entirely.
-        resume_tokens: for a server-managed agent, mint a signed, single-use, expiring
-            token into every pending interrupt (:class:`interlock.tokens.TokenSigner`);
-            tokens that come back are checked.
-        require_resume_tokens: refuse (PERMISSION_DENIED) every resume entry without a
-            valid token for the interrupt it answers.
-        spent_tokens: for a client-managed agent with ``state_signing``, a store where each
-            paused state's resume is spent, so the same state sent back twice is refused
-            (PERMISSION_DENIED, ``replayed``; :mod:`interlock.replay`). Without it a signed
-            state can be replayed: each copy runs the resume again.
-        notify: for a server-managed agent, write webhook events (``interrupt.created``,
-            ``interrupt.answered``, ...; :mod:`interlock.notifications`) to the store's outbox
-            in the same transaction as each turn's snapshot; :mod:`interlock.webhooks` delivers them.
-        detach_to: where detached turns run (:class:`interlock.workers.WorkerQueue`: ``interlock
-            worker`` processes); without it they run in this process. A detach sent while a turn
-            already runs here keeps that turn here.
+        description: what the agent does (shown to a model that delegates to it).
+        host: the deployment settings (:class:`interlock.host.Host`: claims, heartbeats,
+            signed state, resume tokens, webhooks, workers, egress transforms), checked
+            against ``store`` here.
     """
 
     allow_replaced_input: bool = False
     """Accept restarts with revised inputs (prompt agents take it as an argument)."""
 
     def __init__(
-        self,
-        name: str,
-        *,
-        store: SessionStore | None = None,
-        description: str = "",
-        state_transform: StateTransform | None = None,
-        chunk_transform: ChunkTransform | None = None,
-        heartbeat_interval: float = 30.0,
-        claim_ttl: float = 60.0,
-        state_signing: Keyring | None = None,
-        resume_tokens: TokenSigner | None = None,
-        require_resume_tokens: bool = False,
-        spent_tokens: SessionStore | None = None,
-        notify: bool = False,
-        detach_to: DetachTarget | None = None,
+        self, name: str, *, store: SessionStore | None = None, description: str = "", host: Host | None = None
     ) -> None:
         if not name:
             raise UsageError("an agent needs a non-empty name")
         self.name = name
         self.store = store
         self.description = description
-        self.state_transform = state_transform
-        self.chunk_transform = chunk_transform
-        self.heartbeat_interval = heartbeat_interval
-        self.claim_ttl = claim_ttl
-        if state_signing is not None and store is not None:
-            raise UsageError("state_signing is for client-managed agents (no store); a store keeps the state itself")
-        self.state_signing = state_signing
-        if resume_tokens is not None and store is None:
-            raise UsageError("resume_tokens are for server-managed agents: a token binds a stored snapshot")
-        if require_resume_tokens and resume_tokens is None:
-            raise UsageError("require_resume_tokens needs resume_tokens=TokenSigner(...) to mint and check them")
-        self.resume_tokens = resume_tokens
-        self.require_resume_tokens = require_resume_tokens
-        if spent_tokens is not None and (store is not None or state_signing is None):
-            raise UsageError(
-                "spent_tokens is for client-managed agents with state_signing (a server-managed agent spends "
-                "resume tokens in its own store; unsigned state can be altered to look unspent)"
-            )
-        self.spent_tokens = spent_tokens
-        if notify and store is None:
-            raise UsageError("notify=True needs a store: webhook events are written to the store's outbox")
-        self.notify = notify
-        if detach_to is not None and store is None:
-            raise UsageError("detach_to needs a store: the worker reads the detached turn from the store")
-        self.detach_to = detach_to
+        self.host = _DEFAULT_HOST if host is None else host
+
+    @property
+    def host(self) -> Host:
+        """The deployment settings; assigning a new :class:`~interlock.host.Host` checks it against the store."""
+        return self._host
+
+    @host.setter
+    def host(self, host: Host) -> None:
+        host.check(self.store)
+        self._host = host
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
@@ -190,15 +140,16 @@ class Agent(AgentAPI):
     # egress transforms ---------------------------------------------------------------------
 
     def transform_state(self, state: SessionState) -> SessionState:
-        return self.state_transform(state) if self.state_transform else state
+        transform = self._host.state_transform
+        return transform(state) if transform else state
 
     def custom_transform(self, custom: object) -> Any:
-        if self.state_transform is None:
-            return custom
-        return self.state_transform(SessionState(custom=custom)).custom
+        transform = self._host.state_transform
+        return custom if transform is None else transform(SessionState(custom=custom)).custom
 
     def transform_chunk(self, chunk: StreamChunk) -> StreamChunk | None:
-        return self.chunk_transform(chunk) if self.chunk_transform else chunk
+        transform = self._host.chunk_transform
+        return transform(chunk) if transform else chunk
 
     # the interface ------------------------------------------------------------------------
 
@@ -295,10 +246,11 @@ class Agent(AgentAPI):
 
     async def _abort_job(self, snapshot_id: str, tenant: str | None) -> None:
         """Cancel the flipped turn's job on whatever worker runs it (its own abort watch would stop it too)."""
-        if self.detach_to is None:
+        target = self._host.detach_to
+        if target is None:
             return
         try:
-            await self.detach_to.abort(snapshot_id, tenant)
+            await target.abort(snapshot_id, tenant)
         except Exception as exc:  # the snapshot is aborted already; the worker's watch of it cancels the run
             _log.warning("abort of snapshot %s: the worker queue was not told (%s)", snapshot_id, exc)
 
@@ -320,32 +272,9 @@ class CustomAgent(Agent):
         *,
         store: SessionStore | None = None,
         description: str = "",
-        state_transform: StateTransform | None = None,
-        chunk_transform: ChunkTransform | None = None,
-        heartbeat_interval: float = 30.0,
-        claim_ttl: float = 60.0,
-        state_signing: Keyring | None = None,
-        resume_tokens: TokenSigner | None = None,
-        require_resume_tokens: bool = False,
-        spent_tokens: SessionStore | None = None,
-        notify: bool = False,
-        detach_to: DetachTarget | None = None,
+        host: Host | None = None,
     ) -> None:
-        super().__init__(
-            name,
-            store=store,
-            description=description,
-            state_transform=state_transform,
-            chunk_transform=chunk_transform,
-            heartbeat_interval=heartbeat_interval,
-            claim_ttl=claim_ttl,
-            state_signing=state_signing,
-            resume_tokens=resume_tokens,
-            require_resume_tokens=require_resume_tokens,
-            spent_tokens=spent_tokens,
-            notify=notify,
-            detach_to=detach_to,
-        )
+        super().__init__(name, store=store, description=description, host=host)
         self.fn = fn
 
     async def invoke(self, runner: SessionRunner) -> AgentResult | None:
@@ -353,7 +282,10 @@ class CustomAgent(Agent):
 
 
 class PromptAgent(Agent):
-    """An agent made of a model, instructions and tools, running the tool loop each turn.
+    """An agent made of a model, instructions and tools, running its tool loop each turn.
+
+    The tool loop (:class:`interlock.generate.ToolLoop`) is built here, once; each turn gives
+    it only the turn's history, resume plan, session and effect journal.
 
     Args:
         name: the agent's name.
@@ -365,13 +297,11 @@ class PromptAgent(Agent):
         middleware: tool middleware (e.g. :func:`interlock.tool_approval`).
         allow_replaced_input: accept restarts with revised inputs (unsafe for untrusted callers).
         tool_errors: ``"raise"`` fails the turn when a tool raises or the model names an
-            unknown tool; ``"model"`` sends the error back to the model as the call's output
-            (see :func:`interlock.generate.generate`).
-        tool_input_errors: the same for a model input that fails a tool's schema
-            (``None``: as ``tool_errors``).
-        tool_retries: errors of one tool a turn sends back to the model before it fails.
+            unknown tool; ``"model"`` sends the error back to the model as the call's output.
+            A :class:`interlock.generate.ToolErrorPolicy` also sets the mode for a model input
+            that fails a tool's schema, and how many errors of one tool a turn sends back.
 
-    The other keyword arguments are :class:`Agent`'s.
+    ``store``, ``description`` and ``host`` are :class:`Agent`'s.
     """
 
     def __init__(
@@ -385,78 +315,60 @@ class PromptAgent(Agent):
         max_turns: int = 5,
         middleware: Sequence[ToolMiddleware] = (),
         allow_replaced_input: bool = False,
-        tool_errors: ToolErrors = "raise",
-        tool_input_errors: ToolErrors | None = None,
-        tool_retries: int = 2,
+        tool_errors: ToolErrors | ToolErrorPolicy = "raise",
         store: SessionStore | None = None,
         description: str = "",
-        state_transform: StateTransform | None = None,
-        chunk_transform: ChunkTransform | None = None,
-        heartbeat_interval: float = 30.0,
-        claim_ttl: float = 60.0,
-        state_signing: Keyring | None = None,
-        resume_tokens: TokenSigner | None = None,
-        require_resume_tokens: bool = False,
-        spent_tokens: SessionStore | None = None,
-        notify: bool = False,
-        detach_to: DetachTarget | None = None,
+        host: Host | None = None,
     ) -> None:
-        super().__init__(
-            name,
-            store=store,
-            description=description,
-            state_transform=state_transform,
-            chunk_transform=chunk_transform,
-            heartbeat_interval=heartbeat_interval,
-            claim_ttl=claim_ttl,
-            state_signing=state_signing,
-            resume_tokens=resume_tokens,
-            require_resume_tokens=require_resume_tokens,
-            spent_tokens=spent_tokens,
-            notify=notify,
-            detach_to=detach_to,
-        )
-        self.model = model
+        super().__init__(name, store=store, description=description, host=host)
         self.instructions = instructions
-        self.tools = list(tools)
-        self.config = config
-        self.max_turns = max_turns
-        self.middleware = list(middleware)
         self.allow_replaced_input = allow_replaced_input
-        self.tool_errors: ToolErrors = tool_errors
-        self.tool_input_errors: ToolErrors | None = tool_input_errors
-        self.tool_retries = tool_retries
-        self._by_name = {t.name: t for t in self.tools}
+        self.loop = ToolLoop(
+            model,
+            tools=tools,
+            config=config,
+            max_turns=max_turns,
+            middleware=middleware,
+            allow_replaced_input=allow_replaced_input,
+            tool_errors=tool_errors,
+        )
+        self._preamble = (Message.system(instructions),) if instructions else ()
+
+    @property
+    def model(self) -> Model:
+        """The model the tool loop calls (assigning one takes effect from the next turn)."""
+        return self.loop.model
+
+    @model.setter
+    def model(self, model: Model) -> None:
+        self.loop.model = model
+
+    @property
+    def tools(self) -> tuple[Tool[Any, Any, Any], ...]:
+        """The tools the model may call."""
+        return self.loop.tools
 
     def check_resume(self, resume: Resume, history: list[Message]) -> ResumePlan:
-        return check_resume(resume, history, self.tools, allow_replaced_input=self.allow_replaced_input)
+        return self.loop.check_resume(resume, history)
 
     def token_decisions(self, part: ToolRequestPart) -> tuple[TokenDecision, ...]:
         """As :meth:`Agent.token_decisions`; a tool that never runs (``interrupt_tool``) is answered by respond only."""
-        found = self._by_name.get(part.name)
+        found = self.loop.by_name.get(part.name)
         return ("respond",) if found is not None and found.is_interrupt_only else super().token_decisions(part)
 
     async def invoke(self, runner: SessionRunner) -> AgentResult | None:
+        loop, preamble = self.loop, self._preamble
+
         async def turn(input: AgentInput, ctx: TurnContext) -> TurnResult:
             session = runner.session
-            # generate copies the history it is given, and set_messages the one it gets back: no other copy
-            preamble = [Message.system(self.instructions)] if self.instructions else []
-            result = await generate(
-                self.model,
+            # the loop copies the history it is given, and set_messages the one it gets back: no other copy
+            result = await loop.run(
                 [*preamble, *session.messages] if preamble else session.messages,
-                tools=self.tools,
                 resume=input.resume,
                 plan=ctx.plan,
-                config=self.config,
-                max_turns=self.max_turns,
                 on_chunk=runner.send_chunk,
-                middleware=self.middleware,
                 session=session,
                 context=ctx.context,
-                allow_replaced_input=self.allow_replaced_input,
-                tool_errors=self.tool_errors,
-                tool_input_errors=self.tool_input_errors,
-                tool_retries=self.tool_retries,
                 reclaimed_from=ctx.reclaimed_from,
                 effects=ctx.effects,
             )

@@ -38,7 +38,7 @@ from .telemetry import calls as telemetry
 from .tool_context import ToolContext, ToolMiddleware
 from .tools import Tool
 
-__all__ = ["GenerateResult", "check_resume", "generate"]
+__all__ = ["GenerateResult", "ToolErrorPolicy", "ToolErrors", "ToolLoop", "check_resume", "generate"]
 
 ToolErrors: TypeAlias = Literal["raise", "model"]
 """What a tool error does: fail the turn (``"raise"``) or go back to the model as the call's output (``"model"``)."""
@@ -69,24 +69,147 @@ class GenerateResult:
         return self.message.interrupts if self.finish_reason == "interrupted" else []
 
 
-@dataclass(kw_only=True)
-class _Loop:
-    model: Model
-    tools: Mapping[str, Tool[Any, Any, Any]]
-    config: dict[str, Any] | None
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolErrorPolicy:
+    """What a tool error does to a turn: fail it, or go back to the model so it can correct itself.
+
+    A plain :data:`ToolErrors` string ``mode`` stands for ``ToolErrorPolicy(on_error=mode)``.
+    """
+
+    on_error: ToolErrors = "raise"
+    """``"raise"`` fails the turn when a tool raises (a :class:`ToolError`) or the model names a
+    tool that does not exist (NOT_FOUND); ``"model"`` sends the error text back to the model as
+    that call's output, ``{"error": message}``. A typed interlock error a tool raises always fails the turn."""
+    on_input_error: ToolErrors | None = None
+    """The same choice for a model input that fails the tool's schema (INVALID_ARGUMENT); ``None``
+    follows ``on_error``."""
+    retries: int = 2
+    """In ``"model"`` mode, how many errors of one tool (or one unknown name) a turn sends back to
+    the model; the next one fails the turn."""
+
+    @property
+    def input_mode(self) -> ToolErrors:
+        return self.on_error if self.on_input_error is None else self.on_input_error
+
+
+class ToolLoop:
+    """One agent's tool loop, built once: the model, its tools and the rules of a turn.
+
+    :meth:`run` is one turn, given only what varies per turn (the history, the resume plan,
+    the session, the effect journal, where chunks go). :func:`generate` builds one and runs it;
+    :class:`~interlock.PromptAgent` builds one, at ``agent.loop``.
+
+    Args:
+        model: the model to call.
+        tools: the tools the model may call.
+        config: model configuration (temperature, ...).
+        max_turns: the most tool-calling rounds of a turn before :class:`MaxTurnsExceededError`.
+        middleware: wraps every tool execution (restarts too).
+        allow_replaced_input: accept restarts whose input differs from the original
+            (recorded as ``replacedInput``); never enable it for untrusted callers.
+        tool_errors: what tool errors do (:class:`ToolErrorPolicy`, or its ``on_error`` mode).
+        tool_choice: passed to the model request.
+    """
+
+    __slots__ = (
+        "allow_replaced_input",
+        "by_name",
+        "config",
+        "definitions",
+        "errors",
+        "max_turns",
+        "middleware",
+        "model",
+        "tool_choice",
+        "tools",
+    )
+
+    def __init__(
+        self,
+        model: Model,
+        *,
+        tools: Sequence[Tool[Any, Any, Any]] = (),
+        config: dict[str, Any] | None = None,
+        max_turns: int = 5,
+        middleware: Sequence[ToolMiddleware] = (),
+        allow_replaced_input: bool = False,
+        tool_errors: ToolErrors | ToolErrorPolicy = "raise",
+        tool_choice: Any = None,
+    ) -> None:
+        self.model = model
+        self.tools = tuple(tools)
+        self.by_name: Mapping[str, Tool[Any, Any, Any]] = {t.name: t for t in self.tools}
+        self.definitions = [t.definition for t in self.tools]
+        self.config = config
+        self.max_turns = max_turns
+        self.middleware = tuple(middleware)
+        self.allow_replaced_input = allow_replaced_input
+        self.errors = tool_errors if isinstance(tool_errors, ToolErrorPolicy) else ToolErrorPolicy(on_error=tool_errors)
+        self.tool_choice = tool_choice
+
+    def check_resume(self, resume: Resume, history: Sequence[Message]) -> ResumePlan:
+        """The resume validated against ``history`` and these tools: see :func:`check_resume`."""
+        return plan_resume(resume, history, self.tools, allow_replaced_input=self.allow_replaced_input)
+
+    async def run(
+        self,
+        messages: Sequence[Message],
+        *,
+        resume: Resume | None = None,
+        plan: ResumePlan | None = None,
+        on_chunk: ChunkCallback | None = None,
+        session: Session | None = None,
+        context: dict[str, Any] | None = None,
+        reclaimed_from: str | None = None,
+        effects: Effects | None = None,
+    ) -> GenerateResult:
+        """Run one turn over ``messages`` (the history, ending with the new input).
+
+        The model is called with the tool definitions; requested tools run concurrently; the
+        turn ends when the model answers without tool requests (its finish reason), or when a
+        tool interrupts (``interrupted``). With ``plan`` (or ``resume``), the history must end
+        with a paused model message: every paused request is answered (respond) or run again
+        (restart), parked outputs are reused, and the loop continues.
+
+        Args:
+            messages: the history; not modified.
+            resume: answers to the paused requests at the end of ``messages``; validated here,
+                once, into a plan (ignored when ``plan`` is given).
+            plan: the resume already validated by :meth:`check_resume` (an agent's
+                ``check_resume``); carried out without validating again.
+            on_chunk: receives model stream chunks and the tool-response chunk of each round.
+            session: made available to tools as ``ctx.session``.
+            context: the caller's context (identity, tenant), given to tools as ``ctx.context``.
+            reclaimed_from: the turn whose lapsed claim this turn took over; tools see it as
+                ``ctx.reclaimed_from``.
+            effects: the effect journal of the turn (agents with a store pass one): every tool
+                body runs through it, so none is silently repeated (:mod:`interlock.effects`).
+        """
+        turn = _TurnState(
+            loop=self,
+            on_chunk=on_chunk,
+            session=session,
+            context=context or {},
+            reclaimed_from=reclaimed_from,
+            effects=effects,
+            history=list(messages),
+        )
+        return await turn.run(resume, plan)
+
+
+@dataclass(kw_only=True, slots=True)
+class _TurnState:
+    """One turn of a :class:`ToolLoop`: what varies per turn, and the history it grows."""
+
+    loop: ToolLoop
     on_chunk: ChunkCallback | None
-    middleware: Sequence[ToolMiddleware]
     session: Session | None
     context: dict[str, Any]
-    tool_input_errors: ToolErrors
-    tool_choice: Any
-    tool_errors: ToolErrors = "raise"
-    tool_retries: int = 2
-    errors_sent: dict[str, int] = field(default_factory=dict[str, int])
     reclaimed_from: str | None = None
     effects: Effects | None = None
     history: list[Message] = field(default_factory=list[Message])
     message_index: int = 0
+    errors_sent: dict[str, int] = field(default_factory=dict[str, int])
 
     async def emit(self, chunk: ModelChunk) -> None:
         """Forward a chunk, numbered with the index of the message it belongs to within this turn.
@@ -104,13 +227,13 @@ class _Loop:
     def tool_error(self, name: str, error: InterlockError, mode: ToolErrors) -> tuple[bool, Any]:
         """Raise ``error`` (failing the turn), or in ``"model"`` mode, within the retry limit, return it as output."""
         sent = self.errors_sent.get(name, 0)
-        if mode != "model" or sent >= self.tool_retries:
+        if mode != "model" or sent >= self.loop.errors.retries:
             raise error
         self.errors_sent[name] = sent + 1
         return True, {"error": error.message}
 
     def unknown_tool(self, name: str) -> NotFoundError:
-        known = ", ".join(sorted(self.tools)) or "none"
+        known = ", ".join(sorted(self.loop.by_name)) or "none"
         return NotFoundError(f"the model asked for tool {name!r}, which this agent does not have (its tools: {known})")
 
     async def call(self, part: ToolRequestPart, planned: PlannedCall | None, index: int) -> tuple[bool, Any]:
@@ -119,9 +242,9 @@ class _Loop:
         ``planned`` is a restart the resume plan validated: its input and payload are used as is.
         ``index`` is the position in the history of the model message that asked for the call.
         """
-        tool = self.tools.get(part.name)
+        tool = self.loop.by_name.get(part.name)
         if tool is None:
-            return self.tool_error(part.name, self.unknown_tool(part.name), self.tool_errors)
+            return self.tool_error(part.name, self.unknown_tool(part.name), self.loop.errors.on_error)
         retry, reclaimed_from = False, self.reclaimed_from
         if planned is not None and planned.restart is not None:
             value, resumed, resume = planned.value, planned.restart.meta(md.RESUMED), planned.payload
@@ -137,7 +260,7 @@ class _Loop:
             try:
                 value = tool.validate_input(part.input)
             except ToolInputError as exc:
-                return self.tool_error(tool.name, exc, self.tool_input_errors)
+                return self.tool_error(tool.name, exc, self.loop.errors.input_mode)
             resumed = resume = None
             original_input = part.input
         ctx: ToolContext[Any] = ToolContext(
@@ -160,7 +283,7 @@ class _Loop:
         except Exception as exc:
             error = ToolError(f"tool {tool.name!r} failed: {exc}", tool=tool.name)
             error.__cause__ = exc
-            return self.tool_error(tool.name, error, self.tool_errors)
+            return self.tool_error(tool.name, error, self.loop.errors.on_error)
 
     async def _through_middleware(
         self, tool: Tool[Any, Any, Any], ctx: ToolContext[Any], value: Any, index: int, retry: bool
@@ -175,10 +298,9 @@ class _Loop:
         A method, not a closure that names itself: that would be a reference cycle holding the
         whole turn until the garbage collector finds it.
         """
-        if depth < len(self.middleware):
-            return await self.middleware[depth](
-                ctx, current, lambda v: self._layer(depth + 1, tool, ctx, v, index, retry)
-            )
+        middleware = self.loop.middleware
+        if depth < len(middleware):
+            return await middleware[depth](ctx, current, lambda v: self._layer(depth + 1, tool, ctx, v, index, retry))
         if self.effects is None or tool.is_interrupt_only:
             return await tool.invoke(current, ctx)
         # the body runs through the effect journal: replayed, retried, or asked about (interlock.effects)
@@ -196,6 +318,64 @@ class _Loop:
             if isinstance(r, BaseException):
                 raise r
         return [r for r in results if not isinstance(r, BaseException)]
+
+    async def run(self, resume: Resume | None, plan: ResumePlan | None) -> GenerateResult:
+        """The turn: carry out the resume (``plan``, or ``resume`` validated here), then the model rounds."""
+        loop = self.loop
+        if plan is None and resume is not None:
+            _plan_for(self, ResumePlan(resume=resume))  # the precondition comes first
+            plan = loop.check_resume(resume, self.history)
+        elif plan is not None and not plan.schemas_checked and loop.tools:
+            plan = loop.check_resume(plan.resume, self.history)
+        if plan is not None:
+            plan = collapse(self.history, plan, loop.by_name)  # answers to surfaced interrupts go to their delegation
+            if await _resume(self, plan):
+                return GenerateResult(
+                    messages=expand(self.history), finish_reason="interrupted", finish_message=REINTERRUPTED
+                )
+        return await self._rounds()
+
+    async def _rounds(self) -> GenerateResult:
+        """Call the model, run the tools it asks for, until it answers without tool requests or a tool pauses."""
+        loop, history = self.loop, self.history
+        emit = self.emit if self.on_chunk is not None else None
+        calls = 0
+        rounds = 0
+        while True:
+            request = ModelRequest(
+                messages=list(history), tools=list(loop.definitions), config=loop.config, tool_choice=loop.tool_choice
+            )
+            response = await telemetry.call_model(loop.model, request, on_chunk=emit)
+            self.message_index += 1
+            calls += 1
+            message = response.message
+            check_message(message, "the model's reply")  # refused before it is stored, on every store alike
+            if message.role != "model":
+                message = Message(role="model", content=message.content, metadata=message.metadata, extra=message.extra)
+            if not message.tool_requests:
+                history.append(message)
+                return GenerateResult(
+                    messages=history,
+                    finish_reason=response.finish_reason,
+                    finish_message=response.finish_message,
+                    usage=response.usage,
+                    model_calls=calls,
+                )
+            if rounds >= loop.max_turns:
+                raise MaxTurnsExceededError(
+                    f"the model kept calling tools past max_turns={loop.max_turns}; "
+                    "raise max_turns or check the tools' outputs"
+                )
+            rounds += 1
+            model_msg, tool_msg = await _run_requests(self, message)
+            history.append(model_msg)
+            if tool_msg is None:
+                return GenerateResult(
+                    messages=expand(history), finish_reason="interrupted", usage=response.usage, model_calls=calls
+                )
+            history.append(tool_msg)
+            await self.emit(ModelChunk(role="tool", content=list(tool_msg.content)))
+            self.message_index += 1
 
 
 def _pause(tool: Tool[Any, Any, Any], signal: Interrupt) -> dict[str, Any]:
@@ -220,7 +400,7 @@ def _paused(message: Message, outcomes: dict[int, tuple[bool, Any]]) -> Message:
     return Message(role=message.role, content=content, metadata=message.metadata, extra=message.extra)
 
 
-async def _run_requests(loop: _Loop, message: Message) -> tuple[Message, Message | None]:
+async def _run_requests(loop: _TurnState, message: Message) -> tuple[Message, Message | None]:
     """Run a model message's tool requests; returns (model message, tool message or None if paused)."""
     indexed = [(i, p) for i, p in enumerate(message.content) if isinstance(p, ToolRequestPart)]
     results = await loop.call_all([(p, None) for _, p in indexed], len(loop.history))
@@ -250,7 +430,7 @@ def check_resume(
     return plan_resume(resume, history, tools, allow_replaced_input=allow_replaced_input)
 
 
-def _plan_for(loop: _Loop, plan: ResumePlan) -> list[PlannedCall]:
+def _plan_for(loop: _TurnState, plan: ResumePlan) -> list[PlannedCall]:
     """The plan's calls, checked to be about ``loop.history``'s paused message."""
     last = loop.history[-1] if loop.history else None
     if last is None or last.role != "model" or not last.tool_requests:
@@ -263,7 +443,7 @@ def _plan_for(loop: _Loop, plan: ResumePlan) -> list[PlannedCall]:
     return list(plan.calls)
 
 
-async def _resume(loop: _Loop, plan: ResumePlan) -> bool:
+async def _resume(loop: _TurnState, plan: ResumePlan) -> bool:
     """Carry out a validated resume plan on ``loop.history``; True when a restarted tool paused again."""
     planned = _plan_for(loop, plan)  # first: it checks the history ends with a paused model message
     history = loop.history
@@ -345,104 +525,29 @@ async def generate(
     reclaimed_from: str | None = None,
     effects: Effects | None = None,
 ) -> GenerateResult:
-    """Run one turn of the tool loop over ``messages`` (the history, ending with the new input).
+    """Run one turn of the tool loop over ``messages``: a :class:`ToolLoop` built and run once.
 
-    The model is called with the tool definitions; requested tools run concurrently; the
-    turn ends when the model answers without tool requests (its finish reason), or when a
-    tool interrupts (``interrupted``). With ``plan`` (or ``resume``), the history must end
-    with a paused model message: every paused request is answered (respond) or run again
-    (restart), parked outputs are reused, and the loop continues.
-
-    Args:
-        model: the model to call.
-        messages: the history; not modified.
-        tools: the tools the model may call.
-        resume: answers to the paused requests at the end of ``messages``; validated here,
-            once, into a plan (ignored when ``plan`` is given).
-        plan: the resume already validated by :func:`check_resume` (an agent's
-            ``check_resume``); carried out without validating again.
-        config: model configuration (temperature, ...).
-        max_turns: the most tool-calling rounds before :class:`MaxTurnsExceededError`.
-        on_chunk: receives model stream chunks and the tool-response chunk of each round.
-        middleware: wraps every tool execution (restarts too).
-        session: made available to tools as ``ctx.session``.
-        context: the caller's context (identity, tenant), given to tools as ``ctx.context``.
-        allow_replaced_input: accept restarts whose input differs from the original
-            (recorded as ``replacedInput``); never enable it for untrusted callers.
-        tool_errors: ``"raise"`` (the default) fails the turn when a tool raises (a
-            :class:`ToolError`) or the model names a tool that does not exist (NOT_FOUND);
-            ``"model"`` sends the error text back to the model as that call's output,
-            ``{"error": message}``, so it can correct itself. A typed interlock error the
-            tool raises always fails the turn.
-        tool_input_errors: the same choice for a model input that fails the tool's schema
-            (INVALID_ARGUMENT); ``None`` follows ``tool_errors``.
-        tool_retries: in ``"model"`` mode, how many errors of one tool (or one unknown
-            name) a turn sends back to the model; the next one fails the turn.
-        tool_choice: passed to the model request.
-        reclaimed_from: the turn whose lapsed claim this turn took over; tools see it as
-            ``ctx.reclaimed_from``.
-        effects: the effect journal of the turn (agents with a store pass one): every tool
-            body runs through it, so none is silently repeated (:mod:`interlock.effects`).
+    The settings are :class:`ToolLoop`'s (``tool_errors``, ``tool_input_errors`` and
+    ``tool_retries`` are :class:`ToolErrorPolicy`'s ``on_error``, ``on_input_error`` and
+    ``retries``); the rest are :meth:`ToolLoop.run`'s. An agent builds its loop once instead.
     """
-    loop = _Loop(
-        model=model,
-        tools={t.name: t for t in tools},
+    loop = ToolLoop(
+        model,
+        tools=tools,
         config=config,
-        on_chunk=on_chunk,
+        max_turns=max_turns,
         middleware=middleware,
-        session=session,
-        context=context or {},
-        tool_errors=tool_errors,
-        tool_input_errors=tool_errors if tool_input_errors is None else tool_input_errors,
-        tool_retries=tool_retries,
+        allow_replaced_input=allow_replaced_input,
+        tool_errors=ToolErrorPolicy(on_error=tool_errors, on_input_error=tool_input_errors, retries=tool_retries),
         tool_choice=tool_choice,
+    )
+    return await loop.run(
+        messages,
+        resume=resume,
+        plan=plan,
+        on_chunk=on_chunk,
+        session=session,
+        context=context,
         reclaimed_from=reclaimed_from,
         effects=effects,
-        history=list(messages),
     )
-    if plan is None and resume is not None:
-        _plan_for(loop, ResumePlan(resume=resume))  # the precondition comes first
-        plan = check_resume(resume, loop.history, tools, allow_replaced_input=allow_replaced_input)
-    elif plan is not None and not plan.schemas_checked and tools:
-        plan = check_resume(plan.resume, loop.history, tools, allow_replaced_input=allow_replaced_input)
-    if plan is not None:
-        plan = collapse(loop.history, plan, loop.tools)  # answers to surfaced interrupts go to their delegation
-        if await _resume(loop, plan):
-            return GenerateResult(
-                messages=expand(loop.history), finish_reason="interrupted", finish_message=REINTERRUPTED
-            )
-    definitions = [t.definition for t in tools]
-    calls = 0
-    rounds = 0
-    while True:
-        request = ModelRequest(messages=list(loop.history), tools=definitions, config=config, tool_choice=tool_choice)
-        response = await telemetry.call_model(model, request, on_chunk=loop.emit if on_chunk is not None else None)
-        loop.message_index += 1
-        calls += 1
-        message = response.message
-        check_message(message, "the model's reply")  # refused before it is stored, on every store alike
-        if message.role != "model":
-            message = Message(role="model", content=message.content, metadata=message.metadata, extra=message.extra)
-        if not message.tool_requests:
-            loop.history.append(message)
-            return GenerateResult(
-                messages=loop.history,
-                finish_reason=response.finish_reason,
-                finish_message=response.finish_message,
-                usage=response.usage,
-                model_calls=calls,
-            )
-        if rounds >= max_turns:
-            raise MaxTurnsExceededError(
-                f"the model kept calling tools past max_turns={max_turns}; raise max_turns or check the tools' outputs"
-            )
-        rounds += 1
-        model_msg, tool_msg = await _run_requests(loop, message)
-        loop.history.append(model_msg)
-        if tool_msg is None:
-            return GenerateResult(
-                messages=expand(loop.history), finish_reason="interrupted", usage=response.usage, model_calls=calls
-            )
-        loop.history.append(tool_msg)
-        await loop.emit(ModelChunk(role="tool", content=list(tool_msg.content)))
-        loop.message_index += 1

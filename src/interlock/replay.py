@@ -1,8 +1,8 @@
-"""Spent client states: a client-managed agent given ``spent_tokens=store`` answers each interrupt once.
+"""Spent client states: a client-managed agent given ``Host(spent_tokens=store)`` answers each interrupt once.
 
 A signed client-managed state (:mod:`interlock.signing`) proves the agent handed it out,
 not that it was never used: without a store, the same approved state sent twice runs the
-tool twice. An agent built with ``state_signing=Keyring(...)`` and ``spent_tokens=store``
+tool twice. An agent built with ``host=Host(state_signing=Keyring(...), spent_tokens=store)``
 spends a nonce per paused state when a resume of it is accepted (validated, before
 anything runs), in one atomic write of ``store``, and refuses a second resume of the same
 paused state with ``PERMISSION_DENIED`` (``details["reason"] == "replayed"``), nothing run.

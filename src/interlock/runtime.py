@@ -5,8 +5,9 @@ another. Server-managed turns reserve their snapshot id up front and write it at
 turn end; a resume of an interrupted snapshot first *claims* it, atomically, so exactly
 one of several racing resumes runs its tools.
 
-The pieces live by what they hold: loading the state an init names (``_session_load``), a
-turn's claim, commit and give-back (``_turn_commit``), the detached run: pending row,
+The pieces live by what they hold: loading the state an init names (``_session_load``), one
+turn: plan, claim, handler, commit or give back (``_turn``), the writes of a turn's claim,
+commit and give-back (``_turn_commit``), the detached run: pending row,
 heartbeat, abort watch and final write (``_detached_run``), and what an invocation answers:
 its output and a paused turn's interrupts chunk (``_invocation_output``).
 """
@@ -16,76 +17,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from ._detached_run import DetachedRun
-from ._invocation_output import build_output, interrupts_chunk
-from ._session_load import PreTurnFailure, answered_earlier, load_state
-from ._turn_commit import TurnWriter, error_info, give_back
-from .agent_io import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext, TurnEnd, TurnResult
+from ._engine_protocols import RunnableAgent, TurnHandler
+from ._invocation_output import build_output
+from ._session_load import PreTurnFailure, load_state
+from ._turn import QueuedTurn, Turn
+from ._turn_commit import TurnWriter, error_info
+from .agent_io import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnEnd
 from .claims import ClaimHold, Claims
 from .connection import END, Ended
-from .effects import Effects, check_in_doubt_answers
-from .errors import FailedPreconditionError, ResumeError, SnapshotNotFoundError, UsageError
+from .errors import UsageError
 from .handoff import handoff_metadata, handoff_named, read_handoff
-from .interrupts import Resume, ResumePlan
-from .messages import Message
 from .models import ModelChunk
-from .parts import ToolRequestPart
-from .replay import spend_pause
 from .sessions import ErrorInfo, Session, SessionState, Snapshot, new_id
-from .signing import Keyring
-from .stores import SessionStore, check_tenant
+from .stores import check_tenant
 from .telemetry import hooks
-from .tokens import TokenDecision, TokenSigner, check_tokens
 
-__all__ = ["DetachTarget", "RunnableAgent", "SessionRunner", "TurnHandler", "run_handed_off"]
+__all__ = ["SessionRunner", "run_handed_off"]
 
-
-class DetachTarget(Protocol):
-    """Where an agent hands its detached turns (:class:`interlock.workers.WorkerQueue` is one)."""
-
-    async def hand_off(self, store: SessionStore, pending: Snapshot, tenant: str | None) -> None:
-        """Write the pending row ``pending`` and the job that runs it, in one transaction of ``store``."""
-        ...
-
-    async def abort(self, snapshot_id: str, tenant: str | None) -> int: ...
-
-
-class RunnableAgent(Protocol):
-    """What the runtime needs of an agent (:class:`~interlock.agents.Agent` is one)."""
-
-    name: str
-    store: SessionStore | None
-    claim_ttl: float
-    heartbeat_interval: float
-    state_signing: Keyring | None
-    resume_tokens: TokenSigner | None
-    require_resume_tokens: bool
-    spent_tokens: SessionStore | None
-    notify: bool
-    detach_to: DetachTarget | None
-
-    async def invoke(self, runner: SessionRunner) -> AgentResult | None: ...
-    def check_resume(self, resume: Resume, history: list[Message]) -> ResumePlan: ...
-    def transform_state(self, state: SessionState) -> SessionState: ...
-    def custom_transform(self, custom: object) -> Any: ...
-    def transform_chunk(self, chunk: StreamChunk) -> StreamChunk | None: ...
-    def token_decisions(self, part: ToolRequestPart) -> tuple[TokenDecision, ...]: ...
-
-
-TurnHandler = Callable[[AgentInput, TurnContext], Awaitable[TurnResult | None]]
-"""A custom agent's per-turn function."""
 
 _background: set[asyncio.Task[Any]] = set()
-
-
-@dataclass(kw_only=True)
-class _Turn:
-    input: AgentInput
-    snapshot_id: str | None
 
 
 class SessionRunner:
@@ -149,7 +102,7 @@ class Invocation:
                 store=agent.store,
                 tenant=self.tenant,
                 context=self.context,
-                claims=Claims(agent.store, self.tenant, ttl=agent.claim_ttl),
+                claims=Claims(agent.store, self.tenant, ttl=agent.host.claim_ttl),
             )
         )
         self.inputs: asyncio.Queue[AgentInput | Ended] = asyncio.Queue()
@@ -161,16 +114,16 @@ class Invocation:
         self.last_finish_reason: str | None = None
         self.error: ErrorInfo | None = None
         self.detached: DetachedRun | None = None
-        self._turns: asyncio.Queue[_Turn | Ended] = asyncio.Queue()
-        self._running: _Turn | None = None
+        self._turns: asyncio.Queue[QueuedTurn | Ended] = asyncio.Queue()
+        self._running: QueuedTurn | None = None
         self.trace: hooks.TurnTrace | None = None
-        self._store_ready = False
+        self.store_ready = False
         self._loop = asyncio.get_running_loop()
         self._thread = threading.get_ident()
-        self._turn_index = 0
-        self._model_index: int | float | None = 0
+        self.turn_index = 0
+        self.model_index: int | float | None = 0
         """The index of the last model chunk streamed (the paused message's, when a turn pauses)."""
-        self._failed = False
+        self.failed = False
         self._tasks: list[asyncio.Task[Any]] = []
         self._handed = False
         """The turn went to the worker queue (``detach_to``) or is handed back to it: nothing to finalize here."""
@@ -185,7 +138,7 @@ class Invocation:
             )
             self.session.detach_sink()
             self._tasks += self.detached.keep_alive(self._aborted)
-            self._store_ready = True  # the lease's write checked the store already
+            self.store_ready = True  # the lease's write checked the store already
 
     @property
     def detached_id(self) -> str | None:
@@ -208,12 +161,12 @@ class Invocation:
         if self.detached_id is not None:
             return
         if isinstance(chunk, ModelChunk) and chunk.role == "model":
-            self._model_index = chunk.index
+            self.model_index = chunk.index
         transformed = self.agent.transform_chunk(chunk)
         if transformed is not None:
             self.chunks.put_nowait(transformed)
 
-    def _emit_failed_turn_end(self) -> None:
+    def emit_failed_turn_end(self) -> None:
         with contextlib.suppress(Exception):
             self.emit(TurnEnd(finish_reason="failed"))
 
@@ -247,9 +200,9 @@ class Invocation:
             if not self.abort_event.is_set():
                 self.error = ErrorInfo(status="CANCELLED", message="the invocation was cancelled")
         except Exception as exc:
-            self._failed = True
+            self.failed = True
             self.error = error_info(exc)
-            self._emit_failed_turn_end()
+            self.emit_failed_turn_end()
             result = None
         finally:
             reader.cancel()
@@ -319,7 +272,7 @@ class Invocation:
             if item.detach:
                 await self._detach(reserved)
             if has_payload:
-                self._turns.put_nowait(_Turn(input=item, snapshot_id=reserved))
+                self._turns.put_nowait(QueuedTurn(input=item, snapshot_id=reserved))
 
     async def _detach(self, reserved: str | None) -> None:
         if self.detached is not None:
@@ -345,7 +298,7 @@ class Invocation:
         job are written in one transaction (both or neither). A detach sent while a turn runs in
         this process keeps that turn here.
         """
-        target = self.agent.detach_to
+        target = self.agent.host.detach_to
         if target is None or self.writer is None or self.detached is not None:
             return False
         if self._running is not None or not self._turns.empty():
@@ -372,7 +325,7 @@ class Invocation:
 
     def enqueue_turn(self, input: AgentInput, snapshot_id: str) -> None:
         """Queue the one turn of a handed-off run, then the end of its inputs."""
-        self._turns.put_nowait(_Turn(input=input, snapshot_id=snapshot_id))
+        self._turns.put_nowait(QueuedTurn(input=input, snapshot_id=snapshot_id))
         self._turns.put_nowait(END)
 
     def hand_back(self) -> None:
@@ -391,7 +344,7 @@ class Invocation:
     # turns -------------------------------------------------------------------------------
 
     async def run_turns(self, handler: TurnHandler) -> None:
-        while not self._failed:
+        while not self.failed:
             item = await self._turns.get()
             if item is END:
                 return
@@ -405,120 +358,12 @@ class Invocation:
                     tenant=self.tenant,
                     detached=self.detached_id,
                 ) as self.trace:
-                    await self._run_turn(handler, item)
+                    await Turn(self, item).run(handler)
                     self.trace.finish(
                         finish_reason=self.last_finish_reason, error=self.error, messages=self.session.messages
                     )
             finally:
                 self._running = None
-
-    async def _run_turn(self, handler: TurnHandler, turn: _Turn) -> None:
-        """One turn: validate, claim, run the handler, commit (fenced by the claim); on failure undo all."""
-        session, store = self.session, self.store
-        turn_id = turn.snapshot_id or (new_id() if store is not None else None)
-        parent = self.tip
-        good = session.state.copy()
-        session.start_turn()
-        self._model_index = 0
-        turn_index, self._turn_index = self._turn_index, self._turn_index + 1
-        hold: ClaimHold | None = None
-        writer = self.writer
-        effects = self._effects(parent, turn_id)
-        try:
-            plan, nonces = await self._plan(turn.input)  # before anything runs or is claimed: a refusal changes nothing
-            if plan is not None:
-                await self._spend_client_state()
-            if plan is not None and parent is not None and parent.finish_reason == "interrupted" and turn_id:
-                assert writer is not None
-                hold = await writer.claim(parent, turn_id, plan, nonces, effects, len(session.messages) - 1)
-            if plan is not None:
-                hooks.resuming(plan, self.context, hold.turn_id if hold else None)
-            if hold is None and store is not None and not self._store_ready:
-                await store.ready()  # before any model or tool runs (a claim's write has checked it already)
-                self._store_ready = True
-            if turn.input.message is not None:
-                session.add_messages(turn.input.message)
-            ctx = TurnContext(
-                snapshot_id=turn_id,
-                parent_snapshot_id=parent.snapshot_id if parent else None,
-                turn_index=turn_index,
-                context=self.context,
-                plan=plan,
-                reclaimed_from=hold.reclaimed_from if hold else None,
-                effects=effects,
-            )
-            result = await handler(turn.input, ctx)
-            finish = result.finish_reason if result else None
-            if self.detached is not None:
-                if effects is not None:
-                    await effects.flush()
-                self.detached.hand_over(hold, parent, plan)  # the detached run's final write commits the claim
-                hold = None
-            elif writer is not None and turn_id is not None:
-                traced = self.trace.metadata() if self.trace else {}
-                self.tip = await writer.commit(session, turn_id, parent, finish, plan, hold, effects, traced)
-        except Exception as exc:
-            session.state = good
-            self._failed = True
-            self.error = error_info(exc)
-            await give_back(hold, effects)
-            self._emit_failed_turn_end()
-            return
-        except asyncio.CancelledError:  # aborted or cancelled mid-turn: give the interrupt back
-            await give_back(hold, effects)
-            raise
-        self.last_finish_reason = finish
-        if finish == "interrupted":
-            paused = interrupts_chunk(self.session.messages, self.store, self._model_index)
-            if paused is not None:
-                self.emit(paused)
-        committed = store is not None and self.detached_id is None
-        self.emit(TurnEnd(snapshot_id=turn_id if committed else None, finish_reason=finish))
-
-    def _effects(self, parent: Snapshot | None, turn_id: str | None) -> Effects | None:
-        """The turn's effect journal: server-managed agents journal every tool call in their store."""
-        if self.writer is None or turn_id is None:
-            return None
-        return self.writer.effects(self.session.session_id, parent, turn_id)
-
-    async def _plan(self, input: AgentInput) -> tuple[ResumePlan | None, tuple[str, ...]]:
-        """The input's resume, validated against the history (``None`` without one), and its tokens' nonces.
-
-        The resume tokens are checked here (:func:`interlock.tokens.check_tokens`), once. A
-        resume by session id whose refs another resume answered meanwhile is refused as that
-        lost race (:func:`~interlock._session_load.answered_earlier`), not as stale refs.
-        """
-        if input.resume is None:
-            return None, ()
-        if input.message is not None:
-            raise FailedPreconditionError(  # Genkit's status: its message would follow the model's pause
-                "Cannot 'resume' generation unless the previous message is a model message with at least one "
-                "tool request: an agent input carries a message or a resume, not both; send the resume first, "
-                "then the message in a new input"
-            )
-        if self.store is not None and self.tip is None:
-            raise SnapshotNotFoundError(
-                f"there is no snapshot to resume in session {self.session.session_id}: "
-                "resume by the snapshotId or sessionId of the interrupted turn"
-            )
-        try:
-            plan = self.agent.check_resume(input.resume, self.session.messages)
-        except ResumeError:
-            lost = await answered_earlier(self.agent, self.init, self.tip, input.resume, self.tenant)
-            if lost is not None:
-                raise lost from None
-            raise
-        tip = self.tip.snapshot_id if self.tip else None
-        nonces = check_tokens(self.agent, plan, session_id=self.session.session_id, snapshot_id=tip)
-        named = tip is not None and tip == self.named_snapshot
-        check_in_doubt_answers(plan, named_snapshot=named, tokens_checked=self.agent.resume_tokens is not None)
-        return plan, nonces
-
-    async def _spend_client_state(self) -> None:
-        """A client-managed resume, once accepted, spends its paused state (:mod:`interlock.replay`)."""
-        spent = self.agent.spent_tokens
-        if spent is not None and self.store is None:
-            await spend_pause(spent, self.agent.name, self.session.state, tenant=self.tenant)
 
 
 def run_handed_off(agent: RunnableAgent, pending: Snapshot, lease: ClaimHold) -> Invocation:

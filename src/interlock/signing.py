@@ -2,7 +2,7 @@
 
 Without a store, the caller keeps the session state and sends it back each turn, so a
 caller could invent a history (a model message asking for a transfer to Mallory, marked
-as interrupted) and "restart" it. With ``state_signing=Keyring(...)`` the agent signs
+as interrupted) and "restart" it. With ``host=Host(state_signing=Keyring(...))`` the agent signs
 every state it hands out and refuses, with ``PERMISSION_DENIED`` and before anything
 runs, any state that is unsigned, altered, signed by an unknown or retired key, or older
 than ``max_age``.

@@ -2,7 +2,7 @@
 
 A snapshot id is a credential (whoever holds it can resume the turn), and an approval
 link that is clicked twice, forwarded, or replayed later should not answer twice or
-answer something else. A server-managed agent built with ``resume_tokens=TokenSigner(...)``
+answer something else. A server-managed agent built with ``host=Host(resume_tokens=TokenSigner(...))``
 mints a token into every pending interrupt of a turn that ends ``interrupted``
 (``metadata.resumeToken`` on the paused tool request, in the stored snapshot and in the
 output). The token binds:
@@ -21,7 +21,7 @@ holds the keys: one signs, every listed one verifies, so keys rotate).
 A resume entry carries the token of the interrupt it answers in its own
 ``metadata.resumeToken`` (:meth:`~interlock.decisions.Decision.answer` copies it, so
 ``InterruptedCall.respond/restart``, ``middleware.approve/deny`` and the inbox do).
-With ``require_resume_tokens=True`` every entry must carry a valid one; without it, a
+With ``Host(require_resume_tokens=True)`` every entry must carry a valid one; without it, a
 token that is present is still checked. :func:`check_tokens` runs once per resume,
 right after the resume is validated and before anything is claimed or run; a refusal is
 :class:`~interlock.errors.PermissionDeniedError` (``details["reason"]``, below) and
@@ -77,8 +77,8 @@ from .parts import ToolRequestPart, ToolResponsePart
 from .signing import Keyring
 
 if TYPE_CHECKING:
+    from ._engine_protocols import RunnableAgent
     from .interrupts import ResumePlan
-    from .runtime import RunnableAgent
 
 __all__ = [
     "DEFAULT_TTL",
@@ -278,7 +278,7 @@ def mint_tokens(
 
     Unchanged when the agent mints no tokens or nothing waits for an answer.
     """
-    signer = agent.resume_tokens
+    signer = agent.host.resume_tokens
     out = list(messages)
     if signer is None or not out or out[-1].role != "model" or not out[-1].interrupts:
         return out
@@ -304,10 +304,10 @@ def check_tokens(
 ) -> tuple[str, ...]:
     """Check the token of every entry of a validated resume of ``snapshot_id``; the nonces to spend.
 
-    The one check (``Invocation._plan`` calls it after ``check_resume``, before any claim).
+    The one check (``Turn._plan``, in ``interlock._turn``, calls it after ``check_resume``, before any claim).
     Returns ``()`` when the agent mints no tokens. Raises :func:`refused` (PERMISSION_DENIED).
     """
-    signer = agent.resume_tokens
+    signer = agent.host.resume_tokens
     if signer is None:
         return ()
     nonces: list[str] = []
@@ -318,7 +318,7 @@ def check_tokens(
         label = _label(call.request.name, call.request.ref)
         raw = entry.meta(md.RESUME_TOKEN)
         if raw is None:
-            if agent.require_resume_tokens:
+            if agent.host.require_resume_tokens:
                 raise refused(
                     "missing",
                     f"resume.{call.verb} for {label} carries no resume token, and agent {agent.name!r} requires one: "

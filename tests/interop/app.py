@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import BaseModel
@@ -195,7 +195,7 @@ SIGNING_KEYS = Keyring({"k1": "interop-test-key-0123456789abcdef-0123"})
 
 def _client_managed_signed(name: str) -> Setup:
     setup = _client_managed(name)
-    setup.agent.state_signing = SIGNING_KEYS
+    setup.agent.host = replace(setup.agent.host, state_signing=SIGNING_KEYS)
     return setup
 
 

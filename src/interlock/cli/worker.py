@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+from dataclasses import replace
 from typing import Any, cast
 
 from ..agents import Agent
@@ -133,7 +134,7 @@ def _serve_loops(args: argparse.Namespace, agents: list[Any]) -> list[ServeLoop]
     queues: dict[str, WorkerQueue] = {}
     for agent in cast(list[Agent], agents):
         dsn = _postgres_dsn(agent)
-        agent.detach_to = queues.setdefault(dsn, WorkerQueue(dsn))
+        agent.host = replace(agent.host, detach_to=queues.setdefault(dsn, WorkerQueue(dsn)))
 
     async def close_queues(stop: asyncio.Event) -> None:
         await stop.wait()

@@ -1,6 +1,6 @@
 """Detached turns run by a worker fleet: a job queue on the store's PostgreSQL (``interlock[workers]``).
 
-An agent given ``detach_to=WorkerQueue(dsn)`` (or served by ``interlock serve
+An agent given ``host=Host(detach_to=WorkerQueue(dsn))`` (or served by ``interlock serve
 --detach-to-workers``) does not run a detached turn in its own process: the turn's pending
 snapshot is written with everything the turn needs (its input, its parent, the caller's
 context; :mod:`interlock.handoff`) and, in the same transaction on the store's connection,

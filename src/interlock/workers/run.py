@@ -37,10 +37,11 @@ from procrastinate.job_context import AbortReason
 
 from .. import metadata as md
 from .. import sessions
+from .._engine_protocols import RunnableAgent
 from ..claims import ClaimHold, Claims
 from ..errors import ClaimConflictError, FailedPreconditionError, InterlockError
 from ..handoff import HANDOFF
-from ..runtime import RunnableAgent, run_handed_off
+from ..runtime import run_handed_off
 from ..sessions import ErrorInfo, Snapshot, beat, fail_pending, new_id, utcnow
 from ..stores import SessionStore, Updater
 from ..stores.postgres import PostgresStore
