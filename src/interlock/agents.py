@@ -34,7 +34,7 @@ from .parts import ToolRequestPart
 from .runtime import DetachTarget, Invocation, SessionRunner
 from .sessions import SessionState, Snapshot, utcnow
 from .signing import Keyring
-from .stores import SessionStore, Updater
+from .stores import SessionStore, SnapshotStore, Updater
 from .tokens import TokenDecision, TokenSigner
 from .tools import Tool, ToolMiddleware
 
@@ -125,7 +125,7 @@ class Agent(AgentAPI):
         state_signing: Keyring | None = None,
         resume_tokens: TokenSigner | None = None,
         require_resume_tokens: bool = False,
-        spent_tokens: SessionStore | None = None,
+        spent_tokens: SnapshotStore | None = None,
         notify: bool = False,
         detach_to: DetachTarget | None = None,
     ) -> None:
@@ -327,7 +327,7 @@ class CustomAgent(Agent):
         state_signing: Keyring | None = None,
         resume_tokens: TokenSigner | None = None,
         require_resume_tokens: bool = False,
-        spent_tokens: SessionStore | None = None,
+        spent_tokens: SnapshotStore | None = None,
         notify: bool = False,
         detach_to: DetachTarget | None = None,
     ) -> None:
@@ -397,7 +397,7 @@ class PromptAgent(Agent):
         state_signing: Keyring | None = None,
         resume_tokens: TokenSigner | None = None,
         require_resume_tokens: bool = False,
-        spent_tokens: SessionStore | None = None,
+        spent_tokens: SnapshotStore | None = None,
         notify: bool = False,
         detach_to: DetachTarget | None = None,
     ) -> None:

@@ -37,7 +37,7 @@ from .parts import ToolRequestPart
 from .replay import spend_pause
 from .sessions import ErrorInfo, Session, SessionState, Snapshot, new_id
 from .signing import Keyring
-from .stores import SessionStore, check_tenant
+from .stores import SessionStore, SnapshotStore, check_tenant
 from .telemetry import hooks
 from .tokens import TokenDecision, TokenSigner, check_tokens
 
@@ -47,7 +47,7 @@ __all__ = ["DetachTarget", "RunnableAgent", "SessionRunner", "TurnHandler", "run
 class DetachTarget(Protocol):
     """Where an agent hands its detached turns (:class:`interlock.workers.WorkerQueue` is one)."""
 
-    async def hand_off(self, store: SessionStore, pending: Snapshot, tenant: str | None) -> None:
+    async def hand_off(self, store: SnapshotStore, pending: Snapshot, tenant: str | None) -> None:
         """Write the pending row ``pending`` and the job that runs it, in one transaction of ``store``."""
         ...
 
@@ -64,7 +64,7 @@ class RunnableAgent(Protocol):
     state_signing: Keyring | None
     resume_tokens: TokenSigner | None
     require_resume_tokens: bool
-    spent_tokens: SessionStore | None
+    spent_tokens: SnapshotStore | None
     notify: bool
     detach_to: DetachTarget | None
 
@@ -450,8 +450,8 @@ class Invocation:
             result = await handler(turn.input, ctx)
             finish = result.finish_reason if result else None
             if self.detached is not None:
-                if effects is not None:
-                    await effects.flush()
+                if writer is not None and effects is not None:
+                    await writer.flush(effects)
                 self.detached.hand_over(hold, parent, plan)  # the detached run's final write commits the claim
                 hold = None
             elif writer is not None and turn_id is not None:
@@ -461,11 +461,11 @@ class Invocation:
             session.state = good
             self._failed = True
             self.error = error_info(exc)
-            await give_back(hold, effects)
+            await give_back(writer, hold, effects)
             self._emit_failed_turn_end()
             return
         except asyncio.CancelledError:  # aborted or cancelled mid-turn: give the interrupt back
-            await give_back(hold, effects)
+            await give_back(writer, hold, effects)
             raise
         self.last_finish_reason = finish
         if finish == "interrupted":
