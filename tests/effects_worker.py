@@ -40,7 +40,7 @@ from interlock.claims import claim_state
 from interlock.host import Host
 from interlock.journal import JournalEntry
 from interlock.stores import JournalUpdater, Updater
-from interlock.stores.sqlite import SQLiteStore
+from interlock.stores.sqlite import SQLiteStep, SQLiteStore
 from interlock.testing import ScriptedModel
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -179,6 +179,7 @@ class HookStore(SQLiteStore):
         tenant: str | None = None,
         journal: Sequence[tuple[str, JournalUpdater]] = (),
         events: Sequence[Any] = (),
+        then: Sequence[SQLiteStep] = (),
     ) -> list[Any]:
         updates = list(updates)
         ours = bool(updates) and updates[0][0] == self.parent
@@ -199,7 +200,7 @@ class HookStore(SQLiteStore):
                 return new
 
             updates[-1] = (sid, hang)
-        written = await super().save_all(updates, tenant=tenant, journal=journal, events=events)
+        written = await super().save_all(updates, tenant=tenant, journal=journal, events=events, then=then)
         if self.point == "intent" and claim:
             await self._hang()
         return written

@@ -507,6 +507,7 @@ class _HangInCommit:
         tenant: str | None = None,
         journal: Sequence[tuple[str, JournalUpdater]] = (),
         events: Sequence[Any] = (),
+        then: Sequence[Any] = (),
     ) -> list[Any]:
         updates = list(updates)
         if len(updates) >= 2 and updates[0][0] == self.parent:
@@ -520,7 +521,7 @@ class _HangInCommit:
                 return new
 
             updates[-1] = (sid, hang)
-        return await super().save_all(updates, tenant=tenant, journal=journal, events=events)  # type: ignore[misc]
+        return await super().save_all(updates, tenant=tenant, journal=journal, events=events, then=then)  # type: ignore[misc]
 
 
 class _HangingSQLite(_HangInCommit, SQLiteStore):

@@ -15,7 +15,7 @@ from interlock import InMemoryStore, Message, PromptAgent, Resume, SessionStore,
 from interlock import metadata as md
 from interlock.errors import UnavailableError
 from interlock.models import ModelRequest, ModelResponse
-from interlock.stores import JournalUpdater, Updater
+from interlock.stores import JournalUpdater, TxStep, Updater
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
 
@@ -112,10 +112,11 @@ class FailingCommit(InMemoryStore):
         tenant: str | None = None,
         journal: Sequence[tuple[str, JournalUpdater]] = (),
         events: Sequence[Any] = (),
+        then: Sequence[TxStep] = (),
     ) -> list[Any]:
         if self.failing and len(updates) > 1:
             raise UnavailableError("disk I/O error")
-        return await super().save_all(updates, tenant=tenant, journal=journal, events=events)
+        return await super().save_all(updates, tenant=tenant, journal=journal, events=events, then=then)
 
 
 async def test_a_commit_failure_after_the_tool_replays_the_recorded_result(tmp_path: pathlib.Path) -> None:

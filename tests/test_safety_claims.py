@@ -23,7 +23,7 @@ from interlock.claims import claim_state
 from interlock.errors import SnapshotNotFoundError, UnavailableError
 from interlock.host import Host
 from interlock.sessions import utcnow
-from interlock.stores import JournalUpdater, Updater
+from interlock.stores import JournalUpdater, TxStep, Updater
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
 
@@ -137,10 +137,11 @@ class FailingCommits(InMemoryStore):
         tenant: str | None = None,
         journal: Sequence[tuple[str, JournalUpdater]] = (),
         events: Sequence[Any] = (),
+        then: Sequence[TxStep] = (),
     ) -> list[Any]:
         if self.failing and len(updates) > 1 and not any(sid.startswith("x") for sid, _ in updates):
             raise UnavailableError("disk I/O error")
-        return await super().save_all(updates, tenant=tenant, journal=journal, events=events)
+        return await super().save_all(updates, tenant=tenant, journal=journal, events=events, then=then)
 
 
 async def test_a_failed_commit_gives_the_claim_back_and_names_no_phantom_winner() -> None:
@@ -172,12 +173,13 @@ async def test_an_abort_that_lands_while_a_detached_resume_commits_gives_the_int
         tenant: str | None = None,
         journal: Sequence[tuple[str, JournalUpdater]] = (),
         events: Sequence[Any] = (),
+        then: Sequence[TxStep] = (),
     ) -> list[Any]:
         ids = [i for i, _ in updates]
         if len(ids) == 2 and ids[0] == sid and not aborted:  # the fenced commit: the claim first, then the row
             aborted.append(ids[1])
             assert await bank(store, []).abort(ids[1]) == "pending"
-        return await original(updates, tenant=tenant, journal=journal, events=events)
+        return await original(updates, tenant=tenant, journal=journal, events=events, then=then)
 
     store.save_all = save_all
     runs: list[str] = []

@@ -18,14 +18,14 @@ if TYPE_CHECKING:
     from .parts import ToolRequestPart
     from .runtime import SessionRunner
     from .sessions import SessionState, Snapshot
-    from .stores import SessionStore
+    from .stores import SessionStore, SnapshotStore
     from .tokens import TokenDecision
 
 
 class DetachTarget(Protocol):
     """Where an agent hands its detached turns (:class:`interlock.workers.WorkerQueue` is one)."""
 
-    async def hand_off(self, store: SessionStore, pending: Snapshot, tenant: str | None) -> None:
+    async def hand_off(self, store: SnapshotStore, pending: Snapshot, tenant: str | None) -> None:
         """Write the pending row ``pending`` and the job that runs it, in one transaction of ``store``."""
         ...
 

@@ -14,7 +14,7 @@ from .agent_io import AgentOutput, AgentResult
 from .messages import Message
 from .models import ModelChunk
 from .sessions import ErrorInfo, SessionState, Snapshot
-from .stores import SessionStore
+from .stores import SnapshotStore
 
 if TYPE_CHECKING:
     from ._engine_protocols import RunnableAgent
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 def build_output(
     agent: RunnableAgent,
-    store: SessionStore | None,
+    store: SnapshotStore | None,
     state: SessionState,
     result: AgentResult | None,
     tip: Snapshot | None,
@@ -51,7 +51,7 @@ def outgoing(agent: RunnableAgent, state: SessionState) -> SessionState:
 
 
 def interrupts_chunk(
-    messages: list[Message], store: SessionStore | None, model_index: int | float | None
+    messages: list[Message], store: SnapshotStore | None, model_index: int | float | None
 ) -> ModelChunk | None:
     """The chunk that streams the paused requests (as committed: with their resume tokens) before the turn end.
 

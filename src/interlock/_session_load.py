@@ -25,7 +25,7 @@ from .interrupts import Resume
 from .messages import Message
 from .parts import ToolRequestPart
 from .sessions import SessionState, Snapshot, new_id
-from .stores import SessionStore
+from .stores import SnapshotStore
 from .tokens import check_tokens
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ def _client_state(agent: RunnableAgent, init: AgentInit) -> SessionState:
 
 
 async def _load_snapshot(
-    store: SessionStore, agent: str, tenant: str | None, snapshot_id: str, session_id: str | None
+    store: SnapshotStore, agent: str, tenant: str | None, snapshot_id: str, session_id: str | None
 ) -> tuple[SessionState, Snapshot]:
     snap = await store.load(snapshot_id, tenant=tenant)
     if snap is None or not snap.belongs_to(agent):
@@ -100,7 +100,7 @@ async def _load_snapshot(
 
 
 async def _load_session(
-    store: SessionStore, agent: str, tenant: str | None, session_id: str
+    store: SnapshotStore, agent: str, tenant: str | None, session_id: str
 ) -> tuple[SessionState, Snapshot | None]:
     """The session's latest completed snapshot, walking back past failed and abandoned turns."""
     snap = await store.latest(session_id, tenant=tenant)
@@ -159,7 +159,7 @@ async def answered_earlier(
     return conflict(snap.snapshot_id, snap.claimed_by, answered=True)
 
 
-async def _paused_at(store: SessionStore, tip: Snapshot, length: int, tenant: str | None) -> Snapshot | None:
+async def _paused_at(store: SnapshotStore, tip: Snapshot, length: int, tenant: str | None) -> Snapshot | None:
     """``tip`` or the ancestor of it whose history is ``length`` messages long, if there is one."""
     snap: Snapshot | None = tip
     while snap is not None and (snap.state is None or len(snap.state.messages) > length):

@@ -69,11 +69,11 @@ class Turn:
             inv.session.state = self.good
             inv.failed = True
             inv.error = error_info(exc)
-            await give_back(self.hold, self.effects)
+            await give_back(self.inv.writer, self.hold, self.effects)
             inv.emit_failed_turn_end()
             return
         except asyncio.CancelledError:  # aborted or cancelled mid-turn: give the interrupt back
-            await give_back(self.hold, self.effects)
+            await give_back(self.inv.writer, self.hold, self.effects)
             raise
         self._end(finish)
 
@@ -110,8 +110,8 @@ class Turn:
         """Hand the claim to the detached run's final write, or commit the turn's snapshot under it."""
         inv, writer = self.inv, self.inv.writer
         if inv.detached is not None:
-            if self.effects is not None:
-                await self.effects.flush()
+            if writer is not None and self.effects is not None:
+                await writer.flush(self.effects)
             inv.detached.hand_over(self.hold, self.parent, plan)  # the detached run's final write commits the claim
             self.hold = None
         elif writer is not None and self.turn_id is not None:

@@ -7,8 +7,9 @@ fenced by the claim (ABORTED if it lapsed); a turn that does not commit gives th
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import metadata as md
 from ._json_object import is_object
@@ -21,7 +22,7 @@ from .messages import Message
 from .notifications import commit_events
 from .outbox import OutboxEvent
 from .sessions import ErrorInfo, Session, Snapshot
-from .stores import JournalUpdater, SessionStore, Updater
+from .stores import JournalStore, JournalUpdater, SnapshotStore, Updater
 from .tokens import mint_tokens
 
 if TYPE_CHECKING:
@@ -35,12 +36,16 @@ def error_info(exc: BaseException) -> ErrorInfo:
     return ErrorInfo(status="INTERNAL", message=str(exc) or type(exc).__name__)
 
 
+class TurnStore(SnapshotStore, JournalStore, Protocol):
+    """What a turn writes to: snapshots (its claim and commit) and the effect journal (its tool calls)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class TurnWriter:
     """The writes of one server-managed invocation's turns, in its agent's store under its tenant."""
 
     agent: RunnableAgent
-    store: SessionStore
+    store: TurnStore
     tenant: str | None
     context: dict[str, Any]
     claims: Claims
@@ -126,6 +131,13 @@ class TurnWriter:
         assert written is not None
         return written
 
+    async def flush(self, effects: Effects) -> None:
+        """Write ``effects``' :meth:`~interlock.effects.Effects.commit_updates` on their own (no commit follows)."""
+        updates = effects.commit_updates()
+        if updates:
+            with contextlib.suppress(Exception):  # unrecorded, a call reads as in doubt: asked, never repeated
+                await self.store.save_all([], tenant=self.tenant, journal=updates)
+
     def events(
         self,
         session_id: str,
@@ -152,9 +164,9 @@ class TurnWriter:
         )
 
 
-async def give_back(hold: ClaimHold | None, effects: Effects | None) -> None:
+async def give_back(writer: TurnWriter | None, hold: ClaimHold | None, effects: Effects | None) -> None:
     """A turn ends without committing: record its calls' outcomes, then give the interrupt back."""
-    if effects is not None:
-        await effects.flush()
+    if writer is not None and effects is not None:
+        await writer.flush(effects)
     if hold is not None:
         await hold.release()

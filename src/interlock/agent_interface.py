@@ -191,7 +191,7 @@ class AgentAPI:
         """Return once ``snap``'s status may have changed, or after ``timeout`` seconds.
 
         Here: after ``interval`` (default :attr:`wait_interval`), a poll. A local agent
-        overrides it to wake on its store's :meth:`~interlock.stores.SessionStore.watch`.
+        overrides it to wake on its store's :meth:`~interlock.stores.SnapshotStore.watch`.
         """
         pause = self.wait_interval if interval is None else interval
         await asyncio.sleep(pause if timeout is None else min(pause, timeout))

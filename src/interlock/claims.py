@@ -31,7 +31,7 @@ from .errors import ClaimConflictError, PermissionDeniedError, SnapshotNotFoundE
 from .metadata import CONSUMED_TOKENS, RECLAIMED_FROM
 from .outbox import OutboxEvent
 from .sessions import ErrorInfo, Snapshot, fail_pending, utcnow
-from .stores import JournalUpdater, SessionStore, Updater
+from .stores import JournalUpdater, SnapshotStore, Updater
 from .telemetry import hooks
 
 __all__ = ["ClaimHold", "ClaimState", "Claims", "claim_state", "consumed_tokens", "is_answerable", "refuse_spent"]
@@ -58,7 +58,7 @@ def is_answerable(snap: Snapshot, now: datetime | None = None) -> bool:
 class Claims:
     """Claims on interrupted snapshots in one store, for one tenant."""
 
-    def __init__(self, store: SessionStore, tenant: str | None, *, ttl: float) -> None:
+    def __init__(self, store: SnapshotStore, tenant: str | None, *, ttl: float) -> None:
         self.store = store
         self.tenant = tenant
         self.ttl = ttl
@@ -152,7 +152,7 @@ class ClaimHold:
         """The updater that fences a commit: the claim must still be held by this turn; it becomes answered.
 
         It spends the hold's token nonces in the same write. Write it with the turn's
-        snapshot in one :meth:`~interlock.stores.SessionStore.save_all`.
+        snapshot in one :meth:`~interlock.stores.SnapshotStore.save_all`.
         """
 
         def confirm(cur: Snapshot | None) -> Snapshot | None:

@@ -3,7 +3,7 @@
 Deadlines are declared on tools and interrupts (:mod:`interlock.expiry`); each paused
 turn's commit writes one timer per deadline into the store's outbox (channel
 ``deadline``, due at the deadline). :func:`sweep` takes the due timers with a lease
-(:meth:`~interlock.stores.SessionStore.outbox_claim`), so two sweepers do not work on
+(:meth:`~interlock.stores.OutboxStore.outbox_claim`), so two sweepers do not work on
 one at a time, and for each:
 
 * the interrupt no longer waits (answered, the session went on, deleted): nothing to do;
@@ -46,7 +46,7 @@ from .notifications import interrupt_data
 from .outbox import DEADLINE, KEEP_SETTLED, WEBHOOK, OutboxEvent, Retention, backoff, new_event
 from .parts import ToolRequestPart, ToolResponsePart
 from .sessions import Snapshot, new_id, utcnow
-from .stores import SessionStore
+from .stores import SessionStore, SnapshotStore
 
 __all__ = ["IDENTITY", "Expiry", "ExpiryResult", "run_deadlines", "sweep"]
 
@@ -124,7 +124,7 @@ def _settled(row: OutboxEvent, outcome: Expiry, retry_base: float) -> OutboxEven
     return row.evolve(attempts=attempts, due_at=now + timedelta(seconds=wait), last_error=outcome.message)
 
 
-async def _one(inbox: Inbox, store: SessionStore, row: OutboxEvent, identity: str) -> Expiry:
+async def _one(inbox: Inbox, store: SnapshotStore, row: OutboxEvent, identity: str) -> Expiry:
     data = row.data
     sid, tool, ref = str(data.get("snapshotId")), str(data.get("tool")), cast(str | None, data.get("ref"))
 
@@ -159,7 +159,7 @@ async def _one(inbox: Inbox, store: SessionStore, row: OutboxEvent, identity: st
         return outcome("failed", None if policy is None else policy.policy, f"{type(exc).__name__}: {exc}")
 
 
-async def _waiting(inbox: Inbox, store: SessionStore, snapshot_id: str, tenant: str | None) -> list[PendingInterrupt]:
+async def _waiting(inbox: Inbox, store: SnapshotStore, snapshot_id: str, tenant: str | None) -> list[PendingInterrupt]:
     """The snapshot's pending interrupts; raises :class:`_Nothing` or :class:`_Later` when it does not wait now."""
     snap = await store.load(snapshot_id, tenant=tenant)
     if snap is None:
@@ -176,7 +176,9 @@ def _label(part: ToolRequestPart) -> str:
     return f"{part.name}#{part.ref}" if part.ref else part.name
 
 
-async def _escalate(store: SessionStore, item: PendingInterrupt, policy: OnExpire, tenant: str | None, by: str) -> None:
+async def _escalate(
+    store: SnapshotStore, item: PendingInterrupt, policy: OnExpire, tenant: str | None, by: str
+) -> None:
     """Mark the escalation on the snapshot and add its webhook, in one write (once: the mark is checked)."""
     label = _label(item.part)
     at = utcnow().isoformat()

@@ -11,7 +11,6 @@ it); otherwise it pauses the turn with an in-doubt interrupt.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from .interrupts import ResumePlan
 from .journal import Expecting, JournalEntry, JournalStatus, call_key, digest
 from .parts import ToolRequestPart
 from .sessions import utcnow
-from .stores import JournalUpdater, SessionStore
+from .stores import JournalStore, JournalUpdater
 from .telemetry import hooks
 from .tool_context import to_json
 
@@ -126,9 +125,13 @@ def flushes_intent(tool: Tool[Any, Any, Any], ctx: ToolContext[Any], entry: Jour
 
 @dataclass(kw_only=True)
 class Effects:
-    """The journal of one turn's tool calls, in one store and tenant."""
+    """The journal of one turn's tool calls, in one store and tenant.
 
-    store: SessionStore
+    Reads and writes go to the store's :class:`~interlock.stores.JournalStore`; what the claim and the
+    commit write with their rows (:meth:`prepare`, :meth:`commit_updates`) the turn's writer writes.
+    """
+
+    store: JournalStore
     tenant: str | None
     agent: str | None
     session_id: str
@@ -193,13 +196,6 @@ class Effects:
         updates += [(key, _undo(intent, seen)) for key, (intent, seen) in self._prepared.items()]
         self._outcomes, self._prepared = {}, {}
         return updates
-
-    async def flush(self) -> None:
-        """Write :meth:`commit_updates` on their own: the turn ends without a commit (failed, aborted)."""
-        updates = self.commit_updates()
-        if updates:
-            with contextlib.suppress(Exception):  # unrecorded, a call reads as in doubt: asked, never repeated
-                await self.store.save_all([], tenant=self.tenant, journal=updates)
 
     def key(self, tool: str, ref: str | None, value: object, index: int) -> str:
         """The idempotency key of a call asked for by the model message at ``index`` of the history.

@@ -29,7 +29,7 @@ from .sessions import SessionState
 if TYPE_CHECKING:
     from ._engine_protocols import DetachTarget
     from .signing import Keyring
-    from .stores import SessionStore
+    from .stores import SessionStore, SnapshotStore
     from .tokens import TokenSigner
 
 __all__ = ["ChunkTransform", "Host", "StateTransform"]
@@ -61,7 +61,7 @@ class Host:
     state_signing: Keyring | None = None
     """For a client-managed agent: sign the state it hands out and refuse state it did not sign
     (:class:`interlock.signing.Keyring`). Without it the caller controls client-managed state entirely."""
-    spent_tokens: SessionStore | None = None
+    spent_tokens: SnapshotStore | None = None
     """For a client-managed agent with ``state_signing``: a store where each paused state's resume is
     spent, so the same state sent back twice is refused (PERMISSION_DENIED, ``replayed``;
     :mod:`interlock.replay`). Without it a signed state can be replayed: each copy runs the resume again."""

@@ -2,7 +2,7 @@
 
 A store keeps one :class:`OpenInterrupt` per call that waits, written in the transaction
 that writes its snapshot, so listing the inbox reads the index and nothing else
-(:meth:`~interlock.stores.SessionStore.open_interrupts`). A snapshot's calls wait when:
+(:meth:`~interlock.stores.InterruptIndex.open_interrupts`). A snapshot's calls wait when:
 
 * its turn paused: it is ``completed`` with finish reason ``interrupted``;
 * no answer committed (:func:`interlock.claims.claim_state` is not ``answered``); a
@@ -65,7 +65,7 @@ class OpenInterrupt:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class InterruptQuery:
-    """What a listing of open interrupts takes (:meth:`~interlock.stores.SessionStore.open_interrupts`).
+    """What a listing of open interrupts takes (:meth:`~interlock.stores.InterruptIndex.open_interrupts`).
 
     Attributes:
         now: entries whose claim is held at ``now`` are left out.

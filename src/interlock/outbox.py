@@ -1,7 +1,7 @@
 """The durable outbox: events a state change owes the outside world, written in its transaction.
 
 A store keeps outbox rows (:class:`OutboxEvent`) beside its snapshots. A row is written
-by :meth:`~interlock.stores.SessionStore.save_all` in the same transaction as the state
+by :meth:`~interlock.stores.SnapshotStore.save_all` in the same transaction as the state
 change it reports (``save_all(updates, events=[...])``), so a crash never drops one and
 a rolled-back change never reports anything. Each row belongs to a *channel*:
 
@@ -11,15 +11,15 @@ a rolled-back change never reports anything. Each row belongs to a *channel*:
 * :data:`DEADLINE`: a timer, due when an interrupt's deadline passes, for
   :mod:`interlock.deadlines` to act on.
 
-Consumers take rows with a lease (:meth:`~interlock.stores.SessionStore.outbox_claim`:
+Consumers take rows with a lease (:meth:`~interlock.stores.OutboxStore.outbox_claim`:
 due, not settled, and not leased by anyone else, oldest first, across tenants), do the
-work, and write the outcome back (:meth:`~interlock.stores.SessionStore.outbox_settle`,
+work, and write the outcome back (:meth:`~interlock.stores.OutboxStore.outbox_settle`,
 refused when the lease was lost). A consumer that dies holding a lease loses it after
 ``lease`` seconds and the row is taken again: delivery is at least once, and never by
 two live consumers at a time.
 
 Settled rows are kept for a while as a record (``interlock webhooks list``), then dropped:
-:meth:`~interlock.stores.SessionStore.outbox_prune` deletes a channel's rows settled before
+:meth:`~interlock.stores.OutboxStore.outbox_prune` deletes a channel's rows settled before
 a cutoff (:func:`is_prunable`), and each consumer loop prunes its own channel once an hour,
 keeping :data:`KEEP_SETTLED` (7 days) unless told otherwise (:class:`Retention`). Pending
 rows are never pruned, so the outbox holds what is owed plus a bounded record.
@@ -173,7 +173,7 @@ def new_event(
 
 
 def is_claimable(event: OutboxEvent, channel: str, now: datetime) -> bool:
-    """The one rule of :meth:`~interlock.stores.SessionStore.outbox_claim`: pending, due, and not leased now."""
+    """The one rule of :meth:`~interlock.stores.OutboxStore.outbox_claim`: pending, due, and not leased now."""
     return (
         event.channel == channel
         and event.status == "pending"
@@ -183,7 +183,7 @@ def is_claimable(event: OutboxEvent, channel: str, now: datetime) -> bool:
 
 
 def is_prunable(event: OutboxEvent, channel: str, settled_before: datetime) -> bool:
-    """The one rule of :meth:`~interlock.stores.SessionStore.outbox_prune`: settled before ``settled_before``.
+    """The one rule of :meth:`~interlock.stores.OutboxStore.outbox_prune`: settled before ``settled_before``.
 
     A row of ``channel`` that is ``done`` or ``failed`` (never a pending one) and settled before
     the cutoff: nobody will take it again, and its record has been kept as long as asked.
@@ -192,7 +192,7 @@ def is_prunable(event: OutboxEvent, channel: str, settled_before: datetime) -> b
 
 
 def is_retryable(event: OutboxEvent, channel: str, ids: frozenset[str] | None) -> bool:
-    """The one rule of :meth:`~interlock.stores.SessionStore.outbox_retry`: a ``failed`` row of ``channel``.
+    """The one rule of :meth:`~interlock.stores.OutboxStore.outbox_retry`: a ``failed`` row of ``channel``.
 
     With ``ids``, only those rows; a ``done`` or pending row is never taken again by a retry.
     """
@@ -200,7 +200,7 @@ def is_retryable(event: OutboxEvent, channel: str, ids: frozenset[str] | None) -
 
 
 def retries(events: Iterable[OutboxEvent], channel: str, ids: Iterable[str] | None, now: datetime) -> list[OutboxEvent]:
-    """What :meth:`~interlock.stores.SessionStore.outbox_retry` writes: each :func:`is_retryable` row, retried."""
+    """What :meth:`~interlock.stores.OutboxStore.outbox_retry` writes: each :func:`is_retryable` row, retried."""
     wanted = None if ids is None else frozenset(ids)
     return [retried(e, now) for e in events if is_retryable(e, channel, wanted)]
 

@@ -24,7 +24,7 @@ import json
 from .claims import consumed_tokens, refuse_spent
 from .metadata import CONSUMED_TOKENS
 from .sessions import SessionState, Snapshot
-from .stores import SessionStore
+from .stores import SnapshotStore
 from .wire import message_to_json
 
 __all__ = ["pause_nonce", "spend_pause"]
@@ -38,7 +38,7 @@ def pause_nonce(agent: str, state: SessionState) -> str:
     return "pause-" + hashlib.sha256(text.encode()).hexdigest()
 
 
-async def spend_pause(store: SessionStore, agent: str, state: SessionState, *, tenant: str | None) -> None:
+async def spend_pause(store: SnapshotStore, agent: str, state: SessionState, *, tenant: str | None) -> None:
     """Spend the nonce of ``state``'s pause in ``store``; raises PERMISSION_DENIED (``replayed``) if it was."""
     nonce = pause_nonce(agent, state)
 

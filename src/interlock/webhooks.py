@@ -45,7 +45,7 @@ from .errors import InterlockError, PermissionDeniedError, UsageError
 from .outbox import KEEP_SETTLED, WEBHOOK, OutboxEvent, Retention, backoff
 from .sessions import new_id, utcnow
 from .signing import Keyring
-from .stores import SessionStore
+from .stores import OutboxStore
 
 __all__ = ["DELIVERY", "EVENT", "SIGNATURE", "Endpoint", "Webhooks", "endpoints_from_specs", "sign", "verify"]
 
@@ -185,7 +185,7 @@ class Webhooks:
         self.batch = batch
         self.retention = Retention(keep_settled)
 
-    async def deliver_due(self, store: SessionStore, *, holder: str | None = None) -> list[OutboxEvent]:
+    async def deliver_due(self, store: OutboxStore, *, holder: str | None = None) -> list[OutboxEvent]:
         """Take the due rows once, deliver them, and write back each outcome; returns the rows as settled."""
         holder = holder or f"webhooks-{new_id()}"
         rows = await store.outbox_claim(channel=WEBHOOK, holder=holder, lease=self.lease, limit=self.batch)
@@ -246,7 +246,7 @@ class Webhooks:
             return None
         return f"HTTP {response.status_code}"
 
-    async def run(self, store: SessionStore, *, stop: asyncio.Event | None = None, holder: str | None = None) -> None:
+    async def run(self, store: OutboxStore, *, stop: asyncio.Event | None = None, holder: str | None = None) -> None:
         """Deliver due rows every ``poll_interval`` seconds until ``stop`` is set (or the task is cancelled).
 
         Once an hour it also prunes the webhook rows settled more than ``keep_settled`` ago.

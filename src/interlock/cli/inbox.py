@@ -37,15 +37,14 @@ import os
 import sys
 from collections.abc import AsyncGenerator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
-from datetime import datetime
-from typing import Any, Protocol, cast, runtime_checkable
+from typing import Any, cast
 
 from ..errors import InterlockError, InvalidArgumentError, UnimplementedError, UsageError
 from ..http.client import RemoteAgent
 from ..http.inbox_client import InboxClient, is_inbox
 from ..inbox import Approve, Inbox, Reject, Respond, ResumableAgent
 from ..sessions import utcnow
-from ..stores import SessionStore, SnapshotInfo
+from ..stores import SessionStore, SnapshotInfo, StoreAdmin
 from ..stores._prune import prunable
 from ..stores.urls import open_store
 from . import _inbox_render as render
@@ -330,28 +329,24 @@ async def _sessions_show(args: argparse.Namespace) -> int:
     return 0
 
 
-@runtime_checkable
-class _Prunable(Protocol):
-    async def prune(
-        self, *, session_id: str | None, keep_last: int | None, older_than: datetime | None, tenant: str | None
-    ) -> int: ...
-
-
 async def _sessions_prune(args: argparse.Namespace) -> int:
     if args.keep_last is None and args.older_than is None:
         raise CommandError("say what to prune: --keep-last N, --older-than AGE, or both")
+    async with store_from_args(args) as store:
+        return await _prune(store, args)
+
+
+async def _prune(store: StoreAdmin, args: argparse.Namespace) -> int:
+    """``sessions prune`` (or its ``--dry-run``) on the store's :class:`~interlock.stores.StoreAdmin`."""
     scope: dict[str, Any] = {"session_id": args.session, "tenant": args.tenant}
     cutoff = None if args.older_than is None else utcnow() - args.older_than  # (0s is a duration too)
     rule: dict[str, Any] = {"keep_last": args.keep_last, "older_than": cutoff}
-    async with store_from_args(args) as store:
-        if args.dry_run:
-            rows = [(i.snapshot_id, i.parent_id, i.created_at, i.status) for i in await store.list(**scope)]
-            doomed = prunable(rows, **rule)
-            render.print_json({"would_delete": doomed}) if args.json else print(f"would delete {len(doomed)} snapshots")
-            return 0
-        if not isinstance(store, _Prunable):
-            raise CommandError(f"a {type(store).__name__} cannot prune", code=1)
-        deleted = await store.prune(**scope, **rule)
+    if args.dry_run:
+        rows = [(i.snapshot_id, i.parent_id, i.created_at, i.status) for i in await store.list(**scope)]
+        doomed = prunable(rows, **rule)
+        render.print_json({"would_delete": doomed}) if args.json else print(f"would delete {len(doomed)} snapshots")
+        return 0
+    deleted = await store.prune(**scope, **rule)
     render.print_json({"deleted": deleted}) if args.json else print(f"deleted {deleted} snapshots")
     return 0
 

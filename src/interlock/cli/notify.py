@@ -29,7 +29,7 @@ from ..errors import UsageError
 from ..outbox import DEADLINE, KEEP_SETTLED, WEBHOOK
 from ..sessions import utcnow
 from ..signing import Keyring
-from ..stores import SessionStore
+from ..stores import OutboxStore, SessionStore
 from ..webhooks import Webhooks, endpoints_from_specs
 from .arguments import parse_duration, seconds
 from .inbox import _drive, load_agents, store_from_args  # pyright: ignore[reportPrivateUsage]
@@ -93,14 +93,14 @@ def _prune_parser(sub: Any, channel: str) -> None:
     prune.add_argument("--older-than", type=parse_duration, required=True, metavar="AGE", help="e.g. 7d")
 
 
-async def _prune(store: SessionStore, channel: str, args: argparse.Namespace) -> int:
+async def _prune(store: OutboxStore, channel: str, args: argparse.Namespace) -> int:
     cutoff = utcnow() - args.older_than
     gone = await store.outbox_prune(channel=channel, settled_before=cutoff)
     print(f"pruned {gone} {channel} row{'' if gone == 1 else 's'} settled before {cutoff.isoformat()}")
     return 0
 
 
-async def _retry(store: SessionStore, args: argparse.Namespace) -> int:
+async def _retry(store: OutboxStore, args: argparse.Namespace) -> int:
     ids: list[str] = args.ids
     again = await store.outbox_retry(channel=WEBHOOK, ids=ids or None)
     for row in again:
@@ -130,7 +130,7 @@ async def _webhooks_main(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _list(store: SessionStore, args: argparse.Namespace) -> int:
+async def _list(store: OutboxStore, args: argparse.Namespace) -> int:
     for row in await store.outbox_events(channel=WEBHOOK, status=args.status):
         if args.json:
             print(json.dumps(row.to_json(), ensure_ascii=False))
@@ -204,7 +204,7 @@ def serve_loops(args: argparse.Namespace, agents: list[Any]) -> list[ServeLoop]:
     return loops
 
 
-def _hook_loop(hooks: Webhooks, store: SessionStore) -> ServeLoop:
+def _hook_loop(hooks: Webhooks, store: OutboxStore) -> ServeLoop:
     return lambda stop: hooks.run(store, stop=stop)
 
 

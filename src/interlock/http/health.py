@@ -1,7 +1,7 @@
 """The health route of :class:`~interlock.http.server.AgentServer`: ``GET <base>/healthz``.
 
 It answers ``200 {"status": "SERVING", "stores": {agent: "ok"}}`` when every store-backed agent's
-store takes writes now (:meth:`~interlock.stores.SessionStore.ready`), and ``503`` with
+store takes writes now (:meth:`~interlock.stores.SnapshotStore.ready`), and ``503`` with
 ``"status": "NOT_SERVING"`` and the failing stores' canonical statuses otherwise (e.g.
 ``"PERMISSION_DENIED"`` for a read-only SQLite file, ``"DEADLINE_EXCEEDED"`` for a store that
 does not answer in time). Client-managed agents (no store) have nothing to check and are not
@@ -17,7 +17,7 @@ from typing import Any
 
 from ..agents import Agent
 from ..errors import InterlockError
-from ..stores import SessionStore
+from ..stores import SnapshotStore
 
 logger = logging.getLogger("interlock.http")
 
@@ -36,7 +36,7 @@ async def health_report(agents: Mapping[str, Agent], *, timeout: float) -> tuple
     return {"status": "SERVING" if healthy else "NOT_SERVING", "stores": report}, 200 if healthy else 503
 
 
-async def _check(store: SessionStore, timeout: float) -> str:
+async def _check(store: SnapshotStore, timeout: float) -> str:
     try:
         async with asyncio.timeout(timeout):
             await store.ready()

@@ -1,17 +1,24 @@
 """Session stores: where snapshots live.
 
-A store is a small Protocol: :meth:`SessionStore.load` a snapshot by id,
-:meth:`SessionStore.latest` (the leaf) of a session, the index of open interrupts
-(:meth:`SessionStore.open_interrupts`, :mod:`interlock.interrupt_index`), an atomic read-modify-write
-:meth:`SessionStore.save` of one row and :meth:`SessionStore.save_all` of several in one
+The store seam is split by capability, one small Protocol each:
+:class:`SnapshotStore` is the core (:meth:`~SnapshotStore.load` a snapshot by id,
+:meth:`~SnapshotStore.latest` (the leaf) of a session, an atomic read-modify-write
+:meth:`~SnapshotStore.save` of one row and :meth:`~SnapshotStore.save_all` of several in one
 transaction (a resume's commit is fenced by its claim that way), a
-:meth:`SessionStore.watch` of a snapshot's status, and :meth:`SessionStore.ready`, which
-says before a turn runs whether the store can take writes. Every call is scoped by
-``tenant`` (``None`` or a non-empty string, see :func:`check_tenant`): a snapshot of
+:meth:`~SnapshotStore.watch` of a snapshot's status, and :meth:`~SnapshotStore.ready`, which
+says before a turn runs whether the store can take writes); :class:`JournalStore` keeps the
+effect journal, :class:`OutboxStore` serves the outbox's consumers, :class:`InterruptIndex`
+lists open interrupts (:mod:`interlock.interrupt_index`) and :class:`StoreAdmin` lists,
+deletes and prunes snapshots. :class:`SessionStore` is all five: what an agent, an inbox
+and the command line take. Each part of the engine asks only for the capability it uses (the
+effect journal a :class:`JournalStore`, the webhook deliverer an :class:`OutboxStore`, ...), and
+each capability has its conformance checks (:mod:`interlock.testing.stores`). Every call is
+scoped by ``tenant`` (``None`` or a non-empty string, see :func:`check_tenant`): a snapshot of
 another tenant does not exist.
 
-Two stores come in the box: :class:`~interlock.stores.memory.InMemoryStore` and
-:class:`~interlock.stores.sqlite.SQLiteStore` (the embedded default).
+Three stores come in the box, each a whole :class:`SessionStore`:
+:class:`~interlock.stores.memory.InMemoryStore`, :class:`~interlock.stores.sqlite.SQLiteStore`
+(the embedded default) and :class:`~interlock.stores.postgres.PostgresStore`.
 """
 
 from __future__ import annotations
@@ -19,9 +26,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from inspect import isawaitable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ..errors import FailedPreconditionError, InvalidArgumentError
+from ..errors import FailedPreconditionError, InvalidArgumentError, UsageError
 from ..journal import JournalEntry
 from ..outbox import OutboxEvent
 from ..sessions import Snapshot, utcnow
@@ -30,14 +38,22 @@ if TYPE_CHECKING:  # the index module reads claims, which import this package
     from ..interrupt_index import InterruptQuery, OpenInterrupt
 
 __all__ = [
+    "InterruptIndex",
+    "JournalStore",
     "JournalUpdater",
+    "OutboxStore",
     "SessionStore",
     "SnapshotInfo",
+    "SnapshotStore",
+    "StoreAdmin",
+    "TxStep",
     "Updater",
     "apply_update",
     "check_tenant",
     "choose_leaf",
+    "run_steps",
 ]
+
 
 Updater = Callable[[Snapshot | None], Snapshot | None]
 """A pure function from the current row (or ``None``) to the row to write (or ``None``: write nothing).
@@ -48,6 +64,15 @@ not have side effects. Raising aborts the save and propagates.
 
 JournalUpdater = Callable[[JournalEntry | None], JournalEntry | None]
 """As :data:`Updater`, for the effect journal's entry of one idempotency key (``None``: none stored)."""
+
+TxStep = Callable[[Any], Any]
+"""A step of :meth:`SnapshotStore.save_all`'s transaction, run after its writes with the store's own handle.
+
+The handle is the store's: ``PostgresStore`` passes the transaction's psycopg connection (and
+awaits what the step returns when it is awaitable, see ``postgres.TxStep``), ``SQLiteStore``
+its ``sqlite3.Connection`` on its worker thread, ``InMemoryStore`` ``None``. A plain function
+(not a coroutine function) works on every store. A step that raises aborts the whole save.
+"""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -65,8 +90,13 @@ class SnapshotInfo:
 
 
 @runtime_checkable
-class SessionStore(Protocol):
-    """Where snapshots are kept. Implementations must pass :func:`interlock.testing.check_store`."""
+class SnapshotStore(Protocol):
+    """The core of a store: snapshots by id, a session's latest, atomic saves, watch and ready.
+
+    Every call is scoped by ``tenant`` (``None`` or a non-empty string, see
+    :func:`~interlock.stores.check_tenant`): a snapshot of another tenant does not exist.
+    Checked by :data:`interlock.testing.stores.SNAPSHOT_CHECKS`.
+    """
 
     async def load(self, snapshot_id: str, *, tenant: str | None = None) -> Snapshot | None:
         """The snapshot with this id (full state), or ``None``."""
@@ -76,15 +106,8 @@ class SessionStore(Protocol):
         """The session's leaf snapshot, whatever its status, or ``None`` for an unknown session.
 
         Stores keep each session's leaves as they write (a branching session has several),
-        so this reads the leaves, not the session's rows (the rule is :func:`choose_leaf`'s).
-        """
-        ...
-
-    async def open_interrupts(self, query: InterruptQuery, *, tenant: str | None = None) -> list[OpenInterrupt]:
-        """The page of the index of open interrupts that ``query`` asks for (see :mod:`interlock.interrupt_index`).
-
-        The index is written in the transaction of every snapshot write (and delete), so it
-        always agrees with the snapshots; a listing reads nothing else.
+        so this reads the leaves, not the session's rows (the rule is
+        :func:`~interlock.stores.choose_leaf`'s).
         """
         ...
 
@@ -99,6 +122,7 @@ class SessionStore(Protocol):
         tenant: str | None = None,
         journal: Sequence[tuple[str, JournalUpdater]] = (),
         events: Sequence[OutboxEvent] = (),
+        then: Sequence[TxStep] = (),
     ) -> list[Snapshot | None]:
         """:meth:`save` several rows (distinct ids) in one transaction, with effect journal entries and outbox events.
 
@@ -106,11 +130,59 @@ class SessionStore(Protocol):
         ``updates`` in the same transaction (distinct keys): a claim records the intents of
         the calls it restarts, a commit the outcomes of the turn's calls, with no write of
         their own. ``events`` are added to the outbox (:mod:`interlock.outbox`) in the same
-        transaction. All are written, or none when an updater raises (the error propagates).
-        Events are written whenever the transaction commits, also when every updater
-        returned ``None``: an updater that must not report raises instead.
+        transaction. ``then`` runs last, in the same transaction (see :data:`TxStep`: a
+        worker queue inserts its job this way). All are written, or none when an updater
+        or a step raises (the error propagates). Events are written whenever the
+        transaction commits, also when every updater returned ``None``: an updater that
+        must not report raises instead.
         """
         ...
+
+    def watch(self, snapshot_id: str, *, tenant: str | None = None) -> AsyncIterator[str]:
+        """Yield the snapshot's status now and on every change; ends after a terminal status or if missing."""
+        ...
+
+    async def ready(self) -> None:
+        """Raise the typed error that a write would raise now (missing, read-only or damaged storage)."""
+        ...
+
+
+@runtime_checkable
+class JournalStore(Protocol):
+    """The effect journal: one entry per tool call's idempotency key (:mod:`interlock.journal`).
+
+    Checked by :data:`interlock.testing.stores.JOURNAL_CHECKS`.
+    """
+
+    async def journal_get(self, key: str, *, tenant: str | None = None) -> JournalEntry | None:
+        """The effect journal's entry for a call's idempotency key, or ``None``."""
+        ...
+
+    async def journal_put(
+        self, entry: JournalEntry, *, expect: int, tenant: str | None = None, durable: bool = True
+    ) -> None:
+        """Write a journal entry if the stored attempt is ``expect`` (0: none stored).
+
+        ``durable=False`` allows the store not to flush this write to disk before returning
+        (it must survive a process crash, not necessarily a power failure).
+
+        Raises:
+            ClaimConflictError: the stored attempt differs (another run took the call over).
+        """
+        ...
+
+    async def journal_entries(self, *, session_id: str | None = None, tenant: str | None = None) -> list[JournalEntry]:
+        """Journal entries (of one session, or all), oldest first; deleting a snapshot drops those made from it."""
+        ...
+
+
+@runtime_checkable
+class OutboxStore(Protocol):
+    """The outbox's consumers: lease, settle, list, retry and prune its rows (:mod:`interlock.outbox`).
+
+    Rows are written by :meth:`SnapshotStore.save_all`'s ``events``. Checked by
+    :data:`interlock.testing.stores.OUTBOX_CHECKS`.
+    """
 
     async def outbox_claim(
         self, *, channel: str, holder: str, lease: float, limit: int = 100, now: datetime | None = None
@@ -154,34 +226,26 @@ class SessionStore(Protocol):
         """
         ...
 
-    async def ready(self) -> None:
-        """Raise the typed error that a write would raise now (missing, read-only or damaged storage)."""
-        ...
 
-    async def journal_get(self, key: str, *, tenant: str | None = None) -> JournalEntry | None:
-        """The effect journal's entry for a call's idempotency key, or ``None``."""
-        ...
+@runtime_checkable
+class InterruptIndex(Protocol):
+    """The index of open interrupts, which the inbox lists from.
 
-    async def journal_put(
-        self, entry: JournalEntry, *, expect: int, tenant: str | None = None, durable: bool = True
-    ) -> None:
-        """Write a journal entry if the stored attempt is ``expect`` (0: none stored).
+    Checked by :data:`interlock.testing.stores.INDEX_CHECKS`.
+    """
 
-        ``durable=False`` allows the store not to flush this write to disk before returning
-        (it must survive a process crash, not necessarily a power failure).
+    async def open_interrupts(self, query: InterruptQuery, *, tenant: str | None = None) -> list[OpenInterrupt]:
+        """The page of the index of open interrupts that ``query`` asks for (see :mod:`interlock.interrupt_index`).
 
-        Raises:
-            ClaimConflictError: the stored attempt differs (another run took the call over).
+        The index is written in the transaction of every snapshot write (and delete), so it
+        always agrees with the snapshots; a listing reads nothing else.
         """
         ...
 
-    async def journal_entries(self, *, session_id: str | None = None, tenant: str | None = None) -> list[JournalEntry]:
-        """Journal entries (of one session, or all), oldest first; :meth:`delete` drops those of deleted snapshots."""
-        ...
 
-    def watch(self, snapshot_id: str, *, tenant: str | None = None) -> AsyncIterator[str]:
-        """Yield the snapshot's status now and on every change; ends after a terminal status or if missing."""
-        ...
+@runtime_checkable
+class StoreAdmin(Protocol):
+    """Listing, deleting and pruning snapshots. Checked by :data:`interlock.testing.stores.ADMIN_CHECKS`."""
 
     async def list(
         self, *, tenant: str | None = None, session_id: str | None = None, finish_reason: str | None = None
@@ -190,8 +254,41 @@ class SessionStore(Protocol):
         ...
 
     async def delete(self, snapshot_ids: Iterable[str], *, tenant: str | None = None) -> int:
-        """Delete snapshots, keeping every remaining snapshot loadable; returns how many were deleted."""
+        """Delete snapshots, keeping every remaining snapshot loadable; returns how many were deleted.
+
+        The effect journal's entries of calls made from a deleted snapshot go with it.
+        """
         ...
+
+    async def prune(
+        self,
+        *,
+        session_id: str | None = None,
+        keep_last: int | None = None,
+        older_than: datetime | None = None,
+        tenant: str | None = None,
+    ) -> int:
+        """Delete old snapshots of a tenant (one session, or all); returns how many were deleted.
+
+        Deleted are the snapshots that are not ``pending``, not among the last ``keep_last``
+        snapshots of any leaf's parent chain (so the latest snapshot of every session stays),
+        and, with ``older_than``, created before it. At least one of ``keep_last`` (≥ 1) and
+        ``older_than`` is required (else ``INVALID_ARGUMENT``). Every remaining snapshot stays
+        loadable with its full history (see :meth:`delete`). The rule is
+        :func:`interlock.stores._prune.prunable`'s.
+        """
+        ...
+
+
+@runtime_checkable
+class SessionStore(SnapshotStore, JournalStore, OutboxStore, InterruptIndex, StoreAdmin, Protocol):
+    """A whole store: every capability Protocol at once.
+
+    :class:`SnapshotStore`, :class:`JournalStore`, :class:`OutboxStore`, :class:`InterruptIndex`
+    and :class:`StoreAdmin`. What an agent, an inbox and ``open_store`` deal in; the stores in the box implement it.
+    Code written against ``SessionStore`` keeps working: the capability Protocols only name
+    its parts. A store of your own must pass :func:`interlock.testing.check_store`.
+    """
 
 
 def check_tenant(tenant: object) -> str | None:
@@ -246,3 +343,21 @@ def choose_leaf(session_id: str, leaves: list[tuple[datetime, str]], *, reject_b
             "snapshot. Resume by snapshotId instead."
         )
     return max(leaves)[1]
+
+
+def run_steps(steps: Sequence[TxStep], handle: object) -> None:
+    """Run a synchronous store's :data:`TxStep` steps with its transaction's ``handle``, in order.
+
+    A step that returns an awaitable (a coroutine function) is refused with ``FAILED_PRECONDITION``
+    (so the save writes nothing): this store runs its transaction without an event loop.
+    """
+    for step in steps:
+        result = step(handle)
+        if isawaitable(result):
+            close = getattr(result, "close", None)
+            if callable(close):
+                close()
+            raise UsageError(
+                f"save_all's then= step {step!r} returned an awaitable; this store runs its steps synchronously "
+                "inside its transaction: pass a plain function (awaited steps are PostgresStore's)"
+            )

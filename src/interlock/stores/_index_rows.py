@@ -4,7 +4,7 @@ Each SQL store keeps two tables beside its snapshots, written in the transaction
 snapshot write and delete:
 
 * **leaves**: one row per leaf of a session (a snapshot no snapshot of its session names
-  as its parent), so :meth:`~interlock.stores.SessionStore.latest` reads a session's
+  as its parent), so :meth:`~interlock.stores.SnapshotStore.latest` reads a session's
   leaves, never its rows;
 * **open interrupts**: one row per call waiting for an answer
   (:mod:`interlock.interrupt_index`), with what a listing filters and sorts on, and the

@@ -177,7 +177,7 @@ async def forget(con: Conn, tenant: str, session_id: str, snapshot_id: str) -> N
 
 
 async def page(con: Conn, tenant: str, query: InterruptQuery) -> list[OpenInterrupt]:
-    """One page of open interrupts (see :meth:`~interlock.stores.SessionStore.open_interrupts`)."""
+    """One page of open interrupts (see :meth:`~interlock.stores.InterruptIndex.open_interrupts`)."""
     if query.empty:
         return []
     sql, args = page_sql(OPEN, query, _mark)

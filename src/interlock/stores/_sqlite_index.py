@@ -142,7 +142,7 @@ def leaves(con: sqlite3.Connection, session: int) -> list[tuple[datetime, str]]:
 
 
 def page(con: sqlite3.Connection, tenant: str, query: InterruptQuery) -> list[OpenInterrupt]:
-    """One page of open interrupts (see :meth:`~interlock.stores.SessionStore.open_interrupts`)."""
+    """One page of open interrupts (see :meth:`~interlock.stores.InterruptIndex.open_interrupts`)."""
     if query.empty:
         return []
     sql, args = page_sql(OPEN, query, lambda name: ":" + name)

@@ -14,14 +14,17 @@ from ..interrupt_index import InterruptQuery, OpenInterrupt, entries_of
 from ..journal import JournalEntry, superseded
 from ..outbox import OutboxEvent, is_claimable, is_prunable, leased, retries
 from ..sessions import Snapshot, utcnow
-from . import JournalUpdater, SnapshotInfo, Updater, apply_update, check_tenant, choose_leaf
+from . import JournalUpdater, SnapshotInfo, TxStep, Updater, apply_update, check_tenant, choose_leaf, run_steps
 from ._prune import prunable
 
 __all__ = ["InMemoryStore"]
 
 
 class InMemoryStore:
-    """A store in this process's memory; snapshots share (immutable) messages instead of copying them."""
+    """A :class:`~interlock.stores.SessionStore` in this process's memory.
+
+    Snapshots share (immutable) messages instead of copying them.
+    """
 
     def __init__(self, *, reject_branching: bool = False) -> None:
         self.reject_branching = reject_branching
@@ -60,13 +63,20 @@ class InMemoryStore:
         tenant: str | None = None,
         journal: Sequence[tuple[str, JournalUpdater]] = (),
         events: Sequence[OutboxEvent] = (),
+        then: Sequence[TxStep] = (),
     ) -> list[Snapshot | None]:
+        """As :meth:`SnapshotStore.save_all <interlock.stores.SnapshotStore.save_all>`; ``then``'s steps get ``None``.
+
+        They run (synchronously) once every updater has, before anything is written: one that
+        raises writes nothing.
+        """
         tenant = check_tenant(tenant)
         staged: list[tuple[Snapshot | None, Snapshot | None]] = []
         for snapshot_id, update in updates:  # every updater runs before anything is written
             current = self._rows.get((tenant, snapshot_id))
             staged.append((current, apply_update(None if current is None else _isolated(current), update, snapshot_id)))
         entries = [(key, update(self._journal.get((tenant, key)))) for key, update in journal]
+        run_steps(then, None)
         for key, entry in entries:
             if entry is not None:
                 self._journal[(tenant, key)] = entry

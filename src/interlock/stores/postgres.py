@@ -45,6 +45,7 @@ import json
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
+from inspect import isawaitable
 from types import TracebackType
 
 try:
@@ -73,15 +74,18 @@ from ._row_codec import to_us
 
 __all__ = ["PostgresStore", "TxStep"]
 
-TxStep = Callable[[Conn], Awaitable[None]]
-"""A statement run in a :meth:`PostgresStore.save_all` transaction after its writes (a worker queue's job insert)."""
+TxStep = Callable[[Conn], Awaitable[None] | None]
+"""A step of a :meth:`PostgresStore.save_all` transaction, after its writes (a worker queue's job insert).
+
+Called with the transaction's connection; what it returns is awaited when awaitable.
+"""
 
 _MAX_PAYLOAD = 8000
 """PostgreSQL refuses a notification payload of this many bytes or more."""
 
 
 class PostgresStore(PgPlumbing):
-    """A :class:`~interlock.stores.SessionStore` in a PostgreSQL database (15 or later).
+    """A :class:`~interlock.stores.SessionStore` (every capability) in a PostgreSQL database (15 or later).
 
     Use it from one event loop (its pool and listener belong to the loop that opened it), as an
     async context manager (or call :meth:`setup` and :meth:`close`)::
@@ -232,7 +236,7 @@ class PostgresStore(PgPlumbing):
         events: Sequence[OutboxEvent] = (),
         then: Sequence[TxStep] = (),
     ) -> list[Snapshot | None]:
-        """As :meth:`SessionStore.save_all`; ``then`` runs in the same transaction, after the writes."""
+        """As :meth:`SnapshotStore.save_all <interlock.stores.SnapshotStore.save_all>`; see :data:`TxStep`."""
         t = _key(tenant)
         todo = list(updates)
         entries = list(journal)
@@ -254,7 +258,8 @@ class PostgresStore(PgPlumbing):
                 await journal_rows.update(con, t, key, update, tx.entries)
             await outbox.insert(con, added)
             for step in then:
-                await step(con)
+                if isawaitable(done := step(con)):
+                    await done
             return written
 
         return await self._write(save_each, notify=changed)

@@ -55,7 +55,7 @@ from ..journal import Expecting, JournalEntry
 from ..outbox import OutboxEvent
 from ..sessions import TERMINAL, Snapshot
 from ..telemetry import hooks
-from . import JournalUpdater, SnapshotInfo, Updater, check_tenant
+from . import JournalUpdater, SnapshotInfo, Updater, check_tenant, run_steps
 from . import _sqlite_journal as journal
 from . import _sqlite_outbox as outbox
 from ._sqlite_errors import check_layout, is_busy, sqlite_error, stopped
@@ -64,13 +64,16 @@ from ._sqlite_rows import SnapshotRows
 from ._sqlite_schema import create_indexes, path_of
 from ._sqlite_worker import JobKind, Worker
 
-__all__ = ["SQLiteStore"]
+__all__ = ["SQLiteStep", "SQLiteStore"]
 
 _R = TypeVar("_R")
 
+SQLiteStep = Callable[[sqlite3.Connection], None]
+"""A step of :meth:`SQLiteStore.save_all`'s transaction: called on the worker thread with its connection."""
+
 
 class SQLiteStore:
-    """The embedded default :class:`~interlock.stores.SessionStore`: one SQLite file.
+    """The embedded default :class:`~interlock.stores.SessionStore` (every capability): one SQLite file.
 
     Several stores, in several threads or processes, may share one file. Use it as an
     async context manager (or call :meth:`close`) so its worker thread and connection
@@ -183,9 +186,15 @@ class SQLiteStore:
         tenant: str | None = None,
         journal: Sequence[tuple[str, JournalUpdater]] = (),
         events: Sequence[OutboxEvent] = (),
+        then: Sequence[SQLiteStep] = (),
     ) -> list[Snapshot | None]:
+        """As :meth:`SnapshotStore.save_all <interlock.stores.SnapshotStore.save_all>`.
+
+        ``then``'s steps run last in the write transaction, on the worker thread, each called with
+        the connection (synchronously: they must not block for long, the worker waits for them).
+        """
         written, status_changed = await self._write(
-            self._save_all, _key(tenant), list(updates), list(journal), list(events)
+            self._save_all, _key(tenant), list(updates), list(journal), list(events), list(then)
         )
         if status_changed:
             self._wake()
@@ -370,6 +379,7 @@ class SQLiteStore:
         updates: list[tuple[str, Updater]],
         entries: list[tuple[str, JournalUpdater]],
         events: list[OutboxEvent],
+        then: list[SQLiteStep],
     ) -> tuple[list[Snapshot | None], bool]:
         results = [self._rows.save(con, tenant, sid, update) for sid, update in updates]
         for key, update in entries:
@@ -378,6 +388,7 @@ class SQLiteStore:
             else:
                 journal.update(con, tenant, key, update)
         outbox.insert(con, events)
+        run_steps(then, con)
         return [written for written, _ in results], any(changed for _, changed in results)
 
 

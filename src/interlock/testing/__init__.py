@@ -6,7 +6,8 @@ replies with the last user message.
 
 :func:`check_store` runs :data:`STORE_CHECKS`, the contract every
 :class:`~interlock.stores.SessionStore` must meet, against a store of your own (the
-suite lives in :mod:`interlock.testing.stores`).
+suite lives in :mod:`interlock.testing.stores`, one part per capability Protocol:
+``check_snapshot_store`` for the core, ``check_journal_store``, ...).
 """
 
 from __future__ import annotations

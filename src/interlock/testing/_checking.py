@@ -1,16 +1,35 @@
-"""What the store conformance checks share: the helpers they assert with."""
+"""What the store conformance checks share: how they run and the helpers they assert with."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..messages import Message
 from ..sessions import SessionState, Snapshot
-from ..stores import SessionStore
+from ..stores import SnapshotStore
+
+if TYPE_CHECKING:  # stores.py imports the checks, which import this module
+    from .stores import StoreFactoryOf
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+
+S = TypeVar("S", bound=SnapshotStore)
+
+
+async def run_checks(
+    make_store: StoreFactoryOf[S], checks: Iterable[Callable[[StoreFactoryOf[S]], Awaitable[None]]]
+) -> None:
+    """Run ``checks`` in order against fresh stores from ``make_store``.
+
+    Raises ``AssertionError`` naming the first check that fails.
+    """
+    for check in checks:
+        try:
+            await check(make_store)
+        except AssertionError as exc:
+            raise AssertionError(f"{getattr(check, '__name__', check)}: {exc}") from exc
 
 
 def expect(condition: bool, message: str) -> None:
@@ -62,14 +81,14 @@ def snap(
     )
 
 
-async def put(store: SessionStore, snapshot: Snapshot, *, tenant: str | None = None) -> Snapshot:
+async def put(store: SnapshotStore, snapshot: Snapshot, *, tenant: str | None = None) -> Snapshot:
     written = await store.save(snapshot.snapshot_id, lambda _: snapshot, tenant=tenant)
     expect(written is not None, f"save of {snapshot.snapshot_id!r} returned None")
     assert written is not None
     return written
 
 
-async def must_load(store: SessionStore, snapshot_id: str, *, tenant: str | None = None) -> Snapshot:
+async def must_load(store: SnapshotStore, snapshot_id: str, *, tenant: str | None = None) -> Snapshot:
     loaded = await store.load(snapshot_id, tenant=tenant)
     expect(loaded is not None, f"snapshot {snapshot_id!r} should load")
     assert loaded is not None
@@ -84,3 +103,16 @@ def messages_of(snapshot: Snapshot) -> list[Message]:
 
 def turn(i: int) -> list[Message]:
     return [Message.user(f"question {i}"), Message.model(f"answer {i}")]
+
+
+async def chain(store: SnapshotStore, n: int, *, session_id: str = "s1") -> list[list[Message]]:
+    """Write ``n`` turns the way the runtime does (load the parent, append, save); returns each turn's history."""
+    histories: list[list[Message]] = []
+    parent: Snapshot | None = None
+    for i in range(n):
+        messages = (messages_of(parent) if parent is not None else []) + turn(i)
+        parent_id = None if parent is None else parent.snapshot_id
+        await put(store, snap(f"t{i}", session_id, parent_id, messages=messages, at=i))
+        histories.append(list(messages))
+        parent = await must_load(store, f"t{i}")
+    return histories

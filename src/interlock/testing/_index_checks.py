@@ -1,12 +1,15 @@
-"""Store conformance checks of the leaves and the index of open interrupts; part of :data:`~.stores.STORE_CHECKS`.
+"""Store conformance checks of :class:`~interlock.stores.InterruptIndex` (and the leaves ``latest`` reads).
+
+Run by :func:`~.stores.check_index_store` and :data:`~.stores.STORE_CHECKS`.
 
 What the index must hold is :mod:`interlock.interrupt_index`'s rule; these checks write
 snapshots the way the runtime does (pause, claim, answer, go on, delete) and compare
-:meth:`~interlock.stores.SessionStore.open_interrupts` and ``latest`` with it.
+:meth:`~interlock.stores.InterruptIndex.open_interrupts` and ``latest`` with it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -17,10 +20,12 @@ from ..interrupt_index import InterruptQuery
 from ..messages import Message
 from ..parts import ToolRequestPart
 from ..sessions import SessionState, Snapshot
-from ..stores import SessionStore
+from ..stores import InterruptIndex, SnapshotStore
 
 if TYPE_CHECKING:  # stores.py imports this module
-    from .stores import StoreFactory
+    from .stores import IndexedStore, StoreFactoryOf
+
+    _Factory = StoreFactoryOf[IndexedStore]
 
 _T0 = datetime(2025, 3, 4, 5, 6, 7, 123456, tzinfo=UTC)
 _NOW = _T0 + timedelta(hours=1)
@@ -72,21 +77,21 @@ def _done(
     )
 
 
-async def _put(store: SessionStore, snap: Snapshot, *, tenant: str | None = None) -> None:
+async def _put(store: SnapshotStore, snap: Snapshot, *, tenant: str | None = None) -> None:
     await store.save(snap.snapshot_id, lambda _: snap, tenant=tenant)
 
 
-async def _change(store: SessionStore, snapshot_id: str, **changes: Any) -> None:
+async def _change(store: SnapshotStore, snapshot_id: str, **changes: Any) -> None:
     await store.save(snapshot_id, lambda cur: None if cur is None else cur.evolve(**changes))
 
 
-async def _open(store: SessionStore, *, tenant: str | None = None, **filters: Any) -> list[tuple[str, str]]:
+async def _open(store: InterruptIndex, *, tenant: str | None = None, **filters: Any) -> list[tuple[str, str]]:
     """``(snapshot_id, ref)`` of each entry a query with ``filters`` (at :data:`_NOW` by default) returns."""
     query = replace(InterruptQuery(now=_NOW), **filters)
     return [(e.snapshot_id, e.ref or "") for e in await store.open_interrupts(query, tenant=tenant)]
 
 
-async def check_open_interrupts_follow_the_rows(make_store: StoreFactory) -> None:
+async def check_open_interrupts_follow_the_rows(make_store: _Factory) -> None:
     """A paused turn's calls are listed until answered or gone on from; held claims hide them; deletes bring back."""
     async with make_store() as store:
         await _put(store, _paused("p", "s1", _call("transfer", "t1", {"to": "bob"}), _call("delete", "d1")))
@@ -133,7 +138,7 @@ async def check_open_interrupts_follow_the_rows(make_store: StoreFactory) -> Non
         _equal(await _open(store), [], "calls of a deleted snapshot")
 
 
-async def check_open_interrupts_filter_and_page(make_store: StoreFactory) -> None:
+async def check_open_interrupts_filter_and_page(make_store: _Factory) -> None:
     """Filters (agent, tool, session, age, in doubt, snapshot) and pages (order, cursor, limit) are the query's."""
     async with make_store() as store:
         doubt = _call("charge", "c1", {md.IN_DOUBT: True, "idempotencyKey": "k", "attempts": 2})
@@ -171,7 +176,7 @@ async def check_open_interrupts_filter_and_page(make_store: StoreFactory) -> Non
         _equal(entry.deadline, datetime(2025, 3, 4, 6, tzinfo=UTC), "an entry's deadline")
 
 
-async def check_leaves_follow_writes(make_store: StoreFactory) -> None:
+async def check_leaves_follow_writes(make_store: _Factory) -> None:
     """Latest reads the leaves: they follow new rows, deletes, moved parents and rows written out of order."""
     async with make_store() as store:
         await _put(store, _done("a", "s1", None, at=0))
@@ -204,7 +209,7 @@ async def check_leaves_follow_writes(make_store: StoreFactory) -> None:
             )
 
 
-INDEX_CHECKS = [
+INDEX_CHECKS: list[Callable[[_Factory], Awaitable[None]]] = [
     check_open_interrupts_follow_the_rows,
     check_open_interrupts_filter_and_page,
     check_leaves_follow_writes,

@@ -1,7 +1,11 @@
-"""Store conformance checks of the effect journal (see :mod:`interlock.journal`), run by :data:`STORE_CHECKS`."""
+"""Store conformance checks of :class:`~interlock.stores.JournalStore`, the effect journal (:mod:`interlock.journal`).
+
+Run by :func:`~.stores.check_journal_store` and :data:`~.stores.STORE_CHECKS`.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ClaimConflictError
@@ -16,7 +20,9 @@ from ._checking import snap as _snap
 from ._checking import turn as _turn
 
 if TYPE_CHECKING:  # stores.py imports this module
-    from .stores import StoreCheck, StoreFactory
+    from .stores import JournaledStore, StoreFactoryOf
+
+    _Factory = StoreFactoryOf[JournaledStore]
 
 
 def _entry(
@@ -37,7 +43,7 @@ def _entry(
     return base.evolve(**changes) if changes else base
 
 
-async def check_journal(make_store: StoreFactory) -> None:
+async def check_journal(make_store: _Factory) -> None:
     """The effect journal: intents and results round-trip, writes are conditional on the attempt, tenants apart."""
     async with make_store() as store:
         _equal(await store.journal_get("k1"), None, "a key never written")
@@ -58,7 +64,7 @@ async def check_journal(make_store: StoreFactory) -> None:
         _equal(sorted(e.key for e in await store.journal_entries()), ["k1", "k2"], "every entry")
 
 
-async def check_journal_in_save_all(make_store: StoreFactory) -> None:
+async def check_journal_in_save_all(make_store: _Factory) -> None:
     """save_all's journal updates: in the same transaction as its rows, each seeing its stored entry."""
 
     def boom(_: Any) -> Any:
@@ -97,7 +103,7 @@ async def check_journal_in_save_all(make_store: StoreFactory) -> None:
         _equal(await store.journal_get("k1"), done, "this tenant's entry after another tenant's write")
 
 
-async def check_journal_pruned_with_snapshots(make_store: StoreFactory) -> None:
+async def check_journal_pruned_with_snapshots(make_store: _Factory) -> None:
     """Deleting a snapshot deletes the journal entries of calls made from it."""
     async with make_store() as store:
         await _put(store, _snap("a", messages=_turn(0)))
@@ -108,7 +114,7 @@ async def check_journal_pruned_with_snapshots(make_store: StoreFactory) -> None:
         _equal([e.key for e in await store.journal_entries()], ["kb"], "entries after deleting a snapshot")
 
 
-async def check_journal_expecting(make_store: StoreFactory) -> None:
+async def check_journal_expecting(make_store: _Factory) -> None:
     """``Expecting``: a commit's outcome is written only over its own attempt (else ABORTED, and nothing is written)."""
     async with make_store() as store:
         await _put(store, _snap("a", messages=_turn(0)))
@@ -139,7 +145,7 @@ def _claimed(cur: Snapshot | None) -> Snapshot | None:
     return None if cur is None else cur.evolve(claimed_by="x")
 
 
-JOURNAL_CHECKS: list[StoreCheck] = [
+JOURNAL_CHECKS: list[Callable[[_Factory], Awaitable[None]]] = [
     check_journal,
     check_journal_in_save_all,
     check_journal_expecting,

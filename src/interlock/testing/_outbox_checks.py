@@ -1,4 +1,7 @@
-"""Store conformance checks of the outbox (:mod:`interlock.outbox`); part of :data:`~.stores.STORE_CHECKS`."""
+"""Store conformance checks of :class:`~interlock.stores.OutboxStore`, the outbox (:mod:`interlock.outbox`).
+
+Run by :func:`~.stores.check_outbox_store` and :data:`~.stores.STORE_CHECKS`.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +14,9 @@ from ..outbox import DEADLINE, WEBHOOK, OutboxEvent, new_event
 from ..sessions import Snapshot, utcnow
 
 if TYPE_CHECKING:  # stores.py imports this module
-    from .stores import StoreFactory
+    from .stores import OutboxedStore, StoreFactoryOf
+
+    _Factory = StoreFactoryOf[OutboxedStore]
 
 
 def _expect(condition: bool, message: str) -> None:
@@ -29,7 +34,7 @@ def _row(snapshot_id: str) -> Snapshot:
     return Snapshot(snapshot_id=snapshot_id, session_id="s1", finish_reason="interrupted")
 
 
-async def check_outbox_written_with_save(make_store: StoreFactory) -> None:
+async def check_outbox_written_with_save(make_store: _Factory) -> None:
     """Events are written by save_all with the rows they report, and not at all when an updater raises."""
 
     def boom(_: Snapshot | None) -> Snapshot | None:
@@ -52,7 +57,7 @@ async def check_outbox_written_with_save(make_store: StoreFactory) -> None:
         _expect(len(await store.outbox_events(status="done")) == 0, "events of one status")
 
 
-async def check_outbox_claim_leases(make_store: StoreFactory) -> None:
+async def check_outbox_claim_leases(make_store: _Factory) -> None:
     """A claim leases due rows of its channel, oldest first; a leased row is not claimed again until it lapses."""
     async with make_store() as store:
         first, second = _event("one"), _event("two")
@@ -78,7 +83,7 @@ async def check_outbox_claim_leases(make_store: StoreFactory) -> None:
         _expect({e.id for e in final} == rest, f"done rows are never claimed, got {[e.type for e in final]}")
 
 
-async def check_outbox_claims_race(make_store: StoreFactory) -> None:
+async def check_outbox_claims_race(make_store: _Factory) -> None:
     """Concurrent claimers never share a row."""
     async with make_store() as store:
         events = [_event(f"e{i}") for i in range(20)]
@@ -92,7 +97,7 @@ async def check_outbox_claims_race(make_store: StoreFactory) -> None:
         _expect(len(taken) == len(set(taken)) == 20, f"each row claimed exactly once, got {len(taken)} claims")
 
 
-async def check_outbox_prune(make_store: StoreFactory) -> None:
+async def check_outbox_prune(make_store: _Factory) -> None:
     """A prune drops its channel's rows settled before the cutoff, of every tenant, and never a pending row."""
     async with make_store() as store:
         old, recent, waiting = _event("old", tenant="acme"), _event("recent"), _event("waiting")
@@ -119,7 +124,7 @@ async def check_outbox_prune(make_store: StoreFactory) -> None:
         _expect(await store.outbox_prune(channel=DEADLINE, settled_before=now) == 1, "a channel of its own")
 
 
-async def check_outbox_retry(make_store: StoreFactory) -> None:
+async def check_outbox_retry(make_store: _Factory) -> None:
     """A retry gives failed rows of its channel a fresh start (all, or the ids named), and nothing else."""
     async with make_store() as store:
         one, two, done = _event("one", tenant="acme"), _event("two"), _event("done")
@@ -147,7 +152,7 @@ async def check_outbox_retry(make_store: StoreFactory) -> None:
         _expect(stored[done.id] == "done" and stored[timer.id] == "failed", f"other rows stay as they were: {stored}")
 
 
-OUTBOX_CHECKS: list[Callable[[StoreFactory], Awaitable[None]]] = [
+OUTBOX_CHECKS: list[Callable[[_Factory], Awaitable[None]]] = [
     check_outbox_written_with_save,
     check_outbox_claim_leases,
     check_outbox_claims_race,

@@ -1,8 +1,8 @@
-"""Store conformance checks of rows together; part of :data:`~.stores.STORE_CHECKS`.
+"""Core conformance checks of a session's rows together (a :class:`~interlock.stores.SnapshotStore`).
 
-Sessions written the way the runtime does (chains of turns): ``latest`` (linear and
-branching), tenants, watch, listing, deletes and rewrites that keep other rows' histories,
-bookkeeping that keeps the state, and long chains.
+Part of :data:`~._snapshot_checks.SNAPSHOT_CHECKS`. Sessions written the way the runtime does
+(chains of turns): ``latest`` (linear and branching), watch, rewrites that keep other rows'
+histories, bookkeeping that keeps the state, and long chains.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from ..errors import FailedPreconditionError
 from ..messages import Message
 from ..parts import TextPart
 from ..sessions import Artifact, SessionState, Snapshot
-from ..stores import SessionStore
+from ..stores import SnapshotStore
 from ._checking import at_seconds as _at
+from ._checking import chain as _chain
 from ._checking import equal as _equal
 from ._checking import expect as _expect
 from ._checking import messages_of as _messages_of
@@ -27,23 +28,12 @@ from ._checking import snap as _snap
 from ._checking import turn as _turn
 
 if TYPE_CHECKING:  # stores.py imports this module
-    from .stores import StoreFactory
+    from .stores import StoreFactoryOf
+
+    _Factory = StoreFactoryOf[SnapshotStore]
 
 
-async def _chain(store: SessionStore, n: int, *, session_id: str = "s1") -> list[list[Message]]:
-    """Write ``n`` turns the way the runtime does (load the parent, append, save); returns each turn's history."""
-    histories: list[list[Message]] = []
-    parent: Snapshot | None = None
-    for i in range(n):
-        messages = (_messages_of(parent) if parent is not None else []) + _turn(i)
-        parent_id = None if parent is None else parent.snapshot_id
-        await _put(store, _snap(f"t{i}", session_id, parent_id, messages=messages, at=i))
-        histories.append(list(messages))
-        parent = await _must_load(store, f"t{i}")
-    return histories
-
-
-async def check_latest_linear(make_store: StoreFactory) -> None:
+async def check_latest_linear(make_store: _Factory) -> None:
     """The latest snapshot is the leaf (with full state), whatever its status; an unknown session has none."""
     async with make_store() as store:
         _equal(await store.latest("s1"), None, "latest of an unknown session")
@@ -61,7 +51,7 @@ async def check_latest_linear(make_store: StoreFactory) -> None:
         _equal(await store.latest("s2"), None, "latest of another session")
 
 
-async def check_latest_branching(make_store: StoreFactory) -> None:
+async def check_latest_branching(make_store: _Factory) -> None:
     """With several leaves latest is the newest leaf; reject_branching raises FAILED_PRECONDITION."""
     async with make_store() as store:
         await _put(store, _snap("a", messages=_turn(0), at=0))
@@ -82,37 +72,13 @@ async def check_latest_branching(make_store: StoreFactory) -> None:
         _expect("branching" in str(error), f"the error should say the session branches: {error}")
 
 
-async def check_tenant_isolation(make_store: StoreFactory) -> None:
-    """Another tenant's snapshots do not exist: load, latest, save, list, watch and delete see nothing."""
-    async with make_store() as store:
-        mine = await _put(store, _snap("x", "s1", messages=_turn(0), metadata={"agent": "a"}), tenant="acme")
-        for other in (None, "globex"):
-            _equal(await store.load("x", tenant=other), None, f"load from tenant {other!r}")
-            _equal(await store.latest("s1", tenant=other), None, f"latest from tenant {other!r}")
-            _equal(await store.list(tenant=other), [], f"list from tenant {other!r}")
-            _equal([s async for s in store.watch("x", tenant=other)], [], f"watch from tenant {other!r}")
-            _equal(await store.delete(["x"], tenant=other), 0, f"delete from tenant {other!r}")
-        seen: list[Snapshot | None] = []
-        theirs = _snap("x", "s-other", messages=_turn(9))
-
-        def take(current: Snapshot | None) -> Snapshot | None:
-            seen.append(current)
-            return theirs
-
-        await store.save("x", take, tenant="globex")
-        _equal(seen, [None], "the updater in another tenant receives")
-        _equal(await store.load("x", tenant="acme"), mine, "the first tenant's row after another tenant's save")
-        _equal((await _must_load(store, "x", tenant="globex")).session_id, "s-other", "the second tenant's row")
-        _equal([i.snapshot_id for i in await store.list(tenant="acme")], ["x"], "list of the first tenant")
-
-
-async def _collect(store: SessionStore, snapshot_id: str, statuses: list[str], first: asyncio.Event) -> None:
+async def _collect(store: SnapshotStore, snapshot_id: str, statuses: list[str], first: asyncio.Event) -> None:
     async for status in store.watch(snapshot_id):
         statuses.append(status)
         first.set()
 
 
-async def check_watch_sees_abort(make_store: StoreFactory) -> None:
+async def check_watch_sees_abort(make_store: _Factory) -> None:
     """A watch yields the current status, then the abort written by a concurrent save, then ends."""
     async with make_store() as store:
         await _put(store, _snap("p", status="pending", finish_reason=None, messages=_turn(0)))
@@ -138,7 +104,7 @@ async def check_watch_sees_abort(make_store: StoreFactory) -> None:
         _equal(statuses, ["pending", "aborted"], "statuses watched")
 
 
-async def check_watch_ends(make_store: StoreFactory) -> None:
+async def check_watch_ends(make_store: _Factory) -> None:
     """A watch of a terminal row yields its status and ends; a watch of a missing row ends at once."""
     async with make_store() as store:
         await _put(store, _snap("done", messages=_turn(0)))
@@ -147,46 +113,7 @@ async def check_watch_ends(make_store: StoreFactory) -> None:
             _equal([s async for s in store.watch("missing")], [], "watch of a missing row")
 
 
-async def check_list_filters(make_store: StoreFactory) -> None:
-    """Listing: newest first, filtered by session and finish reason, with the agent from metadata."""
-    async with make_store() as store:
-        await _put(store, _snap("a", "s1", messages=_turn(0), at=0, metadata={"agent": "bot"}))
-        await _put(
-            store,
-            _snap("b", "s1", "a", messages=_turn(1), at=1, finish_reason="interrupted", metadata={"agent": "bot"}),
-        )
-        await _put(store, _snap("c", "s2", messages=_turn(2), at=2))
-        infos = await store.list()
-        _equal([i.snapshot_id for i in infos], ["c", "b", "a"], "list order")
-        b = infos[1]
-        _equal(
-            (b.session_id, b.parent_id, b.created_at, b.status, b.finish_reason, b.agent),
-            ("s1", "a", _at(1), "completed", "interrupted", "bot"),
-            "snapshot info",
-        )
-        _equal(infos[0].agent, None, "agent of a row without metadata")
-        _equal([i.snapshot_id for i in await store.list(session_id="s1")], ["b", "a"], "list of one session")
-        _equal([i.snapshot_id for i in await store.list(finish_reason="interrupted")], ["b"], "list by finish reason")
-        _equal(await store.list(session_id="s2", finish_reason="interrupted"), [], "list with both filters")
-
-
-async def check_delete_keeps_history(make_store: StoreFactory) -> None:
-    """Deleting snapshots (a middle ancestor, the root) leaves every other one loadable with its full history."""
-    async with make_store() as store:
-        histories = await _chain(store, 6)
-        _equal(await store.delete(["t2"]), 1, "deleted count")
-        _equal(await store.delete(["t2", "nope"]), 0, "deleted count of missing rows")
-        _equal(await store.load("t2"), None, "a deleted snapshot")
-        for i in (5, 3, 4, 1, 0):
-            _equal(_messages_of(await _must_load(store, f"t{i}")), histories[i], f"history of t{i}")
-        _equal(await store.delete(["t0", "t4"]), 2, "deleted count")
-        for i in (5, 3, 1):
-            _equal(_messages_of(await _must_load(store, f"t{i}")), histories[i], f"history of t{i}")
-        leaf = await store.latest("s1")
-        _equal(None if leaf is None else leaf.snapshot_id, "t5", "latest after deletes")
-
-
-async def check_rewrite_keeps_others(make_store: StoreFactory) -> None:
+async def check_rewrite_keeps_others(make_store: _Factory) -> None:
     """Rewriting one snapshot's state (a finalize) never changes another snapshot's history."""
     async with make_store() as store:
         histories = await _chain(store, 3)
@@ -203,7 +130,7 @@ async def check_rewrite_keeps_others(make_store: StoreFactory) -> None:
         _equal(_messages_of(await _must_load(store, "t2")), histories[2], "history of the rewritten row's child")
 
 
-async def check_bookkeeping_keeps_state(make_store: StoreFactory) -> None:
+async def check_bookkeeping_keeps_state(make_store: _Factory) -> None:
     """Heartbeats and claims keep the state; a finalize replaces it."""
     async with make_store() as store:
         await _chain(store, 2)
@@ -244,7 +171,7 @@ async def check_bookkeeping_keeps_state(make_store: StoreFactory) -> None:
         _equal(loaded.version, 4, "version after four writes")
 
 
-async def check_long_chain(make_store: StoreFactory) -> None:
+async def check_long_chain(make_store: _Factory) -> None:
     """A 200-turn chain loads with its full history, at the leaf and in the middle."""
     async with make_store() as store:
         histories = await _chain(store, 200)
@@ -254,14 +181,3 @@ async def check_long_chain(make_store: StoreFactory) -> None:
         _equal(len(_messages_of(leaf)), 400, "messages at the leaf")
         _equal(_messages_of(leaf), histories[199], "history at the leaf")
         _equal(_messages_of(await _must_load(store, "t100")), histories[100], "history in the middle")
-
-
-async def check_tenant_rule(make_store: StoreFactory) -> None:
-    """A tenant is None or a non-empty string: '' and non-strings are refused, not folded into None."""
-    from ..errors import InvalidArgumentError
-
-    async with make_store() as store:
-        await _put(store, _snap("x", messages=_turn(0)))
-        for bad in ("", 0):
-            await _raises(InvalidArgumentError, f"load with tenant {bad!r}", store.load("x", tenant=bad))  # type: ignore[arg-type]
-            await _raises(InvalidArgumentError, f"list with tenant {bad!r}", store.list(tenant=bad))  # type: ignore[arg-type]

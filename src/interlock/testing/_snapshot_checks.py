@@ -1,13 +1,16 @@
-"""Store conformance checks of one row's writes; part of :data:`~.stores.STORE_CHECKS`.
+"""The core conformance checks: a :class:`~interlock.stores.SnapshotStore` (:data:`SNAPSHOT_CHECKS`).
 
-A snapshot loads back equal (every field, full state); updaters that return None or raise
-write nothing; every write bumps the version; a row's session and a terminal status are
-fixed; concurrent saves lose no update and ``save_all`` is atomic; a store is ready.
+Here one row's writes: a snapshot loads back equal (every field, full state); updaters that
+return None or raise write nothing; every write bumps the version; a row's session and a
+terminal status are fixed; concurrent saves lose no update; ``save_all`` is atomic, its
+``then`` steps too; a store is ready. A session's rows together are checked by
+:mod:`._session_checks`; :data:`SNAPSHOT_CHECKS` runs both.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
@@ -24,6 +27,8 @@ from ..parts import (
     ToolResponsePart,
 )
 from ..sessions import Artifact, ErrorInfo, SessionState, Snapshot
+from ..stores import SnapshotStore
+from . import _session_checks as rows
 from ._checking import equal as _equal
 from ._checking import expect as _expect
 from ._checking import messages_of as _messages_of
@@ -34,7 +39,9 @@ from ._checking import snap as _snap
 from ._checking import turn as _turn
 
 if TYPE_CHECKING:  # stores.py imports this module
-    from .stores import StoreFactory
+    from .stores import StoreFactoryOf
+
+    _Factory = StoreFactoryOf[SnapshotStore]
 
 
 def _rich_messages() -> list[Message]:
@@ -70,7 +77,7 @@ def _rich_messages() -> list[Message]:
     ]
 
 
-async def check_round_trip(make_store: StoreFactory) -> None:
+async def check_round_trip(make_store: _Factory) -> None:
     """Every field of a snapshot, full state included, loads back equal; timestamps stay timezone-aware."""
     plus2 = timezone(timedelta(hours=2))
     created = datetime(2025, 5, 6, 7, 8, 9, 123456, tzinfo=plus2)
@@ -121,7 +128,7 @@ async def check_round_trip(make_store: StoreFactory) -> None:
         _equal(await store.load("missing"), None, "load of a missing snapshot")
 
 
-async def check_updater_none_writes_nothing(make_store: StoreFactory) -> None:
+async def check_updater_none_writes_nothing(make_store: _Factory) -> None:
     """An updater returning None writes nothing, and save returns None."""
     async with make_store() as store:
         seen: list[Snapshot | None] = []
@@ -138,7 +145,7 @@ async def check_updater_none_writes_nothing(make_store: StoreFactory) -> None:
         _equal(await store.load("a"), written, "row after a None update")
 
 
-async def check_updater_error_propagates(make_store: StoreFactory) -> None:
+async def check_updater_error_propagates(make_store: _Factory) -> None:
     """An updater that raises aborts the save; the error propagates and nothing is written."""
 
     def boom(_: Snapshot | None) -> Snapshot | None:
@@ -152,7 +159,7 @@ async def check_updater_error_propagates(make_store: StoreFactory) -> None:
         _equal(await store.load("a"), written, "row after a failed save")
 
 
-async def check_versions(make_store: StoreFactory) -> None:
+async def check_versions(make_store: _Factory) -> None:
     """Every write bumps the version; created_at is kept and updated_at stamped."""
     async with make_store() as store:
         first = await _put(store, _snap("a", messages=_turn(0), at=0))
@@ -169,7 +176,7 @@ async def check_versions(make_store: StoreFactory) -> None:
             _equal(loaded.finish_reason, "length", "finish_reason")
 
 
-async def check_session_id_is_fixed(make_store: StoreFactory) -> None:
+async def check_session_id_is_fixed(make_store: _Factory) -> None:
     """A row cannot move to another session, and rows need a session id."""
     async with make_store() as store:
         written = await _put(store, _snap("a", "s1", messages=_turn(0)))
@@ -181,7 +188,7 @@ async def check_session_id_is_fixed(make_store: StoreFactory) -> None:
         _equal(await store.load("b"), None, "row without a session id")
 
 
-async def check_terminal_status_absorbs(make_store: StoreFactory) -> None:
+async def check_terminal_status_absorbs(make_store: _Factory) -> None:
     """completed, failed and aborted never change status (FAILED_PRECONDITION), but may be rewritten."""
     async with make_store() as store:
         for status in ("completed", "failed", "aborted"):
@@ -197,7 +204,7 @@ async def check_terminal_status_absorbs(make_store: StoreFactory) -> None:
             _expect(rewritten is not None and rewritten.finish_reason == "other", "a terminal row may be rewritten")
 
 
-async def check_concurrent_saves(make_store: StoreFactory) -> None:
+async def check_concurrent_saves(make_store: _Factory) -> None:
     """50 concurrent read-modify-write saves of one row never lose an update."""
 
     def increment(current: Snapshot | None) -> Snapshot | None:
@@ -215,7 +222,7 @@ async def check_concurrent_saves(make_store: StoreFactory) -> None:
         _equal(loaded.version, 51, "version after 51 writes")
 
 
-async def check_save_all_is_atomic(make_store: StoreFactory) -> None:
+async def check_save_all_is_atomic(make_store: _Factory) -> None:
     """save_all writes every row or, when one updater raises, none; each updater sees its own row."""
 
     def boom(_: Snapshot | None) -> Snapshot | None:
@@ -242,10 +249,61 @@ async def check_save_all_is_atomic(make_store: StoreFactory) -> None:
         _equal(_messages_of(await _must_load(store, "b")), [*_turn(0), *_turn(1)], "the second row after save_all")
 
 
-async def check_ready(make_store: StoreFactory) -> None:
+async def check_ready(make_store: _Factory) -> None:
     """A usable store is ready (and stays usable after the check)."""
     async with make_store() as store:
         await store.ready()
         await _put(store, _snap("r", messages=_turn(0)))
         await store.ready()
         _equal(_messages_of(await _must_load(store, "r")), _turn(0), "row after ready")
+
+
+async def check_save_all_then(make_store: _Factory) -> None:
+    """save_all's ``then`` steps run in order after its updaters, once; one that raises writes nothing."""
+
+    def boom(_: object) -> None:
+        raise ValueError("boom")
+
+    async with make_store() as store:
+        order: list[str] = []
+
+        def row(_: Snapshot | None) -> Snapshot | None:
+            order.append("update")
+            return _snap("a", messages=_turn(0))
+
+        await store.save_all([("a", row)], then=[lambda _: order.append("first"), lambda _: order.append("second")])
+        _equal(order, ["update", "first", "second"], "the order of updaters and steps")
+        first = await _must_load(store, "a")
+        again = _snap("b", parent_id="a", messages=_turn(1))
+        await _raises(
+            ValueError,
+            "save_all with a raising step",
+            store.save_all(
+                [("a", lambda cur: None if cur is None else cur.evolve(claimed_by="x")), ("b", lambda _: again)],
+                then=[boom],
+            ),
+        )
+        _equal(await store.load("a"), first, "a row updated in a save_all whose step raised")
+        _equal(await store.load("b"), None, "a row created in a save_all whose step raised")
+
+
+SNAPSHOT_CHECKS: list[Callable[[_Factory], Awaitable[None]]] = [
+    check_round_trip,
+    check_updater_none_writes_nothing,
+    check_updater_error_propagates,
+    check_versions,
+    check_session_id_is_fixed,
+    check_terminal_status_absorbs,
+    rows.check_latest_linear,
+    rows.check_latest_branching,
+    rows.check_watch_sees_abort,
+    rows.check_watch_ends,
+    rows.check_rewrite_keeps_others,
+    rows.check_bookkeeping_keeps_state,
+    rows.check_long_chain,
+    check_concurrent_saves,
+    check_save_all_is_atomic,
+    check_ready,
+    check_save_all_then,
+]
+"""The core checks, in order: what every store must pass, whatever else it can do."""

@@ -1,9 +1,16 @@
-"""The store conformance suite.
+"""The store conformance suite, one part per capability of the store seam.
 
-:func:`check_store` runs :data:`STORE_CHECKS`, the contract every
-:class:`~interlock.stores.SessionStore` must meet (snapshots, atomic multi-row saves,
-tenants, watch, deletes, the effect journal, the outbox, the leaves and the index of open
-interrupts), against a store of your own.
+Each capability Protocol of :mod:`interlock.stores` has its checks, and a function that runs
+them against a factory of stores with that capability (and the core's, which every check writes with):
+
+* :class:`~interlock.stores.SnapshotStore`, the core: :data:`SNAPSHOT_CHECKS`, :func:`check_snapshot_store`;
+* :class:`~interlock.stores.StoreAdmin`: :data:`ADMIN_CHECKS`, :func:`check_admin_store`;
+* :class:`~interlock.stores.JournalStore`: :data:`JOURNAL_CHECKS`, :func:`check_journal_store`;
+* :class:`~interlock.stores.OutboxStore`: :data:`OUTBOX_CHECKS`, :func:`check_outbox_store`;
+* :class:`~interlock.stores.InterruptIndex`: :data:`INDEX_CHECKS`, :func:`check_index_store`.
+
+:func:`check_store` runs them all (:data:`STORE_CHECKS`) against a whole
+:class:`~interlock.stores.SessionStore`.
 """
 
 from __future__ import annotations
@@ -11,52 +18,98 @@ from __future__ import annotations
 import inspect
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias, TypeVar
 
-from ..stores import SessionStore
+from ..stores import InterruptIndex, JournalStore, OutboxStore, SessionStore, SnapshotStore, StoreAdmin
+from ._admin_checks import ADMIN_CHECKS
+from ._checking import run_checks
 from ._index_checks import INDEX_CHECKS
 from ._journal_checks import JOURNAL_CHECKS
 from ._outbox_checks import OUTBOX_CHECKS
-from ._session_checks import (
-    check_bookkeeping_keeps_state,
-    check_delete_keeps_history,
-    check_latest_branching,
-    check_latest_linear,
-    check_list_filters,
-    check_long_chain,
-    check_rewrite_keeps_others,
-    check_tenant_isolation,
-    check_tenant_rule,
-    check_watch_ends,
-    check_watch_sees_abort,
-)
-from ._snapshot_checks import (
-    check_concurrent_saves,
-    check_ready,
-    check_round_trip,
-    check_save_all_is_atomic,
-    check_session_id_is_fixed,
-    check_terminal_status_absorbs,
-    check_updater_error_propagates,
-    check_updater_none_writes_nothing,
-    check_versions,
-)
+from ._snapshot_checks import SNAPSHOT_CHECKS
 
-__all__ = ["STORE_CHECKS", "StoreCheck", "StoreFactory", "check_store", "store_factory"]
+__all__ = [
+    "ADMIN_CHECKS",
+    "INDEX_CHECKS",
+    "JOURNAL_CHECKS",
+    "OUTBOX_CHECKS",
+    "SNAPSHOT_CHECKS",
+    "STORE_CHECKS",
+    "AdminStore",
+    "IndexedStore",
+    "JournaledStore",
+    "OutboxedStore",
+    "StoreCheck",
+    "StoreFactory",
+    "StoreFactoryOf",
+    "check_admin_store",
+    "check_index_store",
+    "check_journal_store",
+    "check_outbox_store",
+    "check_snapshot_store",
+    "check_store",
+    "store_factory",
+]
+
+S_co = TypeVar("S_co", bound=SnapshotStore, covariant=True)
 
 
-class StoreFactory(Protocol):
-    """Opens a fresh, empty store for one check and closes it afterwards.
+class StoreFactoryOf(Protocol[S_co]):
+    """Opens a fresh, empty store (an ``S_co``) for one check and closes it afterwards.
 
     ``async with make_store() as store: ...``; ``reject_branching=True`` asks for a store
-    whose :meth:`~interlock.stores.SessionStore.latest` rejects branching sessions.
+    whose :meth:`~interlock.stores.SnapshotStore.latest` rejects branching sessions.
     """
 
-    def __call__(self, *, reject_branching: bool = False) -> AbstractAsyncContextManager[SessionStore]: ...
+    def __call__(self, *, reject_branching: bool = False) -> AbstractAsyncContextManager[S_co]: ...
 
+
+StoreFactory: TypeAlias = StoreFactoryOf[SessionStore]
+"""Opens a fresh, empty whole store for one check (a :class:`StoreFactoryOf` whole stores)."""
 
 StoreCheck: TypeAlias = Callable[[StoreFactory], Awaitable[None]]
 """One conformance check: an async function of a :class:`StoreFactory` that raises ``AssertionError`` on failure."""
+
+
+class AdminStore(SnapshotStore, StoreAdmin, Protocol):
+    """What :data:`ADMIN_CHECKS` take: snapshots to list, delete and prune."""
+
+
+class JournaledStore(SnapshotStore, JournalStore, StoreAdmin, Protocol):
+    """What :data:`JOURNAL_CHECKS` take: snapshots (save_all writes entries), the journal, deletes (drop entries)."""
+
+
+class OutboxedStore(SnapshotStore, OutboxStore, Protocol):
+    """What :data:`OUTBOX_CHECKS` take: snapshots (save_all writes the events) and the outbox."""
+
+
+class IndexedStore(SnapshotStore, InterruptIndex, StoreAdmin, Protocol):
+    """What :data:`INDEX_CHECKS` take: snapshots, the index of open interrupts, and deletes (they change it)."""
+
+
+async def check_snapshot_store(make_store: StoreFactoryOf[SnapshotStore]) -> None:
+    """Run :data:`SNAPSHOT_CHECKS` (the core) on fresh stores from ``make_store``; raises naming the failing check."""
+    await run_checks(make_store, SNAPSHOT_CHECKS)
+
+
+async def check_admin_store(make_store: StoreFactoryOf[AdminStore]) -> None:
+    """Run :data:`ADMIN_CHECKS` on fresh stores from ``make_store``; raises naming the failing check."""
+    await run_checks(make_store, ADMIN_CHECKS)
+
+
+async def check_journal_store(make_store: StoreFactoryOf[JournaledStore]) -> None:
+    """Run :data:`JOURNAL_CHECKS` on fresh stores from ``make_store``; raises naming the failing check."""
+    await run_checks(make_store, JOURNAL_CHECKS)
+
+
+async def check_outbox_store(make_store: StoreFactoryOf[OutboxedStore]) -> None:
+    """Run :data:`OUTBOX_CHECKS` on fresh stores from ``make_store``; raises naming the failing check."""
+    await run_checks(make_store, OUTBOX_CHECKS)
+
+
+async def check_index_store(make_store: StoreFactoryOf[IndexedStore]) -> None:
+    """Run :data:`INDEX_CHECKS` on fresh stores from ``make_store``; raises naming the failing check."""
+    await run_checks(make_store, INDEX_CHECKS)
 
 
 def store_factory(make: Callable[..., SessionStore]) -> StoreFactory:
@@ -85,38 +138,11 @@ async def check_store(make_store: StoreFactory, *, checks: Iterable[StoreCheck] 
     """Run every check of :data:`STORE_CHECKS` (or ``checks``) against fresh stores from ``make_store``.
 
     Raises ``AssertionError`` naming the first check that fails. Third-party stores can
-    also parametrise a test over :data:`STORE_CHECKS` to see every failure separately.
+    also parametrise a test over :data:`STORE_CHECKS` to see every failure separately, or
+    run one capability's checks (:func:`check_snapshot_store`, ...).
     """
-    for check in STORE_CHECKS if checks is None else checks:
-        try:
-            await check(make_store)
-        except AssertionError as exc:
-            raise AssertionError(f"{getattr(check, '__name__', check)}: {exc}") from exc
+    await run_checks(make_store, STORE_CHECKS if checks is None else checks)
 
 
-STORE_CHECKS: list[StoreCheck] = [
-    check_round_trip,
-    check_updater_none_writes_nothing,
-    check_updater_error_propagates,
-    check_versions,
-    check_session_id_is_fixed,
-    check_terminal_status_absorbs,
-    check_latest_linear,
-    check_latest_branching,
-    check_tenant_isolation,
-    check_watch_sees_abort,
-    check_watch_ends,
-    check_list_filters,
-    check_delete_keeps_history,
-    check_rewrite_keeps_others,
-    check_bookkeeping_keeps_state,
-    check_long_chain,
-    check_concurrent_saves,
-    check_save_all_is_atomic,
-    check_tenant_rule,
-    check_ready,
-    *JOURNAL_CHECKS,
-    *OUTBOX_CHECKS,
-    *INDEX_CHECKS,
-]
-"""Every store conformance check, in order (each opens its own fresh stores)."""
+STORE_CHECKS: list[StoreCheck] = [*SNAPSHOT_CHECKS, *ADMIN_CHECKS, *JOURNAL_CHECKS, *OUTBOX_CHECKS, *INDEX_CHECKS]
+"""Every store conformance check, capability by capability (each opens its own fresh stores)."""

@@ -37,7 +37,7 @@ except ImportError as exc:  # pragma: no cover - exercised by a process without 
 
 from ..errors import FailedPreconditionError, InvalidArgumentError
 from ..sessions import Snapshot
-from ..stores import SessionStore, Updater
+from ..stores import SnapshotStore, Updater
 from ..stores._pg_errors import redacted
 from ..stores._pg_schema import LOCK_SCHEMA
 from ..stores.postgres import PostgresStore
@@ -113,7 +113,7 @@ class WorkerQueue:
             await self.app.close_async()
             await pool.close()
 
-    async def hand_off(self, store: SessionStore, pending: Snapshot, tenant: str | None) -> None:
+    async def hand_off(self, store: SnapshotStore, pending: Snapshot, tenant: str | None) -> None:
         """Write the pending row and the job that runs it in one transaction of ``store`` (both or neither).
 
         Raises:
@@ -124,7 +124,7 @@ class WorkerQueue:
         await self.write(store, [(pending.snapshot_id, lambda _: pending)], pending.snapshot_id, tenant)
 
     async def write(
-        self, store: SessionStore, updates: Sequence[tuple[str, Updater]], snapshot_id: str, tenant: str | None
+        self, store: SnapshotStore, updates: Sequence[tuple[str, Updater]], snapshot_id: str, tenant: str | None
     ) -> None:
         """Save ``updates`` and enqueue the job that runs ``snapshot_id``, in one transaction of ``store``.
 

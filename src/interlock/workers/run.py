@@ -43,7 +43,7 @@ from ..errors import ClaimConflictError, FailedPreconditionError, InterlockError
 from ..handoff import HANDOFF
 from ..runtime import run_handed_off
 from ..sessions import ErrorInfo, Snapshot, beat, fail_pending, new_id, utcnow
-from ..stores import SessionStore, Updater
+from ..stores import SnapshotStore, Updater
 from ..stores.postgres import PostgresStore
 from . import TASK, WorkerQueue
 
@@ -75,7 +75,7 @@ class TurnWorker:
 
     def __init__(
         self,
-        store: SessionStore,
+        store: SnapshotStore,
         agents: Mapping[str, RunnableAgent],
         queue: WorkerQueue,
         settings: WorkerSettings | None = None,
