@@ -19,9 +19,9 @@ from typing import Any
 
 from ._turn_commit import TurnWriter, error_info
 from .claims import ClaimHold
-from .handoff import without_handoff
 from .interrupts import ResumePlan
-from .sessions import ErrorInfo, SessionState, Snapshot, beat, fail_pending, utcnow
+from .records.snapshots import NoChange, fail_pending, finalize, heartbeat, put_row
+from .sessions import ErrorInfo, SessionState, Snapshot, utcnow
 from .stores import Updater
 from .tokens import mint_tokens
 
@@ -47,7 +47,7 @@ class DetachedRun:
     async def write_pending(self, parent_id: str | None, extra: dict[str, Any]) -> None:
         """Write the pending row (``extra``: more metadata)."""
         pending = self.pending_row(parent_id, extra)
-        await self.writer.store.save(self.snapshot_id, lambda _: pending, tenant=self.writer.tenant)
+        await self.writer.store.save(self.snapshot_id, put_row(pending), tenant=self.writer.tenant)
 
     def pending_row(self, parent_id: str | None, extra: dict[str, Any]) -> Snapshot:
         """The pending row (``extra``: more metadata, e.g. what a worker needs: :mod:`interlock.handoff`)."""
@@ -75,7 +75,7 @@ class DetachedRun:
         while True:
             await asyncio.sleep(writer.agent.host.heartbeat_interval)
             with contextlib.suppress(Exception):
-                await writer.store.save(self.snapshot_id, beat(), tenant=writer.tenant)
+                await writer.store.save(self.snapshot_id, heartbeat(), tenant=writer.tenant)
 
     async def _watch_abort(self, on_abort: Callable[[], None]) -> None:
         async for status in self.writer.store.watch(self.snapshot_id, tenant=self.writer.tenant):
@@ -104,20 +104,8 @@ class DetachedRun:
             if error
             else writer.events(self.session_id, snapshot_id, self.parent, finish, state.messages, self.plan, meta)
         )
-
-        def finalize(cur: Snapshot | None) -> Snapshot | None:
-            if cur is None or cur.status != "pending":  # aborted meanwhile: nothing may commit
-                raise _NotPending(snapshot_id)
-            return cur.evolve(
-                status="failed" if error else "completed",
-                finish_reason=finish,
-                error=error,
-                state=state,
-                heartbeat_at=None,
-                metadata={**without_handoff(cur.metadata), **traced},
-            )
-
-        writes: list[tuple[str, Updater]] = [(snapshot_id, self._fenced(finalize))]
+        outcome = finalize(state=state, error=error, finish=finish, traced=traced)
+        writes: list[tuple[str, Updater]] = [(snapshot_id, self._fenced(outcome))]
         try:
             if aborted.is_set():
                 return
@@ -127,7 +115,7 @@ class DetachedRun:
                 await hold.commit(writes, events=events)
             if self.lease is not None:
                 self.lease.settled()
-        except _NotPending:
+        except NoChange:  # the row was aborted meanwhile: nothing may commit
             pass
         except Exception as exc:  # e.g. the claim lapsed: the row must not stay pending
             await self.fail(error_info(exc))
@@ -150,7 +138,3 @@ class DetachedRun:
 
     def _fenced(self, update: Updater) -> Updater:
         return update if self.lease is None else self.lease.own_updater(update)
-
-
-class _NotPending(Exception):
-    """A detached run's row is no longer pending (it was aborted): its outcome is dropped."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .agent_io import AgentInit
-from .claims import claim_state, conflict
 from .errors import (
     ClaimConflictError,
     FailedPreconditionError,
@@ -24,6 +23,7 @@ from .errors import (
 from .interrupts import Resume
 from .messages import Message
 from .parts import ToolRequestPart
+from .records.snapshots import claim_state, conflict
 from .sessions import SessionState, Snapshot, new_id
 from .stores import SnapshotStore
 from .tokens import check_tokens

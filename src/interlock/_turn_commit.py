@@ -21,6 +21,7 @@ from .interrupts import ResumePlan
 from .messages import Message
 from .notifications import commit_events
 from .outbox import OutboxEvent
+from .records.snapshots import put_row
 from .sessions import ErrorInfo, Session, Snapshot
 from .stores import JournalStore, JournalUpdater, SnapshotStore, Updater
 from .tokens import mint_tokens
@@ -123,7 +124,7 @@ class TurnWriter:
         )
         journal = effects.commit_updates() if effects is not None else []
         events = self.events(session.session_id, turn_id, parent, finish, session.messages, plan, meta)
-        writes: list[tuple[str, Updater]] = [(turn_id, lambda _: snap)]
+        writes: list[tuple[str, Updater]] = [(turn_id, put_row(snap))]
         if hold is None:
             (written,) = await self.store.save_all(writes, tenant=self.tenant, journal=journal, events=events)
         else:

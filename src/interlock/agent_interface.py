@@ -11,10 +11,10 @@ from typing import Any
 
 from .agent_io import AgentOutput, Connection, InputLike, OnChunk, as_input
 from .chat import Chat
-from .claims import is_answerable
 from .errors import DeadlineExceededError, InvalidArgumentError
 from .interrupts import Resume
 from .parts import ToolRequestPart
+from .records.snapshots import is_answerable
 from .sessions import SessionState, Snapshot, check_state
 
 __all__ = ["SETTLED", "AgentAPI"]

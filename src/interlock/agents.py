@@ -23,7 +23,6 @@ from .agent_io import (
     TurnContext,
     TurnResult,
 )
-from .claims import release_by
 from .connection import END, BaseConnection
 from .errors import InvalidArgumentError, SnapshotNotFoundError, UsageError
 from .generate import ToolErrorPolicy, ToolErrors, ToolLoop
@@ -32,6 +31,7 @@ from .interrupts import Resume, ResumePlan, plan_resume
 from .messages import Message
 from .models import Model
 from .parts import ToolRequestPart
+from .records.snapshots import abort_pending, release_claim
 from .runtime import Invocation, SessionRunner
 from .sessions import SessionState, Snapshot, utcnow
 from .stores import SessionStore, Updater
@@ -234,9 +234,9 @@ class Agent(AgentAPI):
             return None
         if snap.status != "pending":
             return snap.status
-        writes: list[tuple[str, Updater]] = [(snapshot_id, _flip_pending)]
+        writes: list[tuple[str, Updater]] = [(snapshot_id, abort_pending())]
         if snap.parent_id:
-            writes.append((snap.parent_id, release_by(snapshot_id)))
+            writes.append((snap.parent_id, release_claim(snapshot_id)))
         flipped = (await store.save_all(writes, tenant=tenant))[0]
         if flipped is not None:
             await self._abort_job(snapshot_id, tenant)
@@ -253,10 +253,6 @@ class Agent(AgentAPI):
             await target.abort(snapshot_id, tenant)
         except Exception as exc:  # the snapshot is aborted already; the worker's watch of it cancels the run
             _log.warning("abort of snapshot %s: the worker queue was not told (%s)", snapshot_id, exc)
-
-
-def _flip_pending(cur: Snapshot | None) -> Snapshot | None:
-    return cur.evolve(status="aborted") if cur is not None and cur.status == "pending" else None
 
 
 CustomAgentFn = Callable[[SessionRunner], Awaitable[AgentResult | None]]

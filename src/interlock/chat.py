@@ -28,10 +28,10 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Any, Protocol
 
 from .agent_io import AgentInput, AgentOutput, Connection, InputLike, OnChunk, StreamChunk, as_input
-from .claims import is_answerable
 from .errors import InvalidArgumentError
 from .interrupts import Resume
 from .parts import ToolRequestPart, ToolResponsePart
+from .records.snapshots import is_answerable
 from .sessions import SessionState, Snapshot
 
 __all__ = ["Chat", "ChatTurn"]

@@ -35,8 +35,6 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, TypeAlias, cast
 
 from . import metadata as md
-from ._json_object import is_object
-from .claims import claim_state, is_answerable
 from .decisions import Decision
 from .errors import ClaimConflictError, FailedPreconditionError, InterlockError, SnapshotNotFoundError
 from .expiry import OnExpire, expiry_note
@@ -45,7 +43,8 @@ from .interrupts import Resume
 from .notifications import interrupt_data
 from .outbox import DEADLINE, KEEP_SETTLED, WEBHOOK, OutboxEvent, Retention, backoff, new_event
 from .parts import ToolRequestPart, ToolResponsePart
-from .sessions import Snapshot, new_id, utcnow
+from .records.snapshots import NoChange, claim_state, mark_escalated
+from .sessions import new_id, utcnow
 from .stores import SessionStore, SnapshotStore
 
 __all__ = ["IDENTITY", "Expiry", "ExpiryResult", "run_deadlines", "sweep"]
@@ -80,10 +79,6 @@ class _Later(Exception):
     def __init__(self, message: str, at: datetime | None = None) -> None:
         super().__init__(message)
         self.at = at
-
-
-class _Nothing(Exception):
-    """The interrupt no longer waits: the timer is done."""
 
 
 async def sweep(
@@ -139,7 +134,7 @@ async def _one(inbox: Inbox, store: SnapshotStore, row: OutboxEvent, identity: s
         item = next((i for i in items if i.tool == tool and i.ref == ref), None)
         deadline = None if item is None else md.deadline_of(item.part)
         if item is None or deadline is None:
-            raise _Nothing("the call no longer waits")
+            raise NoChange("the call no longer waits")
         policy = OnExpire.from_json(deadline.get("onExpire"))
         if policy.policy == "escalate":
             await _escalate(store, item, policy, row.tenant, identity)
@@ -147,7 +142,7 @@ async def _one(inbox: Inbox, store: SnapshotStore, row: OutboxEvent, identity: s
             await _answer(inbox, items, row.tenant, identity)
         logger.info("deadline of %s in %s: %s applied", item.label, sid, policy.policy)
         return outcome("applied", policy.policy)
-    except _Nothing as exc:
+    except NoChange as exc:
         return outcome("answered", None if policy is None else policy.policy, str(exc))
     except _Later as exc:
         return outcome("later", None if policy is None else policy.policy, str(exc), exc.at)
@@ -160,16 +155,16 @@ async def _one(inbox: Inbox, store: SnapshotStore, row: OutboxEvent, identity: s
 
 
 async def _waiting(inbox: Inbox, store: SnapshotStore, snapshot_id: str, tenant: str | None) -> list[PendingInterrupt]:
-    """The snapshot's pending interrupts; raises :class:`_Nothing` or :class:`_Later` when it does not wait now."""
+    """The snapshot's pending interrupts; raises :class:`NoChange` or :class:`_Later` when it does not wait now."""
     snap = await store.load(snapshot_id, tenant=tenant)
     if snap is None:
-        raise _Nothing("the snapshot was deleted")
+        raise NoChange("the snapshot was deleted")
     if claim_state(snap) == "held":
         raise _Later(f"a resume ({snap.claimed_by}) holds the interrupt now")
     try:
         return await inbox.get(snapshot_id, tenant=tenant)
     except (ClaimConflictError, FailedPreconditionError, SnapshotNotFoundError) as exc:
-        raise _Nothing(exc.message) from None
+        raise NoChange(exc.message) from None
 
 
 def _label(part: ToolRequestPart) -> str:
@@ -180,19 +175,7 @@ async def _escalate(
     store: SnapshotStore, item: PendingInterrupt, policy: OnExpire, tenant: str | None, by: str
 ) -> None:
     """Mark the escalation on the snapshot and add its webhook, in one write (once: the mark is checked)."""
-    label = _label(item.part)
-    at = utcnow().isoformat()
-
-    def mark(cur: Snapshot | None) -> Snapshot | None:
-        if cur is None or not is_answerable(cur):
-            raise _Nothing("the interrupt was answered meanwhile")
-        done: Any = (cur.metadata or {}).get(md.ESCALATED)
-        marks = dict(done) if is_object(done) else {}
-        if label in marks:
-            raise _Nothing(f"{label} was already escalated")
-        marks[label] = {"at": at, "group": policy.group, "by": by}
-        return cur.evolve(metadata={**(cur.metadata or {}), md.ESCALATED: marks})
-
+    mark = mark_escalated(_label(item.part), {"at": utcnow().isoformat(), "group": policy.group, "by": by})
     data = interrupt_data(item.agent or "", item.session_id, item.snapshot_id, item.part)
     event = new_event(
         WEBHOOK,
@@ -243,7 +226,7 @@ async def _answer(inbox: Inbox, items: list[PendingInterrupt], tenant: str | Non
         assert inbox.store is not None
         snap = await inbox.store.load(first.snapshot_id, tenant=tenant)
         if snap is None or claim_state(snap) == "answered":
-            raise _Nothing(f"answered by another: {output.error.message}")
+            raise NoChange(f"answered by another: {output.error.message}")
         raise _Later(output.error.message)
     output.raise_for_error()
 

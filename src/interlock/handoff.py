@@ -16,13 +16,11 @@ from typing import Any, cast
 
 from .agent_io import AgentInput
 from .errors import FailedPreconditionError
+from .metadata import HANDOFF
 from .sessions import Snapshot
 from .wire import input_from_json, input_to_json
 
-__all__ = ["HANDOFF", "handoff_metadata", "handoff_named", "read_handoff", "without_handoff"]
-
-HANDOFF = "handoff"
-"""The pending snapshot's metadata key: ``{"input": AgentInput JSON, "context": {...}, "named": snapshot id}``."""
+__all__ = ["HANDOFF", "handoff_metadata", "handoff_named", "read_handoff"]
 
 
 def handoff_metadata(input: AgentInput, context: dict[str, Any], *, named: str | None = None) -> dict[str, Any]:
@@ -66,8 +64,3 @@ def _json_values(context: dict[str, Any]) -> dict[str, Any]:
             continue
         kept[key] = value
     return kept
-
-
-def without_handoff(metadata: dict[str, Any] | None) -> dict[str, Any]:
-    """``metadata`` without the handoff entry (a finished turn's snapshot keeps no copy of its input and context)."""
-    return {k: v for k, v in (metadata or {}).items() if k != HANDOFF}

@@ -11,7 +11,7 @@
 
 A snapshot waits when its turn ended ``interrupted``, it is ``completed``, its session did
 not go on from it (no ``completed`` snapshot of the session names it as its parent), and no
-resume holds it (:func:`interlock.claims.claim_state`: a claim whose resumer crashed or
+resume holds it (:func:`interlock.records.snapshots.claim_state`: a claim whose resumer crashed or
 stalled lapses after the agent's ``claim_ttl``; answering then takes it over). Every store
 keeps an index of exactly those calls (:mod:`interlock.interrupt_index`), which
 :meth:`Inbox.pending` reads. An answer runs through the agent named
@@ -65,7 +65,6 @@ from . import metadata as md
 from ._json_object import is_object
 from .agent_io import AgentOutput
 from .answers import Answer, Approve, Edit, Reject, Respond, Restart, entry, match_all
-from .claims import claim_state
 from .errors import (
     ClaimConflictError,
     FailedPreconditionError,
@@ -79,6 +78,7 @@ from .interrupt_index import InterruptQuery, entries_of
 from .interrupts import Resume
 from .journal import JournalEntry
 from .parts import ToolRequestPart, ToolResponsePart
+from .records.snapshots import claim_state
 from .sessions import Snapshot, utcnow
 from .stores import SessionStore
 

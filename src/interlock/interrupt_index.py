@@ -5,7 +5,7 @@ that writes its snapshot, so listing the inbox reads the index and nothing else
 (:meth:`~interlock.stores.InterruptIndex.open_interrupts`). A snapshot's calls wait when:
 
 * its turn paused: it is ``completed`` with finish reason ``interrupted``;
-* no answer committed (:func:`interlock.claims.claim_state` is not ``answered``); a
+* no answer committed (:func:`interlock.records.snapshots.claim_state` is not ``answered``); a
   resume holding the claim keeps the entries, with the claim's expiry, so a listing at
   time ``now`` leaves out those held then (:meth:`OpenInterrupt.answerable`);
 * its session did not go on from it: no ``completed`` snapshot of the same session names
@@ -25,8 +25,8 @@ from datetime import datetime
 from typing import Any, cast
 
 from . import metadata as md
-from .claims import claim_state
 from .parts import ToolRequestPart
+from .records.snapshots import claim_state
 from .sessions import Snapshot
 
 __all__ = ["InterruptQuery", "OpenInterrupt", "entries_of"]

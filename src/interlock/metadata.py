@@ -27,6 +27,7 @@ key                       where, and what it means
 ``agentPath``             tool request (a surfaced interrupt): the sub-agents it came through, down to its tool's
 ``surfacedFrom``          tool request (a surfaced interrupt): ``{name, ref}`` of the delegation call it belongs to
 ``delegatedBy``           snapshot (and a sub-agent's context): ``{sessionId}`` of the session that delegated it
+``handoff``               pending snapshot: the input and context a worker runs it with (:mod:`interlock.handoff`)
 ========================  ===================================================================
 
 A delegation call (:mod:`interlock.delegation`) whose sub-agent paused is kept in the paused
@@ -117,6 +118,8 @@ IN_DOUBT = "effectInDoubt"
 RECLAIMED_FROM = "reclaimedFrom"
 REASON = "reason"
 """Snapshot metadata: the turn whose lapsed claim a resume took over."""
+HANDOFF = "handoff"
+"""Pending snapshot metadata: ``{"input": AgentInput JSON, "context": {...}, "named": snapshot id}`` for a worker."""
 REQUEUED = "requeued"
 """Pending snapshot metadata: how many times a worker's sweeper re-enqueued its orphaned hand-off."""
 RESUME_TOKEN = "resumeToken"

@@ -7,7 +7,7 @@ spends a nonce per paused state when a resume of it is accepted (validated, befo
 anything runs), in one atomic write of ``store``, and refuses a second resume of the same
 paused state with ``PERMISSION_DENIED`` (``details["reason"] == "replayed"``), nothing run.
 
-It is the single-use rule of resume tokens (:func:`interlock.claims.refuse_spent`): the
+It is the single-use rule of resume tokens (:func:`interlock.records.snapshots.refuse_spent`): the
 nonce is recorded in ``metadata.consumedTokens`` of a row of ``store`` (one per paused
 state, with no session state in it), and the same function refuses it. The nonce is a
 digest of what the signature covers of the pause (agent, session id, the paused
@@ -21,9 +21,8 @@ from __future__ import annotations
 import hashlib
 import json
 
-from .claims import consumed_tokens, refuse_spent
-from .metadata import CONSUMED_TOKENS
-from .sessions import SessionState, Snapshot
+from .records.snapshots import spend_nonce
+from .sessions import SessionState
 from .stores import SnapshotStore
 from .wire import message_to_json
 
@@ -41,11 +40,4 @@ def pause_nonce(agent: str, state: SessionState) -> str:
 async def spend_pause(store: SnapshotStore, agent: str, state: SessionState, *, tenant: str | None) -> None:
     """Spend the nonce of ``state``'s pause in ``store``; raises PERMISSION_DENIED (``replayed``) if it was."""
     nonce = pause_nonce(agent, state)
-
-    def spend(cur: Snapshot | None) -> Snapshot:
-        if cur is not None:
-            refuse_spent(cur, (nonce,))
-        row = cur or Snapshot(snapshot_id=nonce, session_id=state.session_id or nonce, metadata={"agent": agent})
-        return row.evolve(metadata={**(row.metadata or {}), CONSUMED_TOKENS: [*consumed_tokens(row), nonce]})
-
-    await store.save(nonce, spend, tenant=tenant)
+    await store.save(nonce, spend_nonce(nonce, session_id=state.session_id or nonce, agent=agent), tenant=tenant)

@@ -3,7 +3,8 @@
 A :class:`SessionState` is the conversation: messages, custom state and artifacts. A
 :class:`Snapshot` is one persisted copy of it at a turn end, chained to its parent. A
 :class:`Session` is the live, mutable view a running turn (and its tools) change; each
-change becomes a stream chunk.
+change becomes a stream chunk. Every change of a stored snapshot's status or claim is a
+named updater of :mod:`interlock.records.snapshots`.
 """
 
 from __future__ import annotations
@@ -33,9 +34,7 @@ __all__ = [
     "SessionState",
     "Snapshot",
     "SnapshotStatus",
-    "beat",
     "check_state",
-    "fail_pending",
     "new_id",
     "trusted_state",
     "utcnow",
@@ -179,7 +178,7 @@ class Snapshot:
             claim's holder, unique per resume attempt: the claim's fencing token).
         claim_expires_at: when the holder's lease runs out unless refreshed; ``None`` with
             ``claimed_by`` set means the holder committed (the interrupt is answered).
-            :func:`interlock.claims.claim_state` reads the two.
+            :func:`interlock.records.snapshots.claim_state` reads the two.
     """
 
     snapshot_id: str
@@ -236,31 +235,6 @@ class Snapshot:
 
 
 ChunkSink = Callable[[Any], None]
-
-
-def fail_pending(error: ErrorInfo) -> Callable[[Snapshot | None], Snapshot | None]:
-    """The store updater that marks a still-pending (detached) row failed with ``error``; any other row is kept."""
-
-    def fail(cur: Snapshot | None) -> Snapshot | None:
-        if cur is None or cur.status != "pending":
-            return None
-        return cur.evolve(status="failed", finish_reason="failed", error=error, heartbeat_at=None)
-
-    return fail
-
-
-def beat(older_than: timedelta = timedelta(0)) -> Callable[[Snapshot | None], Snapshot | None]:
-    """The store updater that refreshes a still-pending row's heartbeat (if older than ``older_than``)."""
-
-    def refresh(cur: Snapshot | None) -> Snapshot | None:
-        if cur is None or cur.status != "pending":
-            return None
-        now = utcnow()
-        if cur.heartbeat_at is not None and now - cur.heartbeat_at < older_than:
-            return None
-        return cur.evolve(heartbeat_at=now)
-
-    return refresh
 
 
 class Session:

@@ -17,7 +17,6 @@ from typing import Any, TypeVar, cast
 
 from ._json_object import is_array, is_object, json_object, optional_object, put_present, unknown_keys
 from .agent_io import AgentInit, AgentInput, AgentOutput, StreamChunk, TurnEnd
-from .claims import claim_state
 from .errors import InvalidArgumentError
 from .interrupts import Resume
 from .messages import message_from_json, message_to_json, messages_from_json, messages_to_json
@@ -28,6 +27,7 @@ from .parts import (
     part_from_json,
     part_to_json,
 )
+from .records.snapshots import claim_state
 from .sessions import Artifact, CustomPatch, ErrorInfo, SessionState, Snapshot
 
 T = TypeVar("T")

@@ -36,6 +36,7 @@ except ImportError as exc:  # pragma: no cover - exercised by a process without 
     ) from exc
 
 from ..errors import FailedPreconditionError, InvalidArgumentError
+from ..records.snapshots import put_row
 from ..sessions import Snapshot
 from ..stores import SnapshotStore, Updater
 from ..stores._pg_errors import redacted
@@ -121,7 +122,7 @@ class WorkerQueue:
                 are missing (``interlock db upgrade``).
             UnavailableError: the database could not be reached.
         """
-        await self.write(store, [(pending.snapshot_id, lambda _: pending)], pending.snapshot_id, tenant)
+        await self.write(store, [(pending.snapshot_id, put_row(pending))], pending.snapshot_id, tenant)
 
     async def write(
         self, store: SnapshotStore, updates: Sequence[tuple[str, Updater]], snapshot_id: str, tenant: str | None

@@ -35,15 +35,15 @@ from procrastinate import JobContext, RetryStrategy
 from procrastinate.exceptions import JobAborted
 from procrastinate.job_context import AbortReason
 
-from .. import metadata as md
 from .. import sessions
 from .._engine_protocols import RunnableAgent
 from ..claims import ClaimHold, Claims
 from ..errors import ClaimConflictError, FailedPreconditionError, InterlockError
 from ..handoff import HANDOFF
+from ..records.snapshots import NoChange, fail_pending, heartbeat, if_orphaned, is_orphaned, requeue, requeues
 from ..runtime import run_handed_off
-from ..sessions import ErrorInfo, Snapshot, beat, fail_pending, new_id, utcnow
-from ..stores import SnapshotStore, Updater
+from ..sessions import ErrorInfo, Snapshot, new_id, utcnow
+from ..stores import SnapshotStore
 from ..stores.postgres import PostgresStore
 from . import TASK, WorkerQueue
 
@@ -203,7 +203,7 @@ class TurnWorker:
                 0, len(queued), REFRESH_BATCH
             ):  # short transactions: a big backlog keeps no rows locked for long
                 batch = queued[start : start + REFRESH_BATCH]
-                written = await self.store.save_all([(sid, beat(fresh)) for sid in batch], tenant=tenant)
+                written = await self.store.save_all([(sid, heartbeat(fresh)) for sid in batch], tenant=tenant)
                 refreshed += sum(w is not None for w in written)
         return refreshed
 
@@ -227,20 +227,20 @@ class TurnWorker:
             if (tenant, sid) in live:
                 continue
             cur = await store.load(sid, tenant=tenant)
-            if cur is None or not _orphaned(cur):
+            if cur is None or not is_orphaned(cur):
                 continue
-            count = _requeues(cur)
+            count = requeues(cur)
             try:
                 if count >= REQUEUES:
                     error = ErrorInfo(
                         status="UNAVAILABLE", message=f"the turn's job ended {count + 1} times without its outcome"
                     )
-                    await store.save(sid, _if_orphaned(fail_pending(error)), tenant=tenant)
+                    await store.save(sid, if_orphaned(fail_pending(error)), tenant=tenant)
                     log.warning("failed orphaned snapshot %s", sid)
                 else:
-                    await self.queue.write(store, [(sid, _if_orphaned(_requeued))], sid, tenant)
+                    await self.queue.write(store, [(sid, if_orphaned(requeue()))], sid, tenant)
                     log.info("re-enqueued orphaned snapshot %s", sid)
-            except _NotOrphaned:
+            except NoChange:  # no longer an orphan (it finished, was refreshed, or its lease is held)
                 continue
             handled += 1
         return handled
@@ -269,35 +269,3 @@ REQUEUES = 3
 """How many times the sweeper re-enqueues a handed-off row whose job ended without its outcome; then it fails it."""
 REFRESH_BATCH = 200
 """Queued rows whose heartbeat one transaction of :meth:`TurnWorker.refresh_queued` refreshes."""
-
-
-class _NotOrphaned(Exception):
-    """The row is no longer an orphan (it finished, was refreshed, or someone holds its lease): nothing to do."""
-
-
-def _orphaned(cur: Snapshot | None) -> bool:
-    """A handed-off pending row that reads ``expired`` and whose lease (if any) lapsed."""
-    if cur is None or cur.read_status() != "expired" or HANDOFF not in (cur.metadata or {}):
-        return False
-    return cur.claim_expires_at is None or cur.claim_expires_at <= utcnow()
-
-
-def _requeues(cur: Snapshot) -> int:
-    found = (cur.metadata or {}).get(md.REQUEUED)
-    return found if isinstance(found, int) else 0
-
-
-def _requeued(cur: Snapshot | None) -> Snapshot | None:
-    assert cur is not None
-    return cur.evolve(heartbeat_at=utcnow(), metadata={**(cur.metadata or {}), md.REQUEUED: _requeues(cur) + 1})
-
-
-def _if_orphaned(update: Updater) -> Updater:
-    """``update``, applied only while the row is still an orphan (checked under the row's lock)."""
-
-    def guarded(cur: Snapshot | None) -> Snapshot | None:
-        if not _orphaned(cur):
-            raise _NotOrphaned
-        return update(cur)
-
-    return guarded

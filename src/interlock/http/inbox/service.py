@@ -18,11 +18,11 @@ from ... import metadata as md
 from ..._json_object import is_array, is_object
 from ...agent_io import AgentOutput
 from ...agents import PromptAgent
-from ...claims import claim_state
 from ...delegation import tool_for
 from ...durations import parse_duration, parse_whole
 from ...errors import AbortedError, ClaimConflictError, InvalidArgumentError, SnapshotNotFoundError
 from ...inbox import Answer, Approve, AuditEntry, Edit, Inbox, PendingInterrupt, Reject, Respond, Restart
+from ...records.snapshots import claim_state
 from ...tools import Tool
 from ...wire import messages_to_json, output_to_json, part_to_json
 

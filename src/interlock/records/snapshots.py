@@ -1,0 +1,368 @@
+"""Snapshot state, and every change of it, in one place.
+
+A snapshot's status goes ``pending`` → ``completed``, ``failed`` or ``aborted`` (``expired``
+is read, never written: a pending row whose heartbeat stopped). The claim on an interrupted
+snapshot goes ``free`` → ``held`` → ``answered``, or ``held`` → ``lapsed`` (then it may be
+taken over) or back to ``free`` (released). :func:`claim_state` is the one rule for "is this
+interrupt taken": the runtime, the inbox, the index and the wire codec all read it.
+
+Every write of that state is one of the named changes below. Each returns an updater for
+``store.save`` / ``store.save_all`` (:data:`interlock.stores.Updater`): a pure function of the
+stored row (``None``: no such row) to the row to write (``None``: write nothing), which the
+store runs inside its transaction. An updater refuses by raising: nothing of the write
+commits. :class:`NoChange` means the row no longer qualifies (the caller drops its write);
+:class:`~interlock.errors.ClaimConflictError` and the other typed errors reach the caller.
+
+* a claim: :func:`take_claim`, :func:`refresh_claim`, :func:`answer_claim`,
+  :func:`release_claim`, and :func:`settle_claimed` (a worker's lease on the row it writes);
+* a row: :func:`put_row`, :func:`heartbeat`, :func:`fail_pending`, :func:`fail_taken_over`,
+  :func:`abort_pending`, :func:`finalize`, :func:`requeue` (with :func:`if_orphaned`),
+  :func:`mark_escalated` and :func:`spend_nonce`.
+
+The record types (:class:`~interlock.sessions.Snapshot`, its :class:`~interlock.sessions.SnapshotStatus`
+and :data:`~interlock.sessions.EXPIRY`) are defined in :mod:`interlock.sessions`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal, TypeAlias
+
+from .._json_object import is_array, is_object
+from ..errors import ClaimConflictError, PermissionDeniedError, SnapshotNotFoundError
+from ..metadata import CONSUMED_TOKENS, ESCALATED, HANDOFF, RECLAIMED_FROM, REQUEUED
+from ..sessions import EXPIRY, ErrorInfo, SessionState, Snapshot, SnapshotStatus, utcnow
+
+__all__ = [
+    "EXPIRY",
+    "ClaimState",
+    "ClaimTake",
+    "NoChange",
+    "SnapshotStatus",
+    "abort_pending",
+    "answer_claim",
+    "claim_state",
+    "conflict",
+    "consumed_tokens",
+    "fail_pending",
+    "fail_taken_over",
+    "finalize",
+    "heartbeat",
+    "if_orphaned",
+    "is_answerable",
+    "is_orphaned",
+    "mark_escalated",
+    "put_row",
+    "refresh_claim",
+    "refuse_spent",
+    "release_claim",
+    "requeue",
+    "requeues",
+    "settle_claimed",
+    "spend_nonce",
+    "take_claim",
+]
+
+Update = Callable[[Snapshot | None], Snapshot | None]
+"""The same type as :data:`interlock.stores.Updater` (spelled here: the stores import this module)."""
+
+ClaimState: TypeAlias = Literal["free", "held", "answered", "lapsed"]
+"""``free``: nobody claimed it; ``held``: a resume is running; ``answered``: a resume committed;
+``lapsed``: a resume claimed it and stopped refreshing (it may be taken over)."""
+
+
+class NoChange(Exception):
+    """The row no longer qualifies for the change (answered, finished, or refreshed meanwhile): nothing is written."""
+
+
+# the claim rules ---------------------------------------------------------------------------
+
+
+def claim_state(snap: Snapshot, now: datetime | None = None) -> ClaimState:
+    """The state of the claim on ``snap`` (see :data:`ClaimState`)."""
+    if not snap.claimed_by:
+        return "free"
+    if snap.claim_expires_at is None:
+        return "answered"
+    return "held" if (now or utcnow()) < snap.claim_expires_at else "lapsed"
+
+
+def is_answerable(snap: Snapshot, now: datetime | None = None) -> bool:
+    """True when a resume of ``snap`` may claim it now (nobody holds it, or the holder's lease lapsed)."""
+    return claim_state(snap, now) in ("free", "lapsed")
+
+
+def consumed_tokens(snap: Snapshot) -> list[str]:
+    """The resume-token nonces spent on ``snap`` by its committed answer (``metadata.consumedTokens``)."""
+    spent = (snap.metadata or {}).get(CONSUMED_TOKENS)
+    return [n for n in spent if isinstance(n, str)] if is_array(spent) else []
+
+
+def refuse_spent(snap: Snapshot, nonces: Sequence[str]) -> None:
+    """The one rule of single use: raise PERMISSION_DENIED (``replayed``) if one of ``nonces`` was spent on ``snap``."""
+    if nonces and not set(nonces).isdisjoint(consumed_tokens(snap)):
+        raise PermissionDeniedError(
+            f"a resume token for snapshot {snap.snapshot_id} was already used by a committed answer (replayed); "
+            "each token answers its interrupt once",
+            details={"reason": "replayed"},
+        )
+
+
+def conflict(parent_id: str, holder: str | None, *, answered: bool, lapsed: bool = False) -> ClaimConflictError:
+    """The refusal a losing resume gets, naming the winner."""
+    if lapsed:
+        return ClaimConflictError(
+            f"This turn's claim on snapshot {parent_id} lapsed"
+            + (f" and turn {holder} took it over" if holder else "")
+            + "; its result was not saved. Load the session's latest snapshot to continue.",
+            winner=holder,
+        )
+    if answered:
+        return ClaimConflictError(
+            f"Snapshot {parent_id} was already resumed by turn {holder}; each interrupt is answered once. "
+            f"Load snapshot {holder} to continue from there.",
+            winner=holder,
+        )
+    return ClaimConflictError(
+        f"Snapshot {parent_id} is being resumed by turn {holder}; each interrupt is answered once. "
+        f"Wait for snapshot {holder} and continue from there.",
+        winner=holder,
+    )
+
+
+# the claim changes -------------------------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class ClaimTake:
+    """The updater of :func:`take_claim`; after a write that wrote nothing, ``lapsed`` names the lapsed holder."""
+
+    turn_id: str
+    ttl: float
+    steal: str | None
+    nonces: tuple[str, ...] = ()
+    lapsed: str | None = None
+
+    def __call__(self, cur: Snapshot | None) -> Snapshot | None:
+        if cur is None:
+            raise SnapshotNotFoundError("Snapshot not found")
+        now = utcnow()
+        state = claim_state(cur, now)
+        if state in ("held", "answered") and cur.claimed_by != self.turn_id:  # a spent token too: who answered
+            raise conflict(cur.snapshot_id, cur.claimed_by, answered=state == "answered")
+        refuse_spent(cur, self.nonces)  # spent, yet nobody answered
+        if state == "lapsed" and cur.claimed_by not in (self.steal, self.turn_id):  # its own lapsed claim: retaken
+            self.lapsed = cur.claimed_by
+            return None
+        meta = dict(cur.metadata or {})
+        if self.steal:
+            meta[RECLAIMED_FROM] = self.steal
+        return cur.evolve(claimed_by=self.turn_id, claim_expires_at=now + timedelta(seconds=self.ttl), metadata=meta)
+
+
+def take_claim(turn_id: str, *, ttl: float, steal: str | None = None, nonces: Sequence[str] = ()) -> ClaimTake:
+    """Claim a free interrupted row for ``turn_id`` (a lapsed one only when ``steal`` names its holder).
+
+    A row held or answered by another turn raises :func:`conflict` (checked before the spent
+    tokens: a spent token's resume is told who answered); a spent nonce with nobody answering
+    raises PERMISSION_DENIED; a lapsed claim of another holder writes nothing and is named in
+    :attr:`ClaimTake.lapsed` (take it over with ``steal``).
+    """
+    return ClaimTake(turn_id=turn_id, ttl=ttl, steal=steal, nonces=tuple(nonces))
+
+
+def refresh_claim(parent_id: str, turn_id: str, ttl: float) -> Update:
+    """Extend ``turn_id``'s held claim by ``ttl`` seconds; a claim no longer held by it raises (lapsed) ABORTED."""
+
+    def refresh(cur: Snapshot | None) -> Snapshot | None:
+        if cur is None or cur.claimed_by != turn_id or claim_state(cur) != "held":
+            raise conflict(parent_id, None if cur is None else cur.claimed_by, answered=False, lapsed=True)
+        return cur.evolve(claim_expires_at=utcnow() + timedelta(seconds=ttl))
+
+    return refresh
+
+
+def answer_claim(parent_id: str, turn_id: str, nonces: Sequence[str] = ()) -> Update:
+    """The fence of a commit: the claim must still be held by ``turn_id``; it becomes answered, spending ``nonces``."""
+
+    def answer(cur: Snapshot | None) -> Snapshot | None:
+        if cur is None:
+            raise SnapshotNotFoundError(f"Snapshot {parent_id} was deleted while turn {turn_id} ran")
+        if cur.claimed_by != turn_id or claim_state(cur) != "held":
+            raise conflict(parent_id, cur.claimed_by, answered=False, lapsed=True)
+        if not nonces:
+            return cur.evolve(claim_expires_at=None)
+        meta = {**(cur.metadata or {}), CONSUMED_TOKENS: [*consumed_tokens(cur), *nonces]}
+        return cur.evolve(claim_expires_at=None, metadata=meta)
+
+    return answer
+
+
+def settle_claimed(fence: Update, update: Update) -> Update:
+    """For a claim on the very row its holder writes: ``fence`` (:func:`answer_claim`), then ``update``.
+
+    The written row's claim is cleared: a finished turn's row is not held by anyone.
+    """
+
+    def settle(cur: Snapshot | None) -> Snapshot | None:
+        new = update(fence(cur))
+        return None if new is None else new.evolve(claimed_by=None, claim_expires_at=None)
+
+    return settle
+
+
+def release_claim(holder: str) -> Update:
+    """Drop ``holder``'s unanswered claim (and leave any other row alone)."""
+
+    def release(cur: Snapshot | None) -> Snapshot | None:
+        if cur is None or cur.claimed_by != holder or cur.claim_expires_at is None:
+            return None
+        return cur.evolve(claimed_by=None, claim_expires_at=None)
+
+    return release
+
+
+# the row changes ---------------------------------------------------------------------------
+
+
+def put_row(row: Snapshot) -> Update:
+    """Write ``row`` as it is (a new turn's snapshot, a pending row), whatever is stored."""
+
+    def put(_: Snapshot | None) -> Snapshot | None:
+        return row
+
+    return put
+
+
+def heartbeat(older_than: timedelta = timedelta(0)) -> Update:
+    """Refresh a still-pending row's heartbeat (only if older than ``older_than``)."""
+
+    def beat(cur: Snapshot | None) -> Snapshot | None:
+        if cur is None or cur.status != "pending":
+            return None
+        now = utcnow()
+        if cur.heartbeat_at is not None and now - cur.heartbeat_at < older_than:
+            return None
+        return cur.evolve(heartbeat_at=now)
+
+    return beat
+
+
+def fail_pending(error: ErrorInfo) -> Update:
+    """Mark a still-pending (detached) row failed with ``error``; any other row is kept."""
+
+    def fail(cur: Snapshot | None) -> Snapshot | None:
+        if cur is None or cur.status != "pending":
+            return None
+        return cur.evolve(status="failed", finish_reason="failed", error=error, heartbeat_at=None)
+
+    return fail
+
+
+def fail_taken_over(turn_id: str) -> Update:
+    """Mark a dead detached holder's pending row failed, so it no longer reads as running."""
+    return fail_pending(
+        ErrorInfo(status="ABORTED", message=f"its claim lapsed and turn {turn_id} took the interrupt over")
+    )
+
+
+def abort_pending() -> Update:
+    """Flip a pending row to ``aborted``; any other row is kept."""
+
+    def abort(cur: Snapshot | None) -> Snapshot | None:
+        return cur.evolve(status="aborted") if cur is not None and cur.status == "pending" else None
+
+    return abort
+
+
+def finalize(*, state: SessionState, error: ErrorInfo | None, finish: str, traced: dict[str, Any]) -> Update:
+    """Write a detached run's outcome into its pending row (dropping the handed-off input).
+
+    A row no longer pending (aborted meanwhile) raises :class:`NoChange`: nothing may commit.
+    """
+
+    def final(cur: Snapshot | None) -> Snapshot | None:
+        if cur is None or cur.status != "pending":
+            raise NoChange("the row is no longer pending")
+        return cur.evolve(
+            status="failed" if error else "completed",
+            finish_reason=finish,
+            error=error,
+            state=state,
+            heartbeat_at=None,
+            metadata={**_without_handoff(cur.metadata), **traced},
+        )
+
+    return final
+
+
+def _without_handoff(metadata: dict[str, Any] | None) -> dict[str, Any]:
+    """``metadata`` without the handoff entry (a finished turn's snapshot keeps no copy of its input and context)."""
+    return {k: v for k, v in (metadata or {}).items() if k != HANDOFF}
+
+
+def is_orphaned(cur: Snapshot | None) -> bool:
+    """A handed-off pending row that reads ``expired`` and whose lease (if any) lapsed."""
+    if cur is None or cur.read_status() != "expired" or HANDOFF not in (cur.metadata or {}):
+        return False
+    return cur.claim_expires_at is None or cur.claim_expires_at <= utcnow()
+
+
+def requeues(cur: Snapshot) -> int:
+    """How many times the row's hand-off was re-enqueued (``metadata.requeued``)."""
+    found = (cur.metadata or {}).get(REQUEUED)
+    return found if isinstance(found, int) else 0
+
+
+def requeue() -> Update:
+    """Count one more re-enqueue of a handed-off row and refresh its heartbeat (use under :func:`if_orphaned`)."""
+
+    def count(cur: Snapshot | None) -> Snapshot | None:
+        assert cur is not None
+        return cur.evolve(heartbeat_at=utcnow(), metadata={**(cur.metadata or {}), REQUEUED: requeues(cur) + 1})
+
+    return count
+
+
+def if_orphaned(update: Update) -> Update:
+    """``update``, applied only while the row is still :func:`is_orphaned` (else :class:`NoChange`)."""
+
+    def guarded(cur: Snapshot | None) -> Snapshot | None:
+        if not is_orphaned(cur):
+            raise NoChange("the row is no longer an orphan")
+        return update(cur)
+
+    return guarded
+
+
+def mark_escalated(label: str, mark: dict[str, Any]) -> Update:
+    """Record ``mark`` as the escalation of the call ``label`` (``tool#ref``) on a still-answerable row, once.
+
+    An answered (or held) row, or a call escalated already, raises :class:`NoChange`.
+    """
+
+    def escalate(cur: Snapshot | None) -> Snapshot | None:
+        if cur is None or not is_answerable(cur):
+            raise NoChange("the interrupt was answered meanwhile")
+        done: Any = (cur.metadata or {}).get(ESCALATED)
+        marks = dict(done) if is_object(done) else {}
+        if label in marks:
+            raise NoChange(f"{label} was already escalated")
+        marks[label] = mark
+        return cur.evolve(metadata={**(cur.metadata or {}), ESCALATED: marks})
+
+    return escalate
+
+
+def spend_nonce(nonce: str, *, session_id: str, agent: str) -> Update:
+    """Spend ``nonce`` on its own row (created for it: ``session_id``, ``agent``); a spent one raises (replayed)."""
+
+    def spend(cur: Snapshot | None) -> Snapshot | None:
+        if cur is not None:
+            refuse_spent(cur, (nonce,))
+        row = cur or Snapshot(snapshot_id=nonce, session_id=session_id, metadata={"agent": agent})
+        return row.evolve(metadata={**(row.metadata or {}), CONSUMED_TOKENS: [*consumed_tokens(row), nonce]})
+
+    return spend
