@@ -19,7 +19,7 @@ import interlock.cli.inbox  # noqa: F401  # pyright: ignore[reportUnusedImport] 
 from interlock import AgentOutput, InMemoryStore, PromptAgent, SessionStore, ToolResponsePart
 from interlock import metadata as md
 from interlock.cli import main
-from interlock.errors import UsageError
+from interlock.errors import InvalidArgumentError, UsageError
 from interlock.inbox import Inbox, Reject
 from interlock.stores.sqlite import SQLiteStore
 
@@ -111,10 +111,14 @@ async def test_approve_runs_it_again_with_the_same_key_and_the_payload_it_had(st
 async def test_approve_with_a_payload_replaces_the_one_it_had(store: Any, ledger: Ledger) -> None:
     doubt = await in_doubt(store, ledger)
     box, _ = inbox(store, ledger)
-    out = await box.approve(doubt.snapshot_id or "", payload={"approved": True, "note": "checked"})
+    # strict answers: a key the tool's resume type does not declare is refused, and nothing runs
+    with pytest.raises(InvalidArgumentError, match="'note'"):
+        await box.approve(doubt.snapshot_id or "", payload={"approved": True, "note": "checked"})
+    assert ledger.effects == []
+    out = await box.approve(doubt.snapshot_id or "", payload={"approved": True})
     assert out.finish_reason == "stop", out.error
     [record] = [e for e in await box.audit(doubt.session_id or "") if e.parent_id == doubt.snapshot_id]
-    assert record.restart[0].payload == {"approved": True, "note": "checked"} and len(ledger.effects) == 1
+    assert record.restart[0].payload == {"approved": True} and len(ledger.effects) == 1
 
 
 async def test_respond_marks_it_done_and_the_tool_does_not_run(store: Any, ledger: Ledger) -> None:
