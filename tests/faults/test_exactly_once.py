@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 from race_worker import APPROVE, bank
 from store_kinds import KINDS, integrity, locate, store_at
+from where import KIT
 
-WORKER = pathlib.Path(__file__).with_name("race_worker.py")
+WORKER = KIT / "race_worker.py"
 pytestmark = pytest.mark.slow
 
 

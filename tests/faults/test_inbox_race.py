@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 from http_helpers import serve_process
 from inbox_apps import build_agents
+from where import KIT
 
 from interlock import metadata as md
 from interlock.claims import claim_state
 from interlock.stores.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.slow
-TESTS = pathlib.Path(__file__).resolve().parent
 APPROVERS = 8
 REPS = 20
 
@@ -43,11 +43,11 @@ async def _paused(db: pathlib.Path) -> list[dict[str, Any]]:
 
 
 async def _approvers(url: str, plan: pathlib.Path, barrier: pathlib.Path) -> list[dict[str, Any]]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(KIT), os.environ.get("PYTHONPATH", "")])}
     procs = [
         await asyncio.create_subprocess_exec(
             sys.executable,
-            str(TESTS / "inbox_race_worker.py"),
+            str(KIT / "inbox_race_worker.py"),
             *map(str, (url, plan, w, APPROVERS, barrier)),
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -90,7 +90,7 @@ async def test_racing_answers_with_tokens_one_wins_and_every_loser_gets_409_nami
     for name, value in (("INTERLOCK_STORE", str(db)), ("INBOX_TOKENS", "1"), ("INBOX_RUNS_LOG", str(runs))):
         monkeypatch.setenv(name, value)
     command = [sys.executable, "-m", "interlock", "serve", "inbox_served:server", "--inbox", "--port", "0"]
-    with serve_process(command, cwd=TESTS) as server:
+    with serve_process(command, cwd=KIT) as server:
         results = await _approvers(server.url, tmp_path / "plan.json", barrier)
     ran = [json.loads(line)["to"] for line in runs.read_text().splitlines()]
     problems: list[str] = []

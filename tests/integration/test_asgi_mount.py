@@ -1,8 +1,8 @@
 """The agent server mounted inside a real FastAPI app, under uvicorn in its own process.
 
-``tests/mounted_app.py`` mounts the servers with FastAPI's ``mount`` and Starlette ``Mount``
+``tests/kit/mounted_app.py`` mounts the servers with FastAPI's ``mount`` and Starlette ``Mount``
 without telling them their prefix; they read it from the ASGI ``root_path``. interlock's
-``RemoteAgent`` and the published Genkit JS and Python clients (as in tests/test_interop.py)
+``RemoteAgent`` and the published Genkit JS and Python clients (as in tests/integration/test_interop.py)
 drive them through the prefix, and the health route answers under it.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import pathlib
 import sys
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -25,20 +24,19 @@ from test_interop import (
     interop_clients,  # noqa: F401  # pyright: ignore[reportUnusedImport]  (a fixture)
     run_client,
 )
+from where import KIT
 
 from interlock import RemoteAgent, Resume
 from interlock.errors import NotFoundError
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture(scope="module")
 def host() -> Iterator[str]:
     """``uvicorn mounted_app:app`` on a free 127.0.0.1 port, in its own process; yields its base URL."""
     command = [sys.executable, "-m", "uvicorn", "mounted_app:app", "--host", "127.0.0.1", "--port", "0"]
-    with serve_process(command, cwd=ROOT / "tests") as server:
+    with serve_process(command, cwd=KIT) as server:
         yield server.url
 
 

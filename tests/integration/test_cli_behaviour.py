@@ -23,6 +23,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from http_helpers import serve_process
+from where import KIT
 
 from interlock import AgentServer, PromptAgent, __version__
 from interlock.cli.main import is_asgi_app
@@ -30,7 +31,6 @@ from interlock.testing import EchoModel
 
 pytestmark = pytest.mark.slow
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 INTERLOCK = str(pathlib.Path(sys.executable).with_name("interlock"))
 TIMEOUT = 120.0
 
@@ -87,7 +87,7 @@ def test_is_asgi_app_knows_apps_from_other_callables() -> None:
 
 def test_serve_passes_workers_and_keep_alive_to_uvicorn() -> None:
     command = [INTERLOCK, "serve", "mounted_app:own", "--port", "0", "--workers", "2", "--timeout-keep-alive", "30"]
-    with serve_process(command, cwd=ROOT / "tests") as server:
+    with serve_process(command, cwd=KIT) as server:
         deadline = time.monotonic() + 60
         while sum("Application startup complete" in line for line in server.log) < 2:
             assert time.monotonic() < deadline, "".join(server.log)

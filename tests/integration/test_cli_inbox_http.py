@@ -15,12 +15,12 @@ from collections.abc import Generator
 import httpx
 import pytest
 from inbox_apps import build_agents
+from where import KIT
 
 from interlock import AgentOutput, SQLiteStore
 
 pytestmark = pytest.mark.slow
-TESTS = pathlib.Path(__file__).parent
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(KIT), os.environ.get("PYTHONPATH", "")])}
 
 
 def _port() -> int:

@@ -24,7 +24,7 @@ from interlock.models import ModelChunk
 from interlock.parts import ToolRequestPart
 from interlock.testing import ScriptedModel
 
-ROOT_SCRIPT = "tests/interop/js_delegation.cjs"
+ROOT_SCRIPT = "tests/kit/interop/js_delegation.cjs"
 
 
 class Approval(BaseModel):
@@ -134,7 +134,7 @@ async def test_the_genkit_python_client_sees_a_surfaced_interrupt_and_answers_it
     RUNS.clear()
     app, _ = server()
     async with serve(app) as url:
-        command = [str(interop_clients.python), "tests/interop/py_delegation.py", f"{url}/boss"]
+        command = [str(interop_clients.python), "tests/kit/interop/py_delegation.py", f"{url}/boss"]
         run = await run_client(command, interop_clients.env)
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout) == {

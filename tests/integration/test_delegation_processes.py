@@ -17,12 +17,12 @@ from collections.abc import Iterator
 import pytest
 from delegation_apps import approve_payment, chain, runs
 from http_helpers import serve_process
+from where import KIT
 
 from interlock import RemoteAgent
 from interlock import metadata as md
 from interlock.stores.sqlite import SQLiteStore
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 INTERLOCK = str(pathlib.Path(sys.executable).with_name("interlock"))
 
 
@@ -31,7 +31,7 @@ def approver_url(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Ite
     """The approver agent served by ``interlock serve`` in its own process, on its own SQLite file."""
     monkeypatch.setenv("DELEGATION_DIR", str(tmp_path))
     command = [INTERLOCK, "serve", "delegation_apps:approver_server", "--port", "0"]
-    with serve_process(command, cwd=ROOT / "tests") as server:
+    with serve_process(command, cwd=KIT) as server:
         yield server.url
 
 
@@ -54,7 +54,7 @@ async def test_a_remote_grandchilds_approval_is_answered_through_the_top_agent_f
     assert runs() == []
 
     worker = [sys.executable, "delegation_worker.py", db, approver_url, str(out.snapshot_id)]
-    done = subprocess.run(worker, cwd=ROOT / "tests", capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(worker, cwd=KIT, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"claimed": 1, "finish_reason": "stop", "text": "boss: bob is paid"}
     assert runs() == ["bob 5 True"]
@@ -90,14 +90,12 @@ async def test_a_resume_that_dies_after_the_sub_agents_commit_is_taken_over_and_
         finally:
             await remote.aclose()
     worker = [sys.executable, "delegation_worker.py", db, approver_url, str(out.snapshot_id)]
-    died = subprocess.run(
-        [*worker, "die"], cwd=ROOT / "tests", capture_output=True, text=True, timeout=120, check=False
-    )
+    died = subprocess.run([*worker, "die"], cwd=KIT, capture_output=True, text=True, timeout=120, check=False)
     assert died.returncode == 17, died.stderr
     assert runs() == ["bob 5 True"]  # the approver and the banker committed; the boss did not
 
     time.sleep(1.5)  # the dead resume's claim on the boss's snapshot lapses (claim_ttl=1)
-    done = subprocess.run(worker, cwd=ROOT / "tests", capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(worker, cwd=KIT, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"claimed": 1, "finish_reason": "stop", "text": "boss: bob is paid"}
     assert runs() == ["bob 5 True"]
@@ -117,14 +115,10 @@ async def test_a_first_delegation_that_dies_after_the_sub_agent_paused_is_found_
     db = str(tmp_path / "chain.db")
     session = "2b0c8d4e-0f51-4c3e-9d8e-5d3f4b1a7c60"
     worker = [sys.executable, "delegation_worker.py", db, approver_url, session]
-    died = subprocess.run(
-        [*worker, "ask-die"], cwd=ROOT / "tests", capture_output=True, text=True, timeout=120, check=False
-    )
+    died = subprocess.run([*worker, "ask-die"], cwd=KIT, capture_output=True, text=True, timeout=120, check=False)
     assert died.returncode == 17, died.stderr  # the banker and the approver paused and committed; the boss did not
 
-    again = subprocess.run(
-        [*worker, "ask"], cwd=ROOT / "tests", capture_output=True, text=True, timeout=120, check=False
-    )
+    again = subprocess.run([*worker, "ask"], cwd=KIT, capture_output=True, text=True, timeout=120, check=False)
     assert again.returncode == 0, again.stderr
     seen = json.loads(again.stdout)
     assert (seen["finish_reason"], seen["refs"]) == ("interrupted", ["b1/a1/p1"])
@@ -134,7 +128,7 @@ async def test_a_first_delegation_that_dies_after_the_sub_agent_paused_is_found_
         assert len({i.session_id for i in await far.list()}) == 1  # nor a second approver run
     done = subprocess.run(
         [*worker[:-1], seen["snapshot_id"]],
-        cwd=ROOT / "tests",
+        cwd=KIT,
         capture_output=True,
         text=True,
         timeout=120,
@@ -156,9 +150,7 @@ async def test_racing_answers_from_four_processes_to_a_surfaced_interrupt_have_o
             await remote.aclose()
     worker = [sys.executable, "delegation_worker.py", db, approver_url, str(out.snapshot_id)]
     procs = [
-        subprocess.Popen(
-            [*worker, "race"], cwd=ROOT / "tests", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
+        subprocess.Popen([*worker, "race"], cwd=KIT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for _ in range(4)
     ]
     deadline = time.monotonic() + 120

@@ -12,13 +12,13 @@ import sys
 import time
 
 import pytest
+from where import KIT
 
 pytestmark = pytest.mark.slow
-TESTS = pathlib.Path(__file__).parent
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(TESTS)}
+    return {**os.environ, "PYTHONPATH": str(KIT)}
 
 
 def _demo(store: pathlib.Path, *flags: str) -> subprocess.CompletedProcess[str]:

@@ -16,8 +16,8 @@ import sys
 from dataclasses import dataclass
 
 import pytest
+from where import ROOT
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 TIMEOUT = 120.0
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n`]*)\n", re.MULTILINE)

@@ -6,7 +6,7 @@ import importlib.util
 import pathlib
 from types import ModuleType
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from where import ROOT
 
 
 def hooks() -> ModuleType:

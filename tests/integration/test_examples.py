@@ -7,8 +7,9 @@ import subprocess
 import sys
 
 import pytest
+from where import ROOT
 
-EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = ROOT / "examples"
 TIMEOUT = 120.0
 
 

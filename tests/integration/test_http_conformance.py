@@ -10,12 +10,13 @@ import pytest
 from conformance import build_agents, load_cases, run_case
 from http_helpers import serve
 from store_kinds import KINDS, stores_of
+from where import SHARED
 
 from interlock.http.client import RemoteAgent
 from interlock.http.server import AgentServer
 from interlock.testing import ScriptedModel
 
-CASES = load_cases(pathlib.Path(__file__).resolve().parents[2] / "shared")
+CASES = load_cases(SHARED)
 
 
 @pytest.mark.slow

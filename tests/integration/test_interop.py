@@ -6,9 +6,9 @@ its own venv). ``scripts/setup_interop.sh`` installs them into ``.interop/``; th
 ``interop_clients`` fixture runs it (a no-op when they are installed) and fails the tests,
 never skips them, when it cannot.
 
-One real uvicorn server serves the agents of ``tests/interop/app.py`` for the whole
-module. Each (client, scenario) runs the client script (``tests/interop/js_client.cjs``,
-``tests/interop/py_client.py``) as a subprocess, all of them at once; the script prints
+One real uvicorn server serves the agents of ``tests/kit/interop/app.py`` for the whole
+module. Each (client, scenario) runs the client script (``tests/kit/interop/js_client.cjs``,
+``tests/kit/interop/py_client.py``) as a subprocess, all of them at once; the script prints
 what the client saw as JSON, and each test asserts on that and on the server side: the
 store's snapshots, the scripted model's requests, what the tools recorded.
 """
@@ -29,6 +29,7 @@ import pytest
 import pytest_asyncio
 from http_helpers import serve
 from interop.app import BASE_PATH, CLIENTS, SCENARIOS, Setup, build, create_server
+from where import KIT, ROOT
 
 from interlock import Snapshot
 from interlock.messages import message_to_json, messages_to_json
@@ -37,8 +38,7 @@ from interlock.wire import snapshot_to_json
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-SCRIPTS = ROOT / "tests" / "interop"
+SCRIPTS = KIT / "interop"
 INTEROP_DIR = pathlib.Path(os.environ.get("INTERLOCK_INTEROP_DIR") or ROOT / ".interop")
 SETUP_TIMEOUT = 900.0
 CLIENT_TIMEOUT = 60.0
@@ -236,7 +236,7 @@ def model_texts(chunks: list[dict[str, Any]]) -> list[str]:
 
 
 def tool_answer(name: str, output: Any) -> str:
-    """What the scripted model says after a tool message (tests/interop/app.py: tool_answer)."""
+    """What the scripted model says after a tool message (tests/kit/interop/app.py: tool_answer)."""
     return f"Tool {name} returned {json.dumps(output, sort_keys=True)}"
 
 

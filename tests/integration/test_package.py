@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from where import ROOT
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 PROJECT = PYPROJECT["project"]
 BUILD_TIMEOUT = 600.0

@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
 from banking import PAY, Approval, Transfer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from where import ROOT
 
 from interlock import (
     Inbox,
@@ -604,7 +604,7 @@ def test_fuzz_no_tampered_token_is_accepted(mutated: str) -> None:
 
 
 def test_the_token_keys_are_spelled_in_the_metadata_module() -> None:
-    src = Path(__file__).resolve().parents[1] / "src" / "interlock"
+    src = ROOT / "src" / "interlock"
     pattern = re.compile("[\"'](resumeToken|consumedTokens)[\"']")
     found = [
         f"{path.name}:{n}"

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 from test_inbox import Desk
+from where import ROOT
 
 from interlock import InMemoryStore, Message, PromptAgent, Resume, ToolContext, ToolRequestPart, ToolResponsePart, tool
 from interlock.errors import ResumeError
@@ -22,7 +23,7 @@ from interlock.middleware import approve, deny, is_hold, tool_approval
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
 
-SRC = pathlib.Path(__file__).resolve().parent.parent / "src" / "interlock"
+SRC = ROOT / "src" / "interlock"
 
 
 class Transfer(BaseModel):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from interlock import Message, Resume, ToolRequestPart
+from interlock import Message, Resume, ToolContext, ToolRequestPart, tool
 
 
 class Transfer(BaseModel):
@@ -26,3 +26,11 @@ APPROVE = Resume(
     ]
 )
 """The resume that approves it."""
+
+
+@tool
+async def transfer(req: Transfer, ctx: ToolContext[Approval], approval: Approval | None) -> str:
+    """Move money once approved."""
+    if approval is None:
+        ctx.interrupt({"to": req.to, "amount": req.amount})
+    return "sent"

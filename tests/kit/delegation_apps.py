@@ -1,4 +1,4 @@
-"""Agents for tests/test_delegation.py: the chain boss → banker (local) → approver (remote, its own server).
+"""Agents for tests/unit/test_delegation.py: the chain boss → banker (local) → approver (remote, its own server).
 
 ``approver_server`` is served by ``interlock serve delegation_apps:approver_server`` in a process of
 its own; :func:`chain` builds boss and banker in any process, over one store. Every run of

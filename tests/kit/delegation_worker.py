@@ -4,7 +4,7 @@
 first turn in session ``ID``. ``die`` (answer) and ``ask-die`` die once the banker's turn has committed;
 ``race`` answers once ``$DELEGATION_DIR/go`` exists (each racer touches ``ready-<pid>`` first).
 
-Builds a fresh chain (tests/delegation_apps.py) on a fresh store object over the same SQLite
+Builds a fresh chain (tests/kit/delegation_apps.py) on a fresh store object over the same SQLite
 file, finds what the boss's snapshot waits on, approves it through the boss, and prints the
 outcome as JSON. With ``die`` the process dies once the banker's resumed turn has committed
 (before the boss's turn commits).

@@ -1,6 +1,6 @@
 """The effect journal's fault harness: SIGKILL at every await point of a two-step tool turn, then recover.
 
-A library (the scenario, used by ``tests/test_faults_effects.py`` and ``bench/effects_faults.py``)
+A library (the scenario, used by ``tests/faults/test_faults_effects.py`` and ``bench/effects_faults.py``)
 and a worker process::
 
     python effects_worker.py DB EFFECTS SNAP POINT MODE VARIANT MARKER

@@ -1,6 +1,6 @@
 """The fault harness of the safety core: races, lapsed claims and crashes on a shared SQLite file.
 
-It is both a library (the scenarios, used by ``tests/test_faults_*.py`` and ``bench/faults.py``)
+It is both a library (the scenarios, used by ``tests/faults/test_faults_*.py`` and ``bench/faults.py``)
 and a worker process (``python fault_worker.py MODE ...``):
 
   race DB LOG PLAN WORKER BARRIER     run every repetition of PLAN (JSON: snapshots, each worker's

@@ -1,4 +1,4 @@
-"""One approver of the inbox race (``tests/test_inbox_race.py``), in a process of its own.
+"""One approver of the inbox race (``tests/faults/test_inbox_race.py``), in a process of its own.
 
 Usage: python inbox_race_worker.py URL PLAN WORKER WORKERS BARRIER
 

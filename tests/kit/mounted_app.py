@@ -1,7 +1,7 @@
-"""A FastAPI app that mounts interlock's agent servers under prefixes, for tests/test_asgi_mount.py.
+"""A FastAPI app that mounts interlock's agent servers under prefixes, for tests/integration/test_asgi_mount.py.
 
 Served by uvicorn in its own process. ``/agents`` mounts the interop agents of
-``tests/interop/app.py`` (their own ``base_path`` is ``/api``) with FastAPI's ``mount``, and
+``tests/kit/interop/app.py`` (their own ``base_path`` is ``/api``) with FastAPI's ``mount``, and
 ``/nested/v1`` a server of its own inside two Starlette ``Mount`` routes; neither server is told
 its prefix (it reads it from the ASGI ``root_path``). ``GET /`` is the host app's own route.
 """

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import itertools
 import os
-import pathlib
 import subprocess
 import tempfile
 from urllib.parse import quote
 
 import psycopg
 from psycopg import sql
+from where import ROOT
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "postgres.sh"
+SCRIPT = ROOT / "scripts" / "postgres.sh"
 ENV = "INTERLOCK_TEST_PG_DSN"
 _counter = itertools.count()
 

@@ -22,6 +22,8 @@ from interlock.stores.sqlite import SQLiteStore
 
 KINDS = ("sqlite", "postgres")
 """The stores shared between processes (the memory store is not)."""
+LOCAL = ("memory", "sqlite")
+"""The stores the unit tier runs on: in this process, no server."""
 
 _PREFIX = "interlock-test-postgres:"
 
@@ -88,3 +90,13 @@ async def stores_of(kind: str, directory: pathlib.Path) -> AsyncGenerator[Callab
         for store in made:
             if isinstance(store, SQLiteStore | PostgresStore):
                 await store.close()
+
+
+@asynccontextmanager
+async def open_store(kind: str, directory: pathlib.Path) -> AsyncGenerator[SessionStore]:
+    """One fresh, open store of ``kind`` (``memory``, ``sqlite`` or ``postgres``) in ``directory``; closed after."""
+    if kind == "memory":
+        yield InMemoryStore()
+        return
+    async with store_at(locate(kind, directory / "s.db")) as store:
+        yield store

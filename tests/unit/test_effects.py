@@ -81,15 +81,6 @@ async def paused(store: SessionStore, ledger: Ledger) -> str:
     return out.snapshot_id
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-async def store(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Any:
-    if request.param == "memory":
-        yield InMemoryStore()
-    else:
-        async with SQLiteStore(tmp_path / "s.db") as sqlite:
-            yield sqlite
-
-
 async def test_a_model_failure_after_the_tool_replays_the_recorded_result(store: Any, tmp_path: pathlib.Path) -> None:
     ledger = Ledger(tmp_path / "effects.log")
     sid = await paused(store, ledger)

@@ -16,21 +16,12 @@ import pytest
 from test_effects import APPROVE, Ledger, bank, in_doubt_after_an_abort_mid_tool, paused
 
 import interlock.cli.inbox  # noqa: F401  # pyright: ignore[reportUnusedImport]  (registers the commands)
-from interlock import AgentOutput, InMemoryStore, PromptAgent, SessionStore, ToolResponsePart
+from interlock import AgentOutput, PromptAgent, SessionStore, ToolResponsePart
 from interlock import metadata as md
 from interlock.cli import main
 from interlock.errors import UsageError
 from interlock.inbox import Inbox, Reject
 from interlock.stores.sqlite import SQLiteStore
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-async def store(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Any:
-    if request.param == "memory":
-        yield InMemoryStore()
-    else:
-        async with SQLiteStore(tmp_path / "s.db") as sqlite:
-            yield sqlite
 
 
 @pytest.fixture

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import importlib.metadata
-import pathlib
 import re
 import tomllib
 
+from where import ROOT
+
 import interlock
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import pathlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from pg import fresh_dsn
 from pydantic import BaseModel
+from where import ROOT
 
 from interlock import (
     Inbox,
-    InMemoryStore,
     InterruptedCall,
     Message,
     PromptAgent,
@@ -26,11 +23,9 @@ from interlock import metadata as md
 from interlock.errors import InvalidArgumentError
 from interlock.interrupts import interrupt_as
 from interlock.parts import DataPart, MediaPart, ReasoningPart, ToolResponsePart
-from interlock.stores.postgres import PostgresStore
-from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
 
-DOCS = pathlib.Path(__file__).resolve().parents[1] / "docs"
+DOCS = ROOT / "docs"
 
 
 class Question(BaseModel):
@@ -47,18 +42,6 @@ ask = interrupt_tool(
 ASK = Message(
     role="model", content=[TextPart(text="let me ask"), ToolRequestPart(name="ask", ref="q1", input={"text": "Which?"})]
 )
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-async def store(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> AsyncIterator[SessionStore]:
-    if request.param == "memory":
-        yield InMemoryStore()
-    elif request.param == "sqlite":
-        async with SQLiteStore(tmp_path / "s.db") as sqlite:
-            yield sqlite
-    else:
-        async with PostgresStore(fresh_dsn()) as pg:
-            yield pg
 
 
 def _claimed(part: ToolRequestPart) -> InterruptedCall[Question, Answer, None]:

@@ -39,13 +39,19 @@ def postgres_factory() -> StoreFactory:
     return make
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def make_store(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> StoreFactory:
-    if request.param == "memory":
+@pytest.fixture
+def make_store(store_kind: str, tmp_path: pathlib.Path) -> StoreFactory:
+    if store_kind == "memory":
         return store_factory(InMemoryStore)
-    if request.param == "postgres":
+    if store_kind == "postgres":
         return postgres_factory()
     return sqlite_factory(tmp_path)
+
+
+@pytest.fixture
+def kind(store_kind: str) -> str:
+    """The prune tests' store: each kind of the tier (tests/conftest.py's ``store_kind``)."""
+    return store_kind
 
 
 @pytest.mark.parametrize("check", STORE_CHECKS, ids=lambda c: c.__name__)
@@ -123,7 +129,6 @@ async def ids_of(store: Any, **filters: Any) -> set[str]:
     return {i.snapshot_id for i in await store.list(**filters)}
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
 async def test_prune_keep_last_keeps_each_leafs_recent_chain(kind: str, tmp_path: pathlib.Path) -> None:
     async with open_store(kind, tmp_path) as store:
         histories = await write_chain(store, [f"a{i}" for i in range(6)])
@@ -141,7 +146,6 @@ async def test_prune_keep_last_keeps_each_leafs_recent_chain(kind: str, tmp_path
             assert (await store.load(sid)).state.messages == histories[sid]
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
 async def test_prune_older_than_and_pending(kind: str, tmp_path: pathlib.Path) -> None:
     async with open_store(kind, tmp_path) as store:
         histories = await write_chain(store, [f"a{i}" for i in range(5)])
@@ -162,7 +166,6 @@ async def test_prune_older_than_and_pending(kind: str, tmp_path: pathlib.Path) -
         assert await ids_of(store) == {"p"}
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
 async def test_prune_needs_a_criterion(kind: str, tmp_path: pathlib.Path) -> None:
     async with open_store(kind, tmp_path) as store:
         with pytest.raises(InvalidArgumentError, match="keep_last, older_than"):

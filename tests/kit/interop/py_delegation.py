@@ -1,10 +1,10 @@
 """Drive a delegating agent with the published Genkit Python client (PyPI ``genkit``, ``genkit.exp``).
 
-    .interop/py/bin/python tests/interop/py_delegation.py <agent url>
+    .interop/py/bin/python tests/kit/interop/py_delegation.py <agent url>
 
 The agent delegates to a sub-agent whose tool pauses for approval: the client sees the
 sub-agent's interrupt as the agent's own, restarts it with resumed metadata, and prints one
-line of JSON (what it saw). tests/test_delegation_http.py makes the assertions. Runs in the
+line of JSON (what it saw). tests/integration/test_delegation_http.py makes the assertions. Runs in the
 interop venv, never in interlock's: it imports nothing from interlock.
 """
 # pyright: reportMissingImports=false, reportUnknownMemberType=false, reportUnknownVariableType=false

@@ -5,13 +5,13 @@
 // The agent delegates to a sub-agent whose tool pauses for approval. The client streams the first
 // turn, sees the sub-agent's interrupt surfaced as the agent's own, restarts it with
 // metadata.resumed (the stock `restart()` adds none), and prints one line of JSON: what it saw.
-// tests/test_delegation_http.py makes the assertions.
+// tests/integration/test_delegation_http.py makes the assertions.
 'use strict';
 
 const path = require('node:path');
 const { createRequire } = require('node:module');
 
-const interopDir = process.env.INTERLOCK_INTEROP_DIR || path.join(__dirname, '..', '..', '.interop');
+const interopDir = process.env.INTERLOCK_INTEROP_DIR || path.join(__dirname, '..', '..', '..', '.interop');
 const clientRequire = createRequire(path.join(interopDir, 'js', 'package.json'));
 const { remoteAgent } = clientRequire('genkit/beta/client');
 

@@ -1,4 +1,4 @@
-"""The interlock agents the real Genkit clients drive in tests/test_interop.py.
+"""The interlock agents the real Genkit clients drive in tests/integration/test_interop.py.
 
 Every (client, scenario) pair gets its own agent, named ``<client>_<scenario>`` and
 served at ``<base>/<client>_<scenario>``, with its own store and its own scripted model,
@@ -7,7 +7,7 @@ The models are interlock's test kit (:class:`ScriptedModel`, :class:`EchoModel`)
 
 To poke at them by hand::
 
-    cd tests && ../.venv/bin/interlock serve interop.app:app --port 8000
+    cd tests/kit && ../../.venv/bin/interlock serve interop.app:app --port 8000
     node interop/js_client.cjs http://127.0.0.1:8000/api/js_stream stream
 """
 
@@ -238,4 +238,4 @@ def create_server(setups: dict[str, Setup]) -> AgentServer:
 
 
 app = create_server(build())
-"""For ``interlock serve interop.app:app`` (run from tests/)."""
+"""For ``interlock serve interop.app:app`` (run from tests/kit/)."""

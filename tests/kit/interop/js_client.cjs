@@ -3,17 +3,17 @@
 //   node js_client.cjs <agent url> <scenario>
 //
 // Prints one line of JSON: what the client saw (results, chunks, errors, its own message history).
-// tests/test_interop.py makes the assertions. Exit code 0 when the scenario ran to its end, 1 when
+// tests/integration/test_interop.py makes the assertions. Exit code 0 when the scenario ran to its end, 1 when
 // the client threw something the scenario did not expect, 2 on bad usage.
 //
 // The client is loaded from $INTERLOCK_INTEROP_DIR/js/node_modules (default: <repo>/.interop/js),
-// where scripts/setup_interop.sh installs it from tests/interop/package-lock.json.
+// where scripts/setup_interop.sh installs it from tests/kit/interop/package-lock.json.
 'use strict';
 
 const path = require('node:path');
 const { createRequire } = require('node:module');
 
-const interopDir = process.env.INTERLOCK_INTEROP_DIR || path.join(__dirname, '..', '..', '.interop');
+const interopDir = process.env.INTERLOCK_INTEROP_DIR || path.join(__dirname, '..', '..', '..', '.interop');
 const clientRequire = createRequire(path.join(interopDir, 'js', 'package.json'));
 const { remoteAgent } = clientRequire('genkit/beta/client');
 

@@ -1,9 +1,9 @@
 """Drive one interop scenario with the published Genkit Python client (PyPI ``genkit``, ``genkit.exp``).
 
-    .interop/py/bin/python tests/interop/py_client.py <agent url> <scenario>
+    .interop/py/bin/python tests/kit/interop/py_client.py <agent url> <scenario>
 
 Prints one line of JSON: what the client saw (results, chunks, errors, its own message
-history). tests/test_interop.py makes the assertions. Exit code 0 when the scenario ran
+history). tests/integration/test_interop.py makes the assertions. Exit code 0 when the scenario ran
 to its end, 1 when the client raised something the scenario did not expect, 2 on bad usage.
 
 Runs in its own virtual environment (``.interop/py``, made by scripts/setup_interop.sh),
