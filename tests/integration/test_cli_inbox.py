@@ -18,7 +18,7 @@ import pytest
 import uvicorn
 from pg import fresh_dsn
 from test_inbox import Desk, build_agents
-from where import KIT
+from where import KIT, UNIT
 
 import interlock.cli.inbox  # noqa: F401  # pyright: ignore[reportUnusedImport]  (registers the commands)
 from interlock import AgentOutput
@@ -310,7 +310,7 @@ def test_answers_through_a_server(db: pathlib.Path, capsys: pytest.CaptureFixtur
 @pytest.mark.slow
 def test_a_separate_process_approves_a_snapshot_made_here(db: pathlib.Path) -> None:
     (pay,) = seed(db, ("bank", "pay dora 40"))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(KIT), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(KIT), str(UNIT), os.environ.get("PYTHONPATH", "")])}
     # `python -m interlock`, after importing interlock.cli.inbox (which cli.main does not import yet)
     launch = "import interlock.cli.inbox, runpy; runpy.run_module('interlock', run_name='__main__', alter_sys=True)"
     args = ["inbox", "approve", pay.snapshot_id or "", "--store", f"sqlite:///{db}", "--agents", AGENTS]

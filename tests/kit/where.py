@@ -10,3 +10,5 @@ ROOT = KIT.parents[1]
 """The checkout: ``src/``, ``docs/``, ``examples/``, ``scripts/``."""
 SHARED = ROOT.parent / "shared"
 """The workplace's shared reference folder (spec, captures), beside the checkout."""
+UNIT = KIT.parent / "unit"
+"""``tests/unit``: its test modules are importable by name too (pytest's ``pythonpath``), for the other tiers."""
