@@ -141,7 +141,11 @@ async def main() -> int:
             ok &= await lapsed(fw, work, args.runs)
         if args.only in (None, "crash"):
             ok &= await crashes(fw, work, args.crashes)
-    print("\nall checks passed" if ok else "\nSOME CHECKS FAILED (run the tests/faults/test_faults_*.py tests for details)")
+    print(
+        "\nall checks passed"
+        if ok
+        else "\nSOME CHECKS FAILED (run the tests/faults/test_faults_*.py tests for details)"
+    )
     return 0 if ok else 1
 
 
