@@ -1,10 +1,10 @@
-# The two commands of the README: `make demo` and `make test`.
+# The two commands of the README: `make demo` and `make test` (and `make quick`, the unit tier, while you work).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck docs unit bench regress clean postgres browser
+.PHONY: demo test quick lint typecheck docs unit bench regress clean postgres browser
 
 $(STAMP): pyproject.toml
 	@echo "==> creating $(VENV) and installing interlock with its dev tools (pip shows each package as it goes)"
@@ -21,12 +21,12 @@ $(LOCAL_STAMP): scripts/setup_local_model.sh $(STAMP)
 
 # The published Genkit clients the interop tests drive the server with (npm genkit; PyPI genkit in its own venv).
 INTEROP_STAMP := .interop/.installed
-$(INTEROP_STAMP): scripts/setup_interop.sh tests/interop/package.json tests/interop/package-lock.json tests/interop/requirements.txt
+$(INTEROP_STAMP): scripts/setup_interop.sh tests/kit/interop/package.json tests/kit/interop/package-lock.json tests/kit/interop/requirements.txt
 	bash scripts/setup_interop.sh
 	@touch $(INTEROP_STAMP)
 
 # PostgreSQL from Debian's packages, if missing: the tests start a throwaway cluster with scripts/postgres.sh
-# (one per pytest session, on a free port under a temp directory; tests/conftest.py), and so does bench/postgres.py.
+# (one per pytest session, on a free port under a temp directory; tests/integration/conftest.py), and so does bench/postgres.py.
 postgres:
 	bash scripts/postgres.sh install
 
@@ -55,9 +55,15 @@ COV ?= 1
 COV_MIN ?= 91
 COV_ARGS := $(if $(COV),--cov --cov-branch --cov-report=term:skip-covered --cov-fail-under=$(COV_MIN))
 
+# Every tier of tests/ (unit/, integration/, faults/, in full) under the coverage gate.
 unit: $(STAMP) $(LOCAL_STAMP) $(INTEROP_STAMP) postgres browser
 	rm -f .coverage .coverage.*
 	COVERAGE_FILE=$(CURDIR)/.coverage $(BIN)/pytest $(COV_ARGS)
+
+# The unit tier alone: in one process, no server, subprocess, network or PostgreSQL (under 2 minutes on 2 cores).
+# It needs only the dev install: no PostgreSQL, browser, interop clients or local model.
+quick: $(STAMP)
+	$(BIN)/pytest tests/unit -x -q -p no:cov
 
 test: lint typecheck docs unit
 

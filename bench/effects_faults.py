@@ -1,6 +1,6 @@
 """The effect journal's fault figures: SIGKILL at every await point of a two-step tool turn (a table).
 
-Runs the harness of ``tests/effects_worker.py`` (the scenario ``tests/test_faults_effects.py``
+Runs the harness of ``tests/kit/effects_worker.py`` (the scenario ``tests/faults/test_faults_effects.py``
 asserts on) and prints, per tool variant, kill point and mode: runs, effect lines per call
 (reserve/charge), calls in doubt and how they were resolved (asked with an interrupt, or
 retried automatically for ``idempotent=True``), repeats a person's restart asked for,
@@ -21,12 +21,12 @@ import tempfile
 import time
 from typing import Any
 
-TESTS = pathlib.Path(__file__).resolve().parents[1] / "tests"
+KIT = pathlib.Path(__file__).resolve().parents[1] / "tests" / "kit"
 
 
 def _harness() -> Any:
-    sys.path.insert(0, str(TESTS))  # effects_worker imports fault_worker beside it
-    spec = importlib.util.spec_from_file_location("effects_worker", TESTS / "effects_worker.py")
+    sys.path.insert(0, str(KIT))  # effects_worker imports fault_worker beside it
+    spec = importlib.util.spec_from_file_location("effects_worker", KIT / "effects_worker.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["effects_worker"] = module

@@ -1,7 +1,7 @@
 """The safety core's fault figures: races, lapsed claims and crashes on SQLite (a table for the record).
 
-Runs the acceptance fault harness of ``tests/fault_worker.py`` (the same scenarios the
-``tests/test_faults_*.py`` tests assert on) and prints what happened:
+Runs the acceptance fault harness of ``tests/kit/fault_worker.py`` (the same scenarios the
+``tests/faults/test_faults_*.py`` tests assert on) and prints what happened:
 
     python bench/faults.py                  # everything (about a minute on two cores)
     python bench/faults.py --only races     # or lapsed, crash
@@ -19,12 +19,12 @@ import tempfile
 import time
 from typing import Any
 
-TESTS = pathlib.Path(__file__).resolve().parents[1] / "tests"
+KIT = pathlib.Path(__file__).resolve().parents[1] / "tests" / "kit"
 
 
 def _harness() -> Any:
-    sys.path.insert(0, str(TESTS))  # fault_worker imports http_helpers beside it
-    spec = importlib.util.spec_from_file_location("fault_worker", TESTS / "fault_worker.py")
+    sys.path.insert(0, str(KIT))  # fault_worker imports http_helpers beside it
+    spec = importlib.util.spec_from_file_location("fault_worker", KIT / "fault_worker.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["fault_worker"] = module
@@ -141,7 +141,11 @@ async def main() -> int:
             ok &= await lapsed(fw, work, args.runs)
         if args.only in (None, "crash"):
             ok &= await crashes(fw, work, args.crashes)
-    print("\nall checks passed" if ok else "\nSOME CHECKS FAILED (run the tests/test_faults_*.py tests for details)")
+    print(
+        "\nall checks passed"
+        if ok
+        else "\nSOME CHECKS FAILED (run the tests/faults/test_faults_*.py tests for details)"
+    )
     return 0 if ok else 1
 
 

@@ -32,8 +32,8 @@ from interlock.outbox import WEBHOOK, new_event
 from interlock.stores.sqlite import SQLiteStore
 from interlock.webhooks import Webhooks
 
-TESTS = pathlib.Path(__file__).resolve().parents[1] / "tests"
-sys.path.insert(0, str(TESTS))  # the tests' bank agent and their real receiver on 127.0.0.1
+KIT = pathlib.Path(__file__).resolve().parents[1] / "tests" / "kit"
+sys.path.insert(0, str(KIT))  # the tests' bank agent and their real receiver on 127.0.0.1
 notify_app: Any = importlib.import_module("notify_app")
 hook_receiver: Any = importlib.import_module("hook_receiver")
 KEYRING, POLICIES, bank, receiver = notify_app.KEYRING, notify_app.POLICIES, notify_app.bank, hook_receiver.receiver

@@ -2,7 +2,7 @@
 
 Run with ``make bench`` (or ``python bench/workers.py [--quick]``). It starts its own
 PostgreSQL cluster (``scripts/postgres.sh``, the test suite's settings) and the fleet of
-``tests/workers_fleet.py``: ``interlock serve --detach-to-workers`` and ``interlock worker``
+``tests/kit/workers_fleet.py``: ``interlock serve --detach-to-workers`` and ``interlock worker``
 processes (lease 2 s, stalled after 2 s, sweep every 0.5 s).
 
 * **Latency**: an in-process agent with ``detach_to=WorkerQueue(dsn)`` detaches a turn of
@@ -37,9 +37,9 @@ from interlock.http.client import RemoteAgent
 from interlock.stores.postgres import PostgresStore
 from interlock.workers import WorkerQueue
 
-TESTS = pathlib.Path(__file__).resolve().parents[1] / "tests"
-SCRIPT = TESTS.parent / "scripts" / "postgres.sh"
-sys.path.insert(0, str(TESTS))
+KIT = pathlib.Path(__file__).resolve().parents[1] / "tests" / "kit"
+SCRIPT = KIT.parents[1] / "scripts" / "postgres.sh"
+sys.path.insert(0, str(KIT))
 wf: Any = importlib.import_module("workers_fleet")  # the tests' fleet: serve and worker processes
 
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Install the published Genkit clients that tests/test_interop.py drives interlock's server with:
-#   1. npm `genkit`, exactly as pinned by tests/interop/package.json + package-lock.json, into .interop/js
+# Install the published Genkit clients that tests/integration/test_interop.py drives interlock's server with:
+#   1. npm `genkit`, exactly as pinned by tests/kit/interop/package.json + package-lock.json, into .interop/js
 #      (`npm ci --omit=optional --ignore-scripts`: ~15 s and ~90 MB; the optional firebase packages are not
 #      needed by the client),
-#   2. PyPI `genkit`, as pinned by tests/interop/requirements.txt, into its own venv .interop/py
+#   2. PyPI `genkit`, as pinned by tests/kit/interop/requirements.txt, into its own venv .interop/py
 #      (~20 s, ~120 MB; never into interlock's .venv).
 #
 # Idempotent: each half keeps a stamp with a hash of its pins (and of the node/python version); when the
@@ -17,7 +17,7 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-SRC="$ROOT/tests/interop"
+SRC="$ROOT/tests/kit/interop"
 DIR="${INTERLOCK_INTEROP_DIR:-$ROOT/.interop}"
 PYTHON="${PYTHON:-python3}"
 NODE="${NODE:-node}"
@@ -52,7 +52,7 @@ js_check="require('node:module').createRequire('$JS/package.json')('genkit/beta/
 if [ "$(cat "$JS/.stamp" 2>/dev/null)" = "$js_want" ] && "$NODE" -e "$js_check" >/dev/null 2>&1; then
     say "JS client: npm genkit@$js_pin already installed in $JS"
 else
-    say "JS client: installing npm genkit@$js_pin into $JS (npm ci from tests/interop/package-lock.json; ~15 s)"
+    say "JS client: installing npm genkit@$js_pin into $JS (npm ci from tests/kit/interop/package-lock.json; ~15 s)"
     t0=$(date +%s)
     rm -rf "$JS"
     mkdir -p "$JS"

@@ -42,7 +42,7 @@ So a cold load reads one checkpoint and the deltas since, their rows costing at 
 history's own load (plus the slack). Storage stays linear: a checkpoint of ``n`` bytes comes after at least
 ``0.75 * n / ROW_COST`` rows, so each row adds its own tail plus at most ``ROW_COST / (CHAIN_LIMIT - 1)``
 (some 340 bytes) of checkpoint, amortized, and turns of more than that many bytes never need one: a 200-turn
-session of short turns stays within twice its JSON on disk (``tests/test_sqlite_store.py``)."""
+session of short turns stays within twice its JSON on disk (``tests/integration/test_sqlite_store.py``)."""
 CHAIN_SLACK = 16 * ROW_COST
 
 
