@@ -149,6 +149,32 @@ def check_part(part: object, where: str) -> None:
                 check_json(value, label)
 
 
+def check_reply(message: Message, where: str) -> None:
+    """Check that a model's reply holds only JSON values (a lone surrogate would fail its store).
+
+    The reply's parts are typed by the model adapter that built them, so their shape is not
+    checked again (:func:`check_part` does that for callers); only the values they carry are.
+    """
+    for index, part in enumerate(message.content):
+        label = f"{where}.content[{index}]"
+        if isinstance(part, TextPart):
+            _check_str(part.text, f"{label}.text", None)
+        elif isinstance(part, ReasoningPart):
+            _check_str(part.reasoning, f"{label}.reasoning", None)
+        elif isinstance(part, ToolRequestPart):
+            _check_str(part.name, f"{label}.name", None)
+            check_json(part.input, f"{label}.input")
+        else:
+            check_part(part, label)
+            continue
+        for name in ("metadata", "custom", "extra"):
+            value = getattr(part, name)
+            if value:
+                check_json(value, f"{label}.{name}")
+    if message.metadata:
+        check_json(message.metadata, f"{where}.metadata")
+
+
 def _check_list(value: object, where: str) -> None:
     if not isinstance(value, list):
         raise InvalidArgumentError(f"{where} must be a list, not {type_name(value)}")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeAlias
 
 from . import metadata as md
-from ._json import check_message
+from ._json import check_reply
 from ._json_object import is_object
 from .effects import Effects
 from .errors import (
@@ -349,7 +349,7 @@ class _TurnState:
             self.message_index += 1
             calls += 1
             message = response.message
-            check_message(message, "the model's reply")  # refused before it is stored, on every store alike
+            check_reply(message, "the model's reply")  # refused before it is stored, on every store alike
             if message.role != "model":
                 message = Message(role="model", content=message.content, metadata=message.metadata, extra=message.extra)
             if not message.tool_requests:
