@@ -27,13 +27,13 @@ key                       where, and what it means
 ``agentPath``             tool request (a surfaced interrupt): the sub-agents it came through, down to its tool's
 ``surfacedFrom``          tool request (a surfaced interrupt): ``{name, ref}`` of the delegation call it belongs to
 ``delegatedBy``           snapshot (and a sub-agent's context): ``{sessionId}`` of the session that delegated it
-``handoff``               pending snapshot: the input and context a worker runs it with (:mod:`interlock.handoff`)
+``handoff``               pending snapshot: the input and context a worker runs it with (:mod:`interlock._engine.handoff`)
 ========================  ===================================================================
 
-A delegation call (:mod:`interlock.delegation`) whose sub-agent paused is kept in the paused
+A delegation call (:mod:`interlock.agents._delegation`) whose sub-agent paused is kept in the paused
 message as the call, marked ``delegated`` (not ``interrupt``: it is not answered itself),
 followed by the sub-agent's interrupts *surfaced*: the same tool requests with a ref made
-unique in this message, ``agentPath`` and ``surfacedFrom`` (:mod:`interlock.surfacing`).
+unique in this message, ``agentPath`` and ``surfacedFrom`` (:mod:`interlock._engine.surfacing`).
 """
 
 from __future__ import annotations
@@ -123,14 +123,14 @@ HANDOFF = "handoff"
 REQUEUED = "requeued"
 """Pending snapshot metadata: how many times a worker's sweeper re-enqueued its orphaned hand-off."""
 RESUME_TOKEN = "resumeToken"
-"""Interrupted tool request: its server-minted resume token (:mod:`interlock.tokens`); an answer carries it back."""
+"""Interrupted tool request: its server-minted resume token (:mod:`interlock.interrupts._tokens`); an answer carries it back."""
 CONSUMED_TOKENS = "consumedTokens"
 """Snapshot metadata: the nonces of the resume tokens spent by the answer committed to it (single use)."""
 
 TRACE_CONTEXT = "traceContext"
 """Snapshot metadata: the W3C trace context (``{"traceparent": ...}``) of the turn that wrote it."""
 DEADLINE = "deadline"
-"""Interrupted tool request: ``{"expiresAt": ISO 8601, "onExpire": policy}`` (:mod:`interlock.expiry`)."""
+"""Interrupted tool request: ``{"expiresAt": ISO 8601, "onExpire": policy}`` (:mod:`interlock.tools._expiry`)."""
 EXPIRED = "expired"
 """In a respond entry's ``interruptResponse`` dict: the policy (``reject``/``respond``) of a passed deadline."""
 ESCALATED = "escalated"

@@ -14,10 +14,10 @@ from replay.server import ReplayServer, fixture
 from interlock.errors import InvalidArgumentError
 from interlock.messages import Message
 from interlock.models import Model, ModelRequest, registry
-from interlock.models.anthropic import AnthropicModel
+from interlock.models._anthropic import AnthropicModel
+from interlock.models._registry import providers, register_provider, resolve_model
 from interlock.models.gemini import GeminiModel
 from interlock.models.openai import OpenAIModel
-from interlock.models.registry import providers, register_provider, resolve_model
 from interlock.testing import ScriptedModel
 
 
@@ -125,6 +125,6 @@ def test_entry_points_add_providers(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 def test_missing_sdk_is_reported_when_resolving(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "anthropic", None)
-    monkeypatch.delitem(sys.modules, "interlock.models.anthropic")
+    monkeypatch.delitem(sys.modules, "interlock.models._anthropic")
     with pytest.raises(ImportError, match=r"pip install 'interlock\[anthropic\]'"):
         resolve_model("anthropic/claude-sonnet-4-6", api_key="k")

@@ -32,17 +32,17 @@ from interlock import (
     tool,
 )
 from interlock import metadata as md
-from interlock.claims import consumed_tokens
-from interlock.decisions import Decision
+from interlock._engine.claims import consumed_tokens
+from interlock.agents._host import Host
 from interlock.errors import PermissionDeniedError, UsageError
-from interlock.host import Host
-from interlock.interrupts import PlannedCall, ResumePlan
-from interlock.middleware import approve as approve_hold
-from interlock.middleware import deny as deny_hold
-from interlock.sessions import SessionState
+from interlock.interrupts._decisions import Decision
+from interlock.interrupts._plan import PlannedCall, ResumePlan
+from interlock.interrupts._tokens import TokenSigner, check_tokens, id_digest
+from interlock.records._sessions import SessionState
 from interlock.testing import ScriptedModel
-from interlock.tokens import TokenSigner, check_tokens, id_digest
-from interlock.tools import interrupt_tool
+from interlock.tools._middleware import approve as approve_hold
+from interlock.tools._middleware import deny as deny_hold
+from interlock.tools._tool import interrupt_tool
 
 K1, K2, K9 = b"1" * 32, b"2" * 32, b"9" * 32
 APPROVED = Decision.restart({"approved": True})

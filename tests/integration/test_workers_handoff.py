@@ -19,13 +19,13 @@ from workers_fleet import FAST, fleet, job_statuses, settled_jobs, upgrade
 
 from interlock import PromptAgent, Snapshot, sessions
 from interlock import metadata as md
-from interlock.handoff import HANDOFF
-from interlock.host import Host
+from interlock._engine.handoff import HANDOFF
+from interlock.agents._host import Host
 from interlock.stores.memory import InMemoryStore
 from interlock.stores.postgres import PostgresStore
 from interlock.testing import EchoModel
 from interlock.workers import WorkerQueue, run
-from interlock.workers.run import REQUEUES, TurnWorker, WorkerSettings
+from interlock.workers._run import REQUEUES, TurnWorker, WorkerSettings
 
 pytestmark = pytest.mark.slow
 

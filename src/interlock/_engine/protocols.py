@@ -1,0 +1,57 @@
+"""What the engine needs of an agent, of a custom agent's turn function, and of a worker queue.
+
+A leaf: it imports nothing of interlock at run time, so the engine's modules (``runtime``,
+``_session_load``, ``_turn_commit``, ``tokens``, ...) can type against an agent without
+importing ``agents``, and ``agents`` can import the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+
+if TYPE_CHECKING:
+    from ..agents._host import Host
+    from ..interrupts._plan import Resume, ResumePlan
+    from ..interrupts._tokens import TokenDecision
+    from ..messages import Message
+    from ..parts import ToolRequestPart
+    from ..records._sessions import SessionState, Snapshot
+    from ..stores import SessionStore, SnapshotStore
+    from .invocation import SessionRunner
+    from .io import AgentInput, AgentResult, StreamChunk, TurnContext, TurnResult
+
+
+class DetachTarget(Protocol):
+    """Where an agent hands its detached turns (:class:`interlock.workers.WorkerQueue` is one)."""
+
+    async def hand_off(self, store: SnapshotStore, pending: Snapshot, tenant: str | None) -> None:
+        """Write the pending row ``pending`` and the job that runs it, in one transaction of ``store``."""
+        ...
+
+    async def abort(self, snapshot_id: str, tenant: str | None) -> int: ...
+
+
+class RunnableAgent(Protocol):
+    """What the engine needs of an agent (:class:`~interlock.agents._agent.Agent` is one).
+
+    Its deployment settings are one value, ``host`` (:class:`~interlock.agents._host.Host`); the
+    store, which makes the agent server-managed, is ``store``.
+    """
+
+    name: str
+    store: SessionStore | None
+
+    @property
+    def host(self) -> Host: ...
+
+    async def invoke(self, runner: SessionRunner) -> AgentResult | None: ...
+    def check_resume(self, resume: Resume, history: list[Message]) -> ResumePlan: ...
+    def transform_state(self, state: SessionState) -> SessionState: ...
+    def custom_transform(self, custom: object) -> Any: ...
+    def transform_chunk(self, chunk: StreamChunk) -> StreamChunk | None: ...
+    def token_decisions(self, part: ToolRequestPart) -> tuple[TokenDecision, ...]: ...
+
+
+TurnHandler: TypeAlias = "Callable[[AgentInput, TurnContext], Awaitable[TurnResult | None]]"
+"""A custom agent's per-turn function."""
