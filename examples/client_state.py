@@ -3,10 +3,10 @@
 import asyncio
 
 from interlock import PromptAgent
-from interlock.agents._host import Host
+from interlock.agents import Host
 from interlock.errors import PermissionDeniedError
-from interlock.interrupts._signing import Keyring
-from interlock.records._sessions import SessionState
+from interlock.interrupts import Keyring
+from interlock.records import SessionState
 from interlock.testing import ScriptedModel
 
 

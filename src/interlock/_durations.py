@@ -14,8 +14,6 @@ from datetime import timedelta
 
 from .errors import InvalidArgumentError
 
-__all__ = ["MAX_DURATION", "parse_duration", "parse_whole"]
-
 MAX_DURATION = timedelta(days=36500)
 """The longest duration read: 100 years (any date that far back still exists)."""
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}

@@ -9,7 +9,7 @@ tool returns goes through it, so a bad value is refused at the edge with
 ``INVALID_ARGUMENT``, before anything runs, instead of failing later when it is stored
 or sent.
 
-The structural checks (:func:`check_part`, :func:`check_message`, :func:`~interlock.interrupts._plan.check_resume_shape`)
+The structural checks (:func:`check_part`, :func:`check_message`, :func:`~interlock.interrupts.check_resume_shape`)
 catch wrong Python types (a dict where a part belongs, a single part instead of a list)
 with the same error.
 """

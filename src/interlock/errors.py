@@ -279,4 +279,4 @@ class Interrupt(Exception):
         self.expires_in = expires_in
         """Seconds until this interrupt's deadline (:mod:`interlock.tools._expiry`); ``None``: the tool's default."""
         self.on_expire = on_expire
-        """The :class:`~interlock.tools._expiry.OnExpire` policy of that deadline; ``None``: the tool's default."""
+        """The :class:`~interlock.tools.OnExpire` policy of that deadline; ``None``: the tool's default."""

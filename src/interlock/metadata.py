@@ -27,7 +27,7 @@ key                       where, and what it means
 ``agentPath``             tool request (a surfaced interrupt): the sub-agents it came through, down to its tool's
 ``surfacedFrom``          tool request (a surfaced interrupt): ``{name, ref}`` of the delegation call it belongs to
 ``delegatedBy``           snapshot (and a sub-agent's context): ``{sessionId}`` of the session that delegated it
-``handoff``               pending snapshot: the input and context a worker runs it with (:mod:`interlock._engine.handoff`)
+``handoff``               pending snapshot: the input and context a worker runs it with (``_engine.handoff``)
 ========================  ===================================================================
 
 A delegation call (:mod:`interlock.agents._delegation`) whose sub-agent paused is kept in the paused
@@ -123,7 +123,7 @@ HANDOFF = "handoff"
 REQUEUED = "requeued"
 """Pending snapshot metadata: how many times a worker's sweeper re-enqueued its orphaned hand-off."""
 RESUME_TOKEN = "resumeToken"
-"""Interrupted tool request: its server-minted resume token (:mod:`interlock.interrupts._tokens`); an answer carries it back."""
+"""Interrupted tool request: its server-minted resume token (``interrupts/_tokens.py``); an answer carries it back."""
 CONSUMED_TOKENS = "consumedTokens"
 """Snapshot metadata: the nonces of the resume tokens spent by the answer committed to it (single use)."""
 

@@ -15,7 +15,7 @@ import pytest
 from http_helpers import serve
 
 from interlock import Message, PromptAgent
-from interlock import runtime as runtime_module
+from interlock._engine import invocation as runtime_module
 from interlock.http._server import AgentServer
 from interlock.models import ChunkCallback, ModelChunk, ModelRequest, ModelResponse
 from interlock.parts import TextPart

@@ -1,4 +1,4 @@
-"""Delegation (interlock.agents._delegation): sub-agent tools, surfaced interrupts answered through the parent, results."""
+"""Delegation (agents/_delegation.py): sub-agent tools, surfaced interrupts answered through the parent, results."""
 
 from __future__ import annotations
 

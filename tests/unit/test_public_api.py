@@ -77,7 +77,15 @@ def test_every_name_is_importable_and_nothing_else_is_public() -> None:
     assert public - modules == set(interlock.__all__)
 
 
-def test_private_modules_have_no_all_and_define_no_public_name() -> None:
+def _public_package(module: str) -> str:
+    """The nearest public package holding ``module`` (``interlock`` for the private ``_engine``)."""
+    parts = module.split(".")
+    while len(parts) > 1 and any(part.startswith("_") for part in parts[1:]):
+        parts.pop()
+    return ".".join(parts)
+
+
+def test_private_modules_have_no_all_and_their_public_names_have_a_public_door() -> None:
     offenders: list[str] = []
     for name in _modules():
         if name.endswith("__main__"):
@@ -87,8 +95,11 @@ def test_private_modules_have_no_all_and_define_no_public_name() -> None:
             offenders.append(f"{name} has __all__")
         for exported in getattr(module, "__all__", []):
             home = getattr(getattr(module, exported), "__module__", None)
-            if isinstance(home, str) and home.startswith("interlock") and _is_private(home):
-                offenders.append(f"{name}.{exported} is defined in private {home}")
+            if not (isinstance(home, str) and home.startswith("interlock") and _is_private(home)):
+                continue
+            door = importlib.import_module(_public_package(home))
+            if exported not in getattr(door, "__all__", []):
+                offenders.append(f"{name}.{exported} is defined in {home}, which {door.__name__} does not export")
     assert offenders == []
 
 

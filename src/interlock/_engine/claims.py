@@ -28,34 +28,23 @@ from dataclasses import dataclass, field
 from ..errors import ClaimConflictError
 from ..records._outbox import OutboxEvent
 from ..records._sessions import Snapshot
+from ..records.snapshots import ClaimState as ClaimState
 from ..records.snapshots import (
-    ClaimState,
     ClaimTake,
     answer_claim,
-    claim_state,
     conflict,
-    consumed_tokens,
     fail_taken_over,
-    is_answerable,
     refresh_claim,
-    refuse_spent,
     release_claim,
     settle_claimed,
     take_claim,
 )
+from ..records.snapshots import claim_state as claim_state
+from ..records.snapshots import consumed_tokens as consumed_tokens
+from ..records.snapshots import is_answerable as is_answerable
+from ..records.snapshots import refuse_spent as refuse_spent
 from ..stores import JournalUpdater, SnapshotStore, Updater
 from ..telemetry import _hooks as hooks
-
-__all__ = [
-    "ClaimHold",
-    "ClaimState",
-    "Claims",
-    "claim_state",
-    "conflict",
-    "consumed_tokens",
-    "is_answerable",
-    "refuse_spent",
-]
 
 
 class Claims:

@@ -133,7 +133,7 @@ class TurnWriter:
         return written
 
     async def flush(self, effects: Effects) -> None:
-        """Write ``effects``' :meth:`~interlock._engine.effects.Effects.commit_updates` on their own (no commit follows)."""
+        """Write ``effects``' :meth:`~interlock._engine.effects.Effects.commit_updates` alone (no commit follows)."""
         updates = effects.commit_updates()
         if updates:
             with contextlib.suppress(Exception):  # unrecorded, a call reads as in doubt: asked, never repeated

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from ..tools._context import ToolContext
     from ..tools._tool import Tool
 
-__all__ = ["Effects", "check_in_doubt_answers", "flushes_intent", "in_doubt_data", "names_in_doubt_attempt"]
 
 T = TypeVar("T")
 
@@ -62,7 +61,7 @@ def names_in_doubt_attempt(entry: ToolRequestPart, request: ToolRequestPart) -> 
 
     It does when its ``metadata.interrupt`` is that question's data (the in-doubt marker, the
     idempotency key and the attempt number), as a restart built from the paused request carries
-    (:meth:`interlock.interrupts._decisions.Decision.answer`, and Genkit's ``restart()``, copy it).
+    (:meth:`interlock.interrupts.Decision.answer`, and Genkit's ``restart()``, copy it).
     """
     asked, named = request.meta(md.INTERRUPT), entry.meta(md.INTERRUPT)
     if not is_object(asked) or not is_object(named):
@@ -76,7 +75,7 @@ def check_in_doubt_answers(plan: ResumePlan, *, named_snapshot: bool, tokens_che
     An in-doubt call runs again only when a person who saw the question says so. A restart
     answers it when the resume named the in-doubt pause itself (``named_snapshot``: by its
     snapshot id, the only way a retry of an earlier answer cannot), carried a resume token that
-    :func:`interlock.interrupts._tokens.check_tokens` bound to that pause (``tokens_checked``), or names the
+    :func:`interlock.interrupts.check_tokens` bound to that pause (``tokens_checked``), or names the
     attempt (:func:`names_in_doubt_attempt`). Anything else, such as a client resending the
     approval that started the lost attempt to the session, is refused as stale: nothing runs.
 

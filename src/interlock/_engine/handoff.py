@@ -20,8 +20,6 @@ from ..metadata import HANDOFF
 from ..records._sessions import Snapshot
 from .io import AgentInput
 
-__all__ = ["HANDOFF", "handoff_metadata", "handoff_named", "read_handoff"]
-
 
 def handoff_metadata(input: AgentInput, context: dict[str, Any], *, named: str | None = None) -> dict[str, Any]:
     """The metadata entry a pending snapshot carries for its worker (context values that are not JSON are left out).

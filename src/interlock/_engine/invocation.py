@@ -35,9 +35,6 @@ from .protocols import RunnableAgent, TurnHandler
 from .streams import END, Ended
 from .turn import QueuedTurn, Turn
 
-__all__ = ["SessionRunner", "run_handed_off"]
-
-
 _background: set[asyncio.Task[Any]] = set()
 
 

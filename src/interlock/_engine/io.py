@@ -17,23 +17,6 @@ from ..parts import ToolRequestPart
 from ..records._sessions import Artifact, CustomPatch, ErrorInfo, SessionState
 from .effects import Effects
 
-__all__ = [
-    "AgentError",
-    "AgentInit",
-    "AgentInput",
-    "AgentOutput",
-    "AgentResult",
-    "Connection",
-    "AgentFinishReason",
-    "InputLike",
-    "OnChunk",
-    "StreamChunk",
-    "TurnContext",
-    "TurnEnd",
-    "TurnResult",
-    "as_input",
-]
-
 
 class AgentFinishReason(StrEnum):
     """Why an invocation (or a turn) ended: the model's reasons plus ``aborted``, ``detached`` and ``failed``.

@@ -38,8 +38,6 @@ from ..tools._tool import Tool
 from .effects import Effects
 from .surfacing import collapse, expand
 
-__all__ = ["GenerateResult", "ToolErrorPolicy", "ToolErrors", "ToolLoop", "check_resume", "generate"]
-
 ToolErrors: TypeAlias = Literal["raise", "model"]
 """What a tool error does: fail the turn (``"raise"``) or go back to the model as the call's output (``"model"``)."""
 
@@ -425,7 +423,7 @@ def check_resume(
     :func:`~interlock.validate_resume` plus the tools' schemas: respond outputs must fit
     the tool's output schema (except a denial of a middleware hold, which is a note to the
     model); restarts must carry a valid input and resume payload. See
-    :func:`~interlock.interrupts._plan.plan_resume`.
+    :func:`~interlock.interrupts.plan_resume`.
     """
     return plan_resume(resume, history, tools, allow_replaced_input=allow_replaced_input)
 

@@ -39,8 +39,6 @@ from ..records._sessions import utcnow
 if TYPE_CHECKING:
     from ..interrupts._plan import ResumePlan
 
-__all__ = ["commit_events", "interrupt_data"]
-
 
 def interrupt_data(agent: str, session_id: str, snapshot_id: str, part: ToolRequestPart) -> dict[str, Any]:
     """What a webhook says of a pending interrupt (the paused request ``part`` in ``snapshot_id``)."""

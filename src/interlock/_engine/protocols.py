@@ -33,9 +33,9 @@ class DetachTarget(Protocol):
 
 
 class RunnableAgent(Protocol):
-    """What the engine needs of an agent (:class:`~interlock.agents._agent.Agent` is one).
+    """What the engine needs of an agent (:class:`~interlock.agents.Agent` is one).
 
-    Its deployment settings are one value, ``host`` (:class:`~interlock.agents._host.Host`); the
+    Its deployment settings are one value, ``host`` (:class:`~interlock.agents.Host`); the
     store, which makes the agent server-managed, is ``store``.
     """
 

@@ -1,8 +1,8 @@
 """What a local and a remote connection share: inputs, the input side's end, the chunk stream and the output.
 
 A connection is fed from one side: its inputs go to an invocation in this process
-(:class:`~interlock.agents._agent.AgentConnection`) or out as HTTP requests
-(:class:`~interlock.http._client.RemoteConnection`); either way its chunks arrive on one queue
+(:class:`~interlock.agents.AgentConnection`) or out as HTTP requests
+(:class:`~interlock.http.RemoteConnection`); either way its chunks arrive on one queue
 that :data:`END` closes, and its output is one future.
 """
 
@@ -16,8 +16,6 @@ from typing import Literal, Self, TypeAlias
 from ..errors import UsageError
 from ..interrupts._plan import Resume
 from .io import AgentInput, AgentOutput, InputLike, StreamChunk, as_input
-
-__all__ = ["END", "BaseConnection", "Ended"]
 
 
 class _End(enum.Enum):

@@ -33,8 +33,6 @@ from ..parts import Part, ToolRequestPart, ToolResponsePart, with_metadata
 if TYPE_CHECKING:
     from ..tools._tool import Tool
 
-__all__ = ["Pause", "collapse", "delegation_of", "expand", "forwarded", "surfaced_ref"]
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Pause:

@@ -141,7 +141,7 @@ class Turn:
     async def _plan(self) -> tuple[ResumePlan | None, tuple[str, ...]]:
         """The input's resume, validated against the history (``None`` without one), and its tokens' nonces.
 
-        The resume tokens are checked here (:func:`interlock.interrupts._tokens.check_tokens`), once. A
+        The resume tokens are checked here (:func:`interlock.interrupts.check_tokens`), once. A
         resume by session id whose refs another resume answered meanwhile is refused as that
         lost race (:func:`~interlock._engine.load.answered_earlier`), not as stale refs.
         """

@@ -28,10 +28,10 @@ from ..records._sessions import SessionState, Snapshot, utcnow
 from ..records.snapshots import abort_pending, release_claim
 from ..stores import SessionStore, Updater
 from ..tools._tool import Tool, ToolMiddleware
-from ._host import ChunkTransform, Host, StateTransform
+from ._host import ChunkTransform as ChunkTransform
+from ._host import Host
+from ._host import StateTransform as StateTransform
 from ._interface import AgentAPI
-
-__all__ = ["Agent", "AgentConnection", "CustomAgent", "PromptAgent", "StateTransform", "ChunkTransform"]
 
 _log = logging.getLogger("interlock.workers")
 
@@ -75,7 +75,7 @@ class Agent(AgentAPI):
         store: a session store makes the agent server-managed (outputs carry a snapshot
             id); without one it is client-managed (outputs carry the state).
         description: what the agent does (shown to a model that delegates to it).
-        host: the deployment settings (:class:`interlock.agents._host.Host`: claims, heartbeats,
+        host: the deployment settings (:class:`interlock.agents.Host`: claims, heartbeats,
             signed state, resume tokens, webhooks, workers, egress transforms), checked
             against ``store`` here.
     """
@@ -95,7 +95,7 @@ class Agent(AgentAPI):
 
     @property
     def host(self) -> Host:
-        """The deployment settings; assigning a new :class:`~interlock.agents._host.Host` checks it against the store."""
+        """The deployment settings; assigning a new :class:`~interlock.agents.Host` checks it against the store."""
         return self._host
 
     @host.setter

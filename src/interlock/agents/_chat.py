@@ -34,8 +34,6 @@ from ..parts import ToolRequestPart, ToolResponsePart
 from ..records._sessions import SessionState, Snapshot
 from ..records.snapshots import is_answerable
 
-__all__ = ["Chat", "ChatTurn"]
-
 
 class Connects(Protocol):
     """What a chat needs of an agent: opening a connection (both agents and remote agents do)."""

@@ -5,7 +5,7 @@ them (``delegate_to_<agent>``), with input ``{task}`` and output ``{response, ar
 
     orchestrator = PromptAgent("orchestrator", model, tools=[*delegate(agents=[banker, remote_ops])], store=store)
 
-A sub-agent may be local or a :class:`~interlock.http._client.RemoteAgent`, server- or
+A sub-agent may be local or a :class:`~interlock.http.RemoteAgent`, server- or
 client-managed. Its artifacts are merged into the delegating session as
 ``"<invocationId>/<name>"`` (the invocation id is the sub-agent's session id), with
 ``metadata.source`` and ``metadata.invocationId``, and returned inline in the tool output.
@@ -39,8 +39,6 @@ from ..messages import Message
 from ..parts import TextPart, ToolRequestPart
 from ..records._sessions import Artifact, ErrorInfo, Session, SessionState, Snapshot
 from ..tools._tool import Tool, ToolContext, tool
-
-__all__ = ["DelegatedArtifact", "Delegation", "DelegationTask", "SubAgent", "SubAgentTurn", "delegate", "tool_for"]
 
 REFUSALS = frozenset({"INVALID_ARGUMENT", "PERMISSION_DENIED", "ABORTED", "FAILED_PRECONDITION", "UNAUTHENTICATED"})
 """Statuses of a sub-agent refusing a resume before it ran anything, that another answer (or a later one) may pass.

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from ..interrupts._tokens import TokenSigner
     from ..stores import SessionStore, SnapshotStore
 
-__all__ = ["ChunkTransform", "Host", "StateTransform"]
 
 StateTransform: TypeAlias = Callable[[SessionState], SessionState]
 """Egress-only: rewrites state before it leaves the agent (outputs, snapshots read through the agent)."""
@@ -60,14 +59,14 @@ class Host:
     """Seconds between heartbeats of a detached turn."""
     state_signing: Keyring | None = None
     """For a client-managed agent: sign the state it hands out and refuse state it did not sign
-    (:class:`interlock.interrupts._signing.Keyring`). Without it the caller controls client-managed state entirely."""
+    (:class:`interlock.interrupts.Keyring`). Without it the caller controls client-managed state entirely."""
     spent_tokens: SnapshotStore | None = None
     """For a client-managed agent with ``state_signing``: a store where each paused state's resume is
     spent, so the same state sent back twice is refused (PERMISSION_DENIED, ``replayed``;
     :mod:`interlock.interrupts._replay`). Without it a signed state can be replayed: each copy runs the resume again."""
     resume_tokens: TokenSigner | None = None
     """For a server-managed agent: mint a signed, single-use, expiring token into every pending
-    interrupt (:class:`interlock.interrupts._tokens.TokenSigner`); tokens that come back are checked."""
+    interrupt (:class:`interlock.interrupts.TokenSigner`); tokens that come back are checked."""
     require_resume_tokens: bool = False
     """Refuse (PERMISSION_DENIED) every resume entry without a valid token for the interrupt it answers."""
     notify: bool = False

@@ -17,8 +17,6 @@ from ..records._sessions import SessionState, Snapshot, check_state
 from ..records.snapshots import is_answerable
 from ._chat import Chat
 
-__all__ = ["SETTLED", "AgentAPI"]
-
 SETTLED = frozenset({"completed", "failed", "aborted", "expired"})
 """Statuses after which a snapshot no longer changes by itself."""
 

@@ -13,8 +13,6 @@ from datetime import timedelta
 from .. import _durations as durations
 from ..errors import InvalidArgumentError
 
-__all__ = ["parse_duration", "seconds", "whole"]
-
 _WHAT = "the value"
 
 

@@ -51,8 +51,6 @@ from . import _inbox_render as render
 from ._arguments import parse_duration, whole
 from ._main import Command, CommandError, load_target, register
 
-__all__ = ["EXTRA_ACTIONS", "load_agents", "parse_duration", "store_from_args"]
-
 EXTRA_ACTIONS: dict[
     str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], Coroutine[Any, Any, int]]]
 ] = {}

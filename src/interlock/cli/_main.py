@@ -9,7 +9,7 @@ Sub-commands live in a registry, so other modules can add theirs::
 and list that module in :data:`COMMAND_MODULES` (imported when the command line starts).
 
 ``interlock serve module:attr`` serves an agent, a list or dict of agents, an
-:class:`~interlock.http._server.AgentServer` or any ASGI app on uvicorn, logging one line per
+:class:`~interlock.http.AgentServer` or any ASGI app on uvicorn, logging one line per
 turn; anything else is refused, naming what it found. ``--workers N`` starts N worker
 processes (each imports the target); ``--timeout-keep-alive`` is passed to uvicorn. ``--http``
 and ``--loop`` pick uvicorn's HTTP parser and event loop: by default httptools and uvloop when
@@ -17,7 +17,7 @@ they are installed (``interlock[server]`` installs them), else h11 and asyncio. 
 log (a line per request) is off unless ``--access-log``: the server logs one line per turn. Exit
 codes: 0 success, 1 runtime failure, 2 bad usage (e.g. a target that cannot be imported),
 130 interrupted. ``--webhooks module:attr`` (a
-:class:`~interlock.notify._webhooks.Webhooks`) and ``--deadlines`` run the outbox's delivery and
+:class:`~interlock.notify.Webhooks`) and ``--deadlines`` run the outbox's delivery and
 deadline loops in the same process.
 """
 
@@ -37,21 +37,6 @@ from typing import Any, cast
 
 from ..telemetry import configure_from_env, configure_logging
 from ._arguments import seconds, whole
-
-__all__ = [
-    "COMMANDS",
-    "COMMAND_MODULES",
-    "SERVE_EXTENSIONS",
-    "Command",
-    "CommandError",
-    "ServeExtension",
-    "ServeLoop",
-    "agents_of",
-    "load_target",
-    "main",
-    "register",
-    "run_app",
-]
 
 
 class CommandError(Exception):

@@ -35,17 +35,13 @@ from ._arguments import parse_duration, seconds
 from ._inbox import _drive, load_agents, store_from_args  # pyright: ignore[reportPrivateUsage]
 from ._main import SERVE_EXTENSIONS, Command, CommandError, ServeExtension, ServeLoop, load_target, register
 
-__all__ = ["add_serve_options", "serve_loops"]
-
 
 def _webhooks(args: argparse.Namespace) -> Webhooks:
     config: str | None = getattr(args, "config", None)
     if config:
         found: Any = load_target(config)
         if not isinstance(found, Webhooks):
-            raise CommandError(
-                f"--config {config} is a {type(found).__name__}, not an interlock.notify._webhooks.Webhooks"
-            )
+            raise CommandError(f"--config {config} is a {type(found).__name__}, not an interlock.notify.Webhooks")
         return found
     specs: list[str] = args.endpoint or []
     if not specs:

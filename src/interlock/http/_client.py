@@ -45,8 +45,6 @@ from ..telemetry._otel import outgoing_trace
 from ._sse import EventParser, encode
 from ._status import error_from_http, error_from_wire
 
-__all__ = ["HeadersProvider", "RemoteAgent", "RemoteConnection"]
-
 HeadersProvider = dict[str, str] | Callable[[], "dict[str, str] | Awaitable[dict[str, str]]"]
 """Static headers, or a function (sync or async) called before every request (e.g. to refresh a token)."""
 

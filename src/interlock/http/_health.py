@@ -1,4 +1,4 @@
-"""The health route of :class:`~interlock.http._server.AgentServer`: ``GET <base>/healthz``.
+"""The health route of :class:`~interlock.http.AgentServer`: ``GET <base>/healthz``.
 
 It answers ``200 {"status": "SERVING", "stores": {agent: "ok"}}`` when every store-backed agent's
 store takes writes now (:meth:`~interlock.stores.SnapshotStore.ready`), and ``503`` with

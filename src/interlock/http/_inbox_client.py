@@ -32,8 +32,6 @@ from ..inbox._inbox import PendingInterrupt
 from ..parts import ToolRequestPart
 from ._status import error_from_http
 
-__all__ = ["InboxClient", "is_inbox"]
-
 TITLE = "interlock inbox"
 """The ``info.title`` of the inbox's OpenAPI description, by which a URL is told to be an inbox."""
 

@@ -82,8 +82,6 @@ from ._service import Caller, RunningTurn, ServedAgents
 from ._sse import encode, frame
 from ._status import error_body, http_status
 
-__all__ = ["AgentServer", "ContextProvider", "RequestInfo"]
-
 logger = logging.getLogger("interlock.http._server")
 
 ContextProvider = Callable[[RequestInfo], "dict[str, Any] | Awaitable[dict[str, Any]]"]

@@ -3,15 +3,15 @@
 :class:`AgentService` is the interface: start a turn, resume a paused one with answers, read
 a snapshot, wait for it to settle, abort it, list its pending interrupts. Its values are
 the engine's own (:class:`~interlock._engine.io.AgentInput`, :class:`~interlock._engine.io.AgentInit`,
-:class:`~interlock._engine.io.AgentOutput`, :class:`~interlock.records._sessions.Snapshot`,
-:class:`~interlock.inbox._inbox.PendingInterrupt`, the inbox's answers); protocol JSON never
+:class:`~interlock._engine.io.AgentOutput`, :class:`~interlock.records.Snapshot`,
+:class:`~interlock.inbox.PendingInterrupt`, the inbox's answers); protocol JSON never
 crosses it. Who calls is a :class:`Caller` the adapter builds from its own authentication
 (the Genkit server's context provider); an adapter never reads a tenant off a request body.
 
 :class:`ServedAgents` implements it over local agents. It adds no rule of its own beyond
 the shape of a turn's start: validation, resume plans, fenced claims, resume tokens, the
 effect journal and tenancy all happen where they always do (``Agent.connect``, the engine,
-:class:`~interlock.inbox._inbox.Inbox`), so every protocol gets them once and the same.
+:class:`~interlock.inbox.Inbox`), so every protocol gets them once and the same.
 An adapter translates; it never re-implements a rule.
 """
 

@@ -24,8 +24,6 @@ from ..tools._tool import Tool
 if TYPE_CHECKING:
     from ._inbox import PendingInterrupt, ResumableAgent
 
-__all__ = ["Answer", "Approve", "Edit", "Reject", "Respond", "Restart", "entry", "match_all", "skip_note"]
-
 
 @dataclass(frozen=True, slots=True)
 class Approve:

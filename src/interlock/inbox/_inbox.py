@@ -18,7 +18,7 @@ keeps an index of exactly those calls (:mod:`interlock.records._interrupt_index`
 in the snapshot with ``context={"identity": ..., "tenant": ...}``: the resumed snapshot's
 ``metadata["resume"]`` records who answered and when, and a second answer fails (``ABORTED``).
 
-Each verb is a thin constructor of a :class:`~interlock.interrupts._decisions.Decision`; what it does
+Each verb is a thin constructor of a :class:`~interlock.interrupts.Decision`; what it does
 depends on what paused the call:
 
 =======  ========================  ==========================  ==============================
@@ -44,7 +44,7 @@ A restart from approve carries the approval marker ``toolApproved: true`` and on
 reject ``toolApproved: false`` (tools never see it; the audit records the decision
 ``approve``/``deny``, and a ``tool_approval`` middleware around the tool lets an approved
 restart through); a respond from reject is marked ``deny``. An in-doubt call's attempt
-history is its :class:`~interlock.records._journal.JournalEntry` (:meth:`Inbox.journal_entry`).
+history is its :class:`~interlock.records.JournalEntry` (:meth:`Inbox.journal_entry`).
 
 A marker needs a JSON object payload: a scalar payload (``True`` for a ``bool`` tool)
 travels as is, and the audit labels it only through the tool's declared ``approval`` rule.
@@ -79,22 +79,11 @@ from ..records._journal import JournalEntry
 from ..records._sessions import Snapshot, utcnow
 from ..records.snapshots import claim_state
 from ..stores import SessionStore
-from ._answers import Answer, Approve, Edit, Reject, Respond, Restart, entry, match_all
-from ._items import AuditAnswer, AuditEntry, PendingInterrupt, agent_of, pending_item
-
-__all__ = [
-    "Answer",
-    "Approve",
-    "AuditAnswer",
-    "AuditEntry",
-    "Edit",
-    "Inbox",
-    "PendingInterrupt",
-    "Reject",
-    "Respond",
-    "Restart",
-    "ResumableAgent",
-]
+from ._answers import Answer, Approve, Reject, Respond, entry, match_all
+from ._answers import Edit as Edit
+from ._answers import Restart as Restart
+from ._items import AuditAnswer as AuditAnswer
+from ._items import AuditEntry, PendingInterrupt, agent_of, pending_item
 
 T = TypeVar("T")
 
@@ -118,7 +107,7 @@ class Inbox:
 
     Args:
         store: where the snapshots are; ``None`` for an inbox that only answers, through
-            one agent (e.g. a :class:`~interlock.http._client.RemoteAgent`: Genkit's protocol
+            one agent (e.g. a :class:`~interlock.http.RemoteAgent`: Genkit's protocol
             cannot list snapshots, so :meth:`pending` needs a store).
         agents: the agents that resume answered snapshots, by name (a sequence uses each
             agent's ``name``); give every agent whose snapshots you answer.

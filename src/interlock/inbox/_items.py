@@ -21,8 +21,6 @@ from ..records._interrupt_index import OpenInterrupt
 from ..records._sessions import Snapshot
 from ..tools._signature import data_as
 
-__all__ = ["AuditAnswer", "AuditEntry", "PendingInterrupt", "agent_of", "pending_item"]
-
 T = TypeVar("T")
 
 

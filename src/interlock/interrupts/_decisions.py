@@ -36,7 +36,6 @@ from ..parts import ToolRequestPart, ToolResponsePart
 if TYPE_CHECKING:
     from ._plan import Resume, ResumePlan
 
-__all__ = ["Decision", "DecisionLabel", "Verb", "audit_record", "decision_of"]
 
 Verb = Literal["respond", "restart"]
 DecisionLabel = Literal["approve", "deny"]

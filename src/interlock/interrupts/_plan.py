@@ -25,17 +25,6 @@ from ._decisions import DecisionLabel, decision_of
 if TYPE_CHECKING:
     from ..tools._tool import Tool
 
-__all__ = [
-    "PlannedCall",
-    "Resume",
-    "ResumePlan",
-    "interrupt_as",
-    "is_interrupt",
-    "json_equal",
-    "pending_interrupts",
-    "plan_resume",
-    "validate_resume",
-]
 
 T = TypeVar("T")
 

@@ -26,8 +26,6 @@ from ..records._sessions import SessionState
 from ..records.snapshots import spend_nonce
 from ..stores import SnapshotStore
 
-__all__ = ["pause_nonce", "spend_pause"]
-
 
 def pause_nonce(agent: str, state: SessionState) -> str:
     """The nonce of ``state``'s pause: a digest of the agent, the session and the paused (last) message."""

@@ -38,8 +38,6 @@ from ..errors import PermissionDeniedError, UsageError
 from ..messages import Message
 from ..records._sessions import SessionState
 
-__all__ = ["ENVELOPE", "Keyring"]
-
 ENVELOPE = "$interlock"
 """The key in ``custom`` that carries the signature of a client-managed state."""
 _VERSION = "v1"

@@ -15,11 +15,11 @@ output). The token binds:
   revised input) only when the agent allows revised inputs (:meth:`Agent.token_decisions`);
 * an expiry (``ttl``, 24 h by default) and a random 128-bit nonce;
 
-signed with HMAC-SHA256 by a key of the signer (:class:`~interlock.interrupts._signing.Keyring`
+signed with HMAC-SHA256 by a key of the signer (:class:`~interlock.interrupts.Keyring`
 holds the keys: one signs, every listed one verifies, so keys rotate).
 
 A resume entry carries the token of the interrupt it answers in its own
-``metadata.resumeToken`` (:meth:`~interlock.interrupts._decisions.Decision.answer` copies it, so
+``metadata.resumeToken`` (:meth:`~interlock.interrupts.Decision.answer` copies it, so
 ``InterruptedCall.respond/restart``, ``middleware.approve/deny`` and the inbox do).
 With ``Host(require_resume_tokens=True)`` every entry must carry a valid one; without it, a
 token that is present is still checked. :func:`check_tokens` runs once per resume,
@@ -80,17 +80,6 @@ if TYPE_CHECKING:
     from .._engine.protocols import RunnableAgent
     from ._plan import ResumePlan
 
-__all__ = [
-    "DEFAULT_TTL",
-    "ResumeToken",
-    "TokenDecision",
-    "TokenSigner",
-    "check_tokens",
-    "id_digest",
-    "input_digest",
-    "mint_tokens",
-    "refused",
-]
 
 TokenDecision: TypeAlias = Literal["respond", "restart", "edit"]
 """What a token allows: supply the output, run the call again, run it with a revised input."""
@@ -157,7 +146,7 @@ class TokenSigner:
 
     Args:
         keys: key id → secret (at least 32 random bytes; ids without ``.``), as for
-            :class:`~interlock.interrupts._signing.Keyring`, which holds them.
+            :class:`~interlock.interrupts.Keyring`, which holds them.
         signing: the id of the key that signs new tokens; default: the last one listed.
         ttl: seconds a token stays valid (default 24 h).
         clock: the time source (seconds since the epoch).

@@ -36,7 +36,6 @@ try:
 except ImportError as _exc:  # pragma: no cover - exercised by blocking the import in tests
     raise missing_extra("anthropic", "anthropic") from _exc
 
-__all__ = ["AnthropicModel"]
 
 _FINISH: dict[str, FinishReason] = {
     "end_turn": "stop",

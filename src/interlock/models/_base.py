@@ -9,17 +9,6 @@ from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 from ..messages import Message
 from ..parts import Part, ToolRequestPart
 
-__all__ = [
-    "ChunkCallback",
-    "FinishReason",
-    "Model",
-    "ModelChunk",
-    "ModelRequest",
-    "ModelResponse",
-    "ToolDefinition",
-    "Usage",
-]
-
 FinishReason: TypeAlias = Literal["stop", "length", "blocked", "aborted", "interrupted", "other", "unknown"]
 """Why a model (or a tool-loop turn) stopped. Unknown values from providers are kept as strings."""
 

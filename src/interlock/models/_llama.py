@@ -6,7 +6,7 @@ names the ``local`` extra. :class:`Llama` is the part of ``llama_cpp.Llama`` the
 (:func:`affinity`, :func:`physical_cores`) and :class:`CpuMeter` feed
 :func:`~interlock.models._local.pick_threads`. One generation is its :class:`Sampling` settings (from the
 request config, :func:`sampling_from`), the token loop (:func:`run_tokens`) that fills a :class:`Run`, its
-timing (:func:`timing_of`) and the :class:`~interlock.models._base.ModelResponse` built from it
+timing (:func:`timing_of`) and the :class:`~interlock.models.ModelResponse` built from it
 (:func:`response_from`).
 """
 

@@ -72,8 +72,6 @@ from ._llama import (
 )
 from ._weights import model_path
 
-__all__ = ["DEFAULT_NAME", "LocalModel", "pick_threads"]
-
 DEFAULT_NAME = "local/qwen2.5-coder-0.5b"
 """The embedded model's name."""
 

@@ -19,8 +19,6 @@ from typing import Any, TypeAlias, cast
 from ..errors import InvalidArgumentError
 from ._base import Model
 
-__all__ = ["ModelFactory", "providers", "register_provider", "resolve_model"]
-
 ModelFactory: TypeAlias = Callable[..., Model]
 """Builds a model: ``factory(model_id, **options) -> Model``."""
 

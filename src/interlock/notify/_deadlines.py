@@ -47,8 +47,6 @@ from ..records.snapshots import NoChange, claim_state, mark_escalated
 from ..stores import SessionStore, SnapshotStore
 from ..tools._expiry import OnExpire, expiry_note
 
-__all__ = ["IDENTITY", "Expiry", "ExpiryResult", "run_deadlines", "sweep"]
-
 logger = logging.getLogger("interlock.notify._deadlines")
 
 IDENTITY = "interlock.notify._deadlines"
@@ -93,7 +91,7 @@ async def sweep(
 ) -> list[Expiry]:
     """Apply the policy of every due deadline once; returns what happened to each timer taken.
 
-    ``agents`` resume ``reject``/``respond`` answers (by name, as for :class:`~interlock.inbox._inbox.Inbox`);
+    ``agents`` resume ``reject``/``respond`` answers (by name, as for :class:`~interlock.inbox.Inbox`);
     ``escalate`` needs none. ``lease`` bounds how long one timer's work may take before
     another sweeper may take it over (the claim still keeps the answer to one).
     """

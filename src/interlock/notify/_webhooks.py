@@ -21,7 +21,7 @@ and these headers:
 
 ``<mac>`` is base64url (no padding) of HMAC-SHA256, keyed by the key ``<key id>`` names,
 over ``v1.<key id>.<unix time>.`` + ``interlock.webhook.v1:`` + the body's bytes. The keys
-live in a :class:`~interlock.interrupts._signing.Keyring` (one signs, every listed one verifies, so
+live in a :class:`~interlock.interrupts.Keyring` (one signs, every listed one verifies, so
 keys rotate: receivers list the new key first, then the sender signs with it, then
 both drop the old one). :func:`verify` checks a request on the receiving side.
 """
@@ -46,8 +46,6 @@ from ..interrupts._signing import Keyring
 from ..records._outbox import KEEP_SETTLED, WEBHOOK, OutboxEvent, Retention, backoff
 from ..records._sessions import new_id, utcnow
 from ..stores import OutboxStore
-
-__all__ = ["DELIVERY", "EVENT", "SIGNATURE", "Endpoint", "Webhooks", "endpoints_from_specs", "sign", "verify"]
 
 logger = logging.getLogger("interlock.notify._webhooks")
 
@@ -144,7 +142,7 @@ class Webhooks:
 
     Args:
         endpoints: endpoints, or URLs (the default group, every event).
-        keyring: the signing keys (:class:`~interlock.interrupts._signing.Keyring`).
+        keyring: the signing keys (:class:`~interlock.interrupts.Keyring`).
         lease: seconds a deliverer holds the rows it took; a pass stops posting after 80 % of
             it (the rest lapse and are taken again), so keep it longer than ``timeout`` times
             the number of endpoints.

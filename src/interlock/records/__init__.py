@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from ._journal import call_key as call_key
     from ._journal import digest as digest
     from ._journal import superseded as superseded
+    from ._outbox import DEADLINE as DEADLINE
+    from ._outbox import WEBHOOK as WEBHOOK
     from ._outbox import OutboxEvent as OutboxEvent
     from ._outbox import OutboxStatus as OutboxStatus
     from ._outbox import Retention as Retention
@@ -43,6 +45,8 @@ if TYPE_CHECKING:
     from ._sessions import utcnow as utcnow
 
 _WHERE = {
+    "DEADLINE": "._outbox",
+    "WEBHOOK": "._outbox",
     "Artifact": "._sessions",
     "ChunkSink": "._sessions",
     "CustomPatch": "._sessions",
@@ -78,6 +82,8 @@ _WHERE = {
 }
 
 __all__ = [
+    "DEADLINE",
+    "WEBHOOK",
     "Artifact",
     "ChunkSink",
     "CustomPatch",

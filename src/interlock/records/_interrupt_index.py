@@ -29,8 +29,6 @@ from ..parts import ToolRequestPart
 from ._sessions import Snapshot
 from .snapshots import claim_state
 
-__all__ = ["InterruptQuery", "OpenInterrupt", "entries_of"]
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class OpenInterrupt:

@@ -31,8 +31,6 @@ from typing import Any, Literal, TypeAlias
 from ..errors import ClaimConflictError
 from ._sessions import utcnow
 
-__all__ = ["Expecting", "JournalEntry", "JournalStatus", "call_key", "digest", "superseded"]
-
 JournalStatus: TypeAlias = Literal["running", "done", "interrupted", "failed"]
 
 

@@ -36,23 +36,6 @@ from typing import Any, Literal, TypeAlias, cast
 from .._json import check_json
 from ._sessions import new_id, utcnow
 
-__all__ = [
-    "DEADLINE",
-    "KEEP_SETTLED",
-    "WEBHOOK",
-    "OutboxEvent",
-    "OutboxStatus",
-    "Retention",
-    "backoff",
-    "is_claimable",
-    "is_prunable",
-    "is_retryable",
-    "leased",
-    "new_event",
-    "retried",
-    "retries",
-]
-
 WEBHOOK = "webhook"
 """The channel of notifications delivered by :mod:`interlock.notify._webhooks`."""
 DEADLINE = "deadline"

@@ -25,21 +25,6 @@ from ..errors import InvalidArgumentError
 from ..messages import Message
 from ..parts import Part
 
-__all__ = [
-    "EXPIRY",
-    "Artifact",
-    "CustomPatch",
-    "ErrorInfo",
-    "Session",
-    "SessionState",
-    "Snapshot",
-    "SnapshotStatus",
-    "check_state",
-    "new_id",
-    "trusted_state",
-    "utcnow",
-]
-
 
 class SnapshotStatus(StrEnum):
     """A snapshot's status; members equal their wire strings (``SnapshotStatus.COMPLETED == "completed"``).

@@ -19,7 +19,7 @@ commits. :class:`NoChange` means the row no longer qualifies (the caller drops i
   :func:`abort_pending`, :func:`finalize`, :func:`requeue` (with :func:`if_orphaned`),
   :func:`mark_escalated` and :func:`spend_nonce`.
 
-The record types (:class:`~interlock.records._sessions.Snapshot`, its :class:`~interlock.records._sessions.SnapshotStatus`
+The record types (:class:`~interlock.records.Snapshot`, its :class:`~interlock.records.SnapshotStatus`
 and :data:`~interlock.records._sessions.EXPIRY`) are defined in :mod:`interlock.records._sessions`.
 """
 

@@ -189,7 +189,7 @@ class OutboxStore(Protocol):
     ) -> list[OutboxEvent]:
         """Lease to ``holder`` for ``lease`` seconds up to ``limit`` rows of ``channel``, oldest first.
 
-        Taken are the rows :func:`interlock.records._outbox.is_claimable` admits (pending, due by
+        Taken are the rows :func:`interlock.records.is_claimable` admits (pending, due by
         ``now``, no live lease), across tenants, in one atomic write: two claimers never
         get the same row while its lease lasts. Returns them as leased.
         """
@@ -212,8 +212,8 @@ class OutboxStore(Protocol):
     ) -> list[OutboxEvent]:
         """Give the ``failed`` rows of ``channel`` (``ids``: only those) a fresh start; returns them as written.
 
-        Taken are the rows :func:`interlock.records._outbox.is_retryable` admits, made
-        :func:`interlock.records._outbox.retried` (pending, due ``now``, attempts from 0), across
+        Taken are the rows :func:`interlock.records.is_retryable` admits, made
+        :func:`interlock.records.retried` (pending, due ``now``, attempts from 0), across
         tenants, in one write. A ``done`` or pending row, or an unknown id, is left alone.
         """
         ...
@@ -221,7 +221,7 @@ class OutboxStore(Protocol):
     async def outbox_prune(self, *, channel: str, settled_before: datetime) -> int:
         """Delete the rows of ``channel`` settled before ``settled_before``, across tenants; returns how many.
 
-        Deleted are the rows :func:`interlock.records._outbox.is_prunable` admits (``done`` or
+        Deleted are the rows :func:`interlock.records.is_prunable` admits (``done`` or
         ``failed``, settled before the cutoff); a pending row is never deleted.
         """
         ...
@@ -235,7 +235,7 @@ class InterruptIndex(Protocol):
     """
 
     async def open_interrupts(self, query: InterruptQuery, *, tenant: str | None = None) -> list[OpenInterrupt]:
-        """The page of the index of open interrupts that ``query`` asks for (see :mod:`interlock.records._interrupt_index`).
+        """The page of the index of open interrupts that ``query`` (an :class:`~interlock.records.InterruptQuery`) asks for.
 
         The index is written in the transaction of every snapshot write (and delete), so it
         always agrees with the snapshots; a listing reads nothing else.

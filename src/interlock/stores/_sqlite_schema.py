@@ -37,7 +37,7 @@ Per-row bookkeeping is kept small, since a turn's own messages are often only a 
 hundred bytes:
 
 * ids (``snapshot_id``, ``parent_id``, ``base_id``, ``claimed_by`` and the interned
-  ``session_id``) that are canonical lowercase UUID strings, as :func:`~interlock.records._sessions.new_id`
+  ``session_id``) that are canonical lowercase UUID strings, as :func:`~interlock.records.new_id`
   makes them, are stored as their 16 bytes (a BLOB) instead of 36 characters of text;
   any other id is stored as TEXT, unchanged. So every id reads back as exactly the string
   written, and the two kinds never collide (a BLOB never equals a TEXT);

@@ -17,8 +17,6 @@ from ..errors import InvalidArgumentError, UnimplementedError
 if TYPE_CHECKING:
     from . import SessionStore
 
-__all__ = ["StoreOpener", "open_store", "register_store_scheme"]
-
 
 class StoreOpener(Protocol):
     """Opens the store a URL names, as an async context manager that closes it (``upgrade``: migrate on open)."""

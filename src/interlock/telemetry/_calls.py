@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from ..models import ChunkCallback, Model, ModelRequest, ModelResponse
     from ..parts import ToolRequestPart
 
-__all__ = ["ToolTrace", "call_model", "model_retry", "split_model_name", "tool_call"]
 
 _models, _tools = logger("models"), logger("tools")
 

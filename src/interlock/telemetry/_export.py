@@ -14,8 +14,6 @@ import os
 from collections.abc import Mapping
 from typing import Literal
 
-__all__ = ["ExportSetup", "configure_from_env"]
-
 ExportSetup = Literal["configured", "disabled", "not-requested", "already-configured"]
 """What :func:`configure_from_env` did."""
 

@@ -47,17 +47,6 @@ if TYPE_CHECKING:
     from ..records._journal import JournalEntry
     from ..records._sessions import ErrorInfo, Snapshot
 
-__all__ = [
-    "TurnTrace",
-    "claim_lost",
-    "claim_taken",
-    "detached_enqueued",
-    "detached_finished",
-    "journal",
-    "resuming",
-    "store_error",
-    "turn",
-]
 
 _agents, _claims, _effects, _stores = logger("agents"), logger("claims"), logger("effects"), logger("stores")
 

@@ -27,8 +27,6 @@ import logging
 import sys
 from typing import Any, Literal, TextIO
 
-__all__ = ["JsonFormatter", "LogFormat", "configure_logging", "logger"]
-
 LogFormat = Literal["text", "json"]
 
 logging.getLogger("interlock").addHandler(logging.NullHandler())

@@ -25,20 +25,6 @@ except ImportError:  # the extra is not installed: no spans
     _trace = None
     _tracecontext = None
 
-__all__ = [
-    "TRACER_NAME",
-    "Attributes",
-    "add_event",
-    "capture_content",
-    "current_span",
-    "fail",
-    "incoming_trace",
-    "outgoing_trace",
-    "set_options",
-    "span",
-    "span_carrier",
-    "tracing",
-]
 
 TRACER_NAME = "interlock"
 """The instrumentation scope of every span interlock makes."""

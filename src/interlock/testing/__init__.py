@@ -20,7 +20,15 @@ from ..errors import ModelError
 from ..messages import Message
 from ..models import ChunkCallback, ModelChunk, ModelRequest, ModelResponse
 from ..parts import TextPart
-from ._stores import STORE_CHECKS, StoreCheck, StoreFactory, check_store, store_factory
+from ._stores import (
+    STORE_CHECKS,
+    StoreCheck,
+    StoreFactory,
+    check_journal_store,
+    check_snapshot_store,
+    check_store,
+    store_factory,
+)
 
 __all__ = [
     "STORE_CHECKS",
@@ -29,6 +37,8 @@ __all__ = [
     "ScriptedModel",
     "StoreCheck",
     "StoreFactory",
+    "check_journal_store",
+    "check_snapshot_store",
     "check_store",
     "store_factory",
 ]

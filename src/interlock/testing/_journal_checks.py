@@ -1,4 +1,4 @@
-"""Store conformance checks of :class:`~interlock.stores.JournalStore`, the effect journal (:mod:`interlock.records._journal`).
+"""Store conformance checks of :class:`~interlock.stores.JournalStore`, the effect journal.
 
 Run by :func:`~.stores.check_journal_store` and :data:`~.stores.STORE_CHECKS`.
 """

@@ -28,29 +28,6 @@ from ._journal_checks import JOURNAL_CHECKS
 from ._outbox_checks import OUTBOX_CHECKS
 from ._snapshot_checks import SNAPSHOT_CHECKS
 
-__all__ = [
-    "ADMIN_CHECKS",
-    "INDEX_CHECKS",
-    "JOURNAL_CHECKS",
-    "OUTBOX_CHECKS",
-    "SNAPSHOT_CHECKS",
-    "STORE_CHECKS",
-    "AdminStore",
-    "IndexedStore",
-    "JournaledStore",
-    "OutboxedStore",
-    "StoreCheck",
-    "StoreFactory",
-    "StoreFactoryOf",
-    "check_admin_store",
-    "check_index_store",
-    "check_journal_store",
-    "check_outbox_store",
-    "check_snapshot_store",
-    "check_store",
-    "store_factory",
-]
-
 S_co = TypeVar("S_co", bound=SnapshotStore, covariant=True)
 
 

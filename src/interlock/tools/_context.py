@@ -23,8 +23,6 @@ from ..parts import ToolRequestPart
 from ..records._sessions import Session
 from ._expiry import OnExpire, check_expires_in
 
-__all__ = ["Reconcile", "StepJournal", "ToolContext", "ToolMiddleware", "to_json"]
-
 R = TypeVar("R")
 T = TypeVar("T")
 

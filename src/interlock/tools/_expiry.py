@@ -42,7 +42,6 @@ from ..records._sessions import utcnow
 if TYPE_CHECKING:
     from ._tool import Tool
 
-__all__ = ["OnExpire", "Policy", "check_expires_in", "checked_policy", "deadline_metadata", "expiry_note"]
 
 Policy = Literal["reject", "respond", "escalate"]
 

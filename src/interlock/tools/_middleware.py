@@ -4,7 +4,7 @@
 becomes an interrupt (a *hold*, in Genkit's format) instead of running. Approve it with
 :func:`approve` (a restart carrying ``metadata.resumed.toolApproved: true``), deny it with
 :func:`deny` (a respond marked as a denial). Both are thin constructors of a
-:class:`~interlock.interrupts._decisions.Decision`. Holds are not claimable by a tool's
+:class:`~interlock.interrupts.Decision`. Holds are not claimable by a tool's
 ``interrupted()``: they belong to the middleware (:func:`is_hold` is the one rule).
 """
 
@@ -16,11 +16,9 @@ from typing import Any
 from .. import metadata as md
 from ..errors import Interrupt
 from ..interrupts._decisions import Decision
-from ..metadata import is_hold
+from ..metadata import is_hold as is_hold
 from ..parts import ToolRequestPart, ToolResponsePart
 from ._context import ToolContext, ToolMiddleware
-
-__all__ = ["approve", "deny", "is_hold", "tool_approval"]
 
 
 def tool_approval(allowed: Iterable[str] = ()) -> ToolMiddleware:

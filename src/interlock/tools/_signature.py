@@ -1,9 +1,9 @@
 """A tool's types: read from its function's signature, shown as JSON Schemas, and checked.
 
-:func:`read_signature` reads what a tool function takes (input, :class:`~interlock.tools._tool.ToolContext`,
+:func:`read_signature` reads what a tool function takes (input, :class:`~interlock.tools.ToolContext`,
 resume payload) and returns; :func:`schema` is the JSON Schema of a type; :func:`checked_input`,
 :func:`checked_output` and :func:`checked_resume` are the validations behind
-:class:`~interlock.tools._tool.Tool`'s ``validate_input``, ``validate_output`` and ``validate_resume``,
+:class:`~interlock.tools.Tool`'s ``validate_input``, ``validate_output`` and ``validate_resume``,
 each failure a typed error naming the field (:func:`validation_message`).
 
 A person's answers (resume payloads, respond outputs) are validated *strictly* unless the
@@ -177,7 +177,7 @@ def checked_output(name: str, adapter: TypeAdapter[Any] | None, output: object, 
 def checked_resume(
     name: str, adapter: TypeAdapter[Any] | None, resume_type: Any, resumed: object, *, lax: bool = False
 ) -> Any:
-    """The typed resume payload of tool ``name`` (see :meth:`~interlock.tools._tool.Tool.validate_resume`)."""
+    """The typed resume payload of tool ``name`` (see :meth:`~interlock.tools.Tool.validate_resume`)."""
     resumed = md.without_approval(resumed)
     if adapter is None or resumed is None:
         return None

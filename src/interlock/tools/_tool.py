@@ -34,7 +34,8 @@ from ..errors import Interrupt, UsageError
 from ..interrupts._decisions import Decision
 from ..models import ToolDefinition
 from ..parts import ToolRequestPart, ToolResponsePart
-from ._context import Reconcile, ToolContext, ToolMiddleware, to_json
+from ._context import Reconcile, ToolContext, to_json
+from ._context import ToolMiddleware as ToolMiddleware
 from ._expiry import OnExpire, check_expires_in, checked_policy
 from ._signature import (
     Signature,
@@ -46,15 +47,6 @@ from ._signature import (
     read_signature,
     schema,
 )
-
-__all__ = [
-    "InterruptedCall",
-    "Tool",
-    "ToolContext",
-    "ToolMiddleware",
-    "interrupt_tool",
-    "tool",
-]
 
 I = TypeVar("I")  # noqa: E741
 O = TypeVar("O")  # noqa: E741
@@ -111,7 +103,7 @@ class Tool(Generic[I, O, R]):
         self._resume: TypeAdapter[Any] | None = None if resume_type is None else TypeAdapter(resume_type)
         self._resume_schema: dict[str, Any] | None | Literal[False] = False  # built on first use
         self.on_expire = on_expire
-        """The policy of that deadline (:class:`~interlock.tools._expiry.OnExpire`; default: reject)."""
+        """The policy of that deadline (:class:`~interlock.tools.OnExpire`; default: reject)."""
         if self.expires_in is not None or on_expire is not None:  # the answer a deadline gives must fit
             checked_policy(self, on_expire or OnExpire.reject())
         self.definition = ToolDefinition(
@@ -207,7 +199,7 @@ class InterruptedCall(Generic[I, O, R]):
 
     Answer it with :meth:`respond` (supply the output; the tool does not run) or
     :meth:`restart` (run the tool again with a resume payload): thin constructors of a
-    :class:`~interlock.interrupts._decisions.Decision`, answered to this call.
+    :class:`~interlock.interrupts.Decision`, answered to this call.
     """
 
     tool: Tool[I, O, R]
@@ -458,7 +450,7 @@ def interrupt_tool(
         description: what the tool is for, for the model.
         data: the interrupt data: a JSON value, a pydantic model, or ``fn(input) -> data``.
         expires_in: a deadline for every call's interrupt (seconds or a timedelta).
-        on_expire: what happens when it passes (:class:`~interlock.tools._expiry.OnExpire`; default: reject).
+        on_expire: what happens when it passes (:class:`~interlock.tools.OnExpire`; default: reject).
         lax_answers: validate a respond's output in pydantic's lax mode (coercing types,
             dropping unknown keys) instead of strictly (JSON types as declared, unknown keys refused).
     """

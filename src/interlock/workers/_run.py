@@ -47,8 +47,6 @@ from ..stores import SnapshotStore
 from ..stores.postgres import PostgresStore
 from . import TASK, WorkerQueue
 
-__all__ = ["REQUEUES", "TurnWorker", "WorkerSettings"]
-
 log = logging.getLogger("interlock.workers")
 
 

@@ -14,11 +14,10 @@ Needs the ``inbox`` extra (Starlette and Jinja2). See ``docs/inbox.md``.
 from __future__ import annotations
 
 try:
-    from .app import InboxApp, mount_inbox
-    from .links import answer_url
+    from .app import InboxApp as InboxApp
+    from .app import mount_inbox as mount_inbox
+    from .links import answer_url as answer_url
 except ModuleNotFoundError as exc:
     if exc.name in ("starlette", "jinja2", "multipart"):
         raise ImportError(f"the inbox's web app needs {exc.name}: pip install 'interlock[inbox]'") from exc
     raise
-
-__all__ = ["InboxApp", "answer_url", "mount_inbox"]

@@ -52,8 +52,6 @@ from .openapi import openapi
 from .pages import page_routes
 from .responses import event_stream, json_error, json_response
 
-__all__ = ["InboxApp", "mount_inbox"]
-
 logger = logging.getLogger("interlock.inbox._inbox")
 Handler = Callable[[Request, Who], Awaitable[Response]]
 Endpoint = Callable[[Request], Awaitable[Response]]

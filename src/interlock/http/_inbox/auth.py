@@ -7,7 +7,7 @@ must give an ``identity``; its ``tenant`` scopes every read and answer. For one 
 ``?key=<token>`` and a cookie (HttpOnly, SameSite=Strict) keeps you signed in.
 
 That cookie is one sign-in's: a random id and its issue time, signed (a
-:class:`~interlock.interrupts._signing.Keyring` keyed by the token), refused once older than
+:class:`~interlock.interrupts.Keyring` keyed by the token), refused once older than
 ``session_max_age`` or altered. ``POST /sign-out`` clears it, and this process refuses the
 signed-out value from then on; changing the token ends every sign-in.
 
@@ -37,8 +37,6 @@ from ...interrupts._signing import Keyring
 from ...stores import check_tenant
 from .._asgi import RequestInfo
 from .._server import ContextProvider
-
-__all__ = ["CSRF_COOKIE", "SESSION_COOKIE", "SESSION_MAX_AGE", "Auth", "Who"]
 
 SESSION_COOKIE = "interlock_inbox"
 CSRF_COOKIE = "interlock_csrf"

@@ -1,7 +1,7 @@
 r"""Live updates: a tenant's pending interrupts, watched, as server-sent events.
 
 :func:`changes` lists the tenant's pending interrupts every ``interval`` seconds (one
-:meth:`~interlock.inbox._inbox.Inbox.pending` call: the same rule as every listing) and yields
+:meth:`~interlock.inbox.Inbox.pending` call: the same rule as every listing) and yields
 the first listing and every change: interrupts that appeared, and those that stopped
 waiting (answered, or otherwise gone). A stream ends after ``lifetime`` seconds (the
 browser's ``EventSource`` reconnects by itself) or when the client goes away.
@@ -15,8 +15,6 @@ from dataclasses import dataclass
 
 from ...inbox._inbox import Inbox, PendingInterrupt
 from .service import Filters
-
-__all__ = ["Change", "changes", "sse"]
 
 WATCHED = 500
 """The most pending interrupts a live listing follows (the oldest first)."""

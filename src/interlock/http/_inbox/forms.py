@@ -18,8 +18,6 @@ from typing import Any
 from ..._json_object import is_array, is_object
 from ...errors import InvalidArgumentError
 
-__all__ = ["FormField", "fields_for", "read_form"]
-
 _WHOLE = "__json__"
 _HINTS = (
     ("exclusiveMinimum", "> {}"),

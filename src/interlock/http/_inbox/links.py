@@ -13,8 +13,6 @@ from urllib.parse import quote, urlencode
 from ...inbox._inbox import PendingInterrupt
 from ...metadata import resume_token
 
-__all__ = ["answer_url"]
-
 
 def answer_url(base_url: str, item: PendingInterrupt) -> str:
     """The page of ``item`` under the inbox at ``base_url``, with its resume token when it has one."""

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ROUTES", "openapi"]
-
 _ERROR = {"$ref": "#/components/responses/Error"}
 _ID = {"type": "string"}
 

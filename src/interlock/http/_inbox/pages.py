@@ -46,7 +46,6 @@ from .responses import event_stream
 if TYPE_CHECKING:
     from .app import InboxApp
 
-__all__ = ["page_routes"]
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("interlock.http._inbox", "templates"),

@@ -1,6 +1,6 @@
 """What the inbox's HTTP API and page do, framework-free: filters, pages, details, answers, the audit trail.
 
-Every answer runs through :meth:`interlock.inbox._inbox.Inbox.answer`, so it is validated exactly
+Every answer runs through :meth:`interlock.inbox.Inbox.answer`, so it is validated exactly
 like any resume (history, schemas, resume tokens) and claimed exactly once. A refusal is
 an :class:`~interlock.errors.InterlockError` with its canonical status; an interrupt that
 another answer won is :class:`AnsweredError` (ABORTED, 409) naming who answered and when.
@@ -25,18 +25,6 @@ from ...errors import AbortedError, ClaimConflictError, InvalidArgumentError, Sn
 from ...inbox._inbox import Answer, Approve, AuditEntry, Edit, Inbox, PendingInterrupt, Reject, Respond, Restart
 from ...records.snapshots import claim_state
 from ...tools._tool import Tool
-
-__all__ = [
-    "AnsweredError",
-    "Filters",
-    "answer",
-    "audit",
-    "detail",
-    "list_page",
-    "parse_answer",
-    "parse_answers",
-    "parse_filters",
-]
 
 MAX_LIMIT = 500
 """The most interrupts one page lists."""
