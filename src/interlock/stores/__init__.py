@@ -235,7 +235,7 @@ class InterruptIndex(Protocol):
     """
 
     async def open_interrupts(self, query: InterruptQuery, *, tenant: str | None = None) -> list[OpenInterrupt]:
-        """The page of the index of open interrupts that ``query`` (an :class:`~interlock.records.InterruptQuery`) asks for.
+        """The page of the index of open interrupts that ``query``, an :class:`~interlock.records.InterruptQuery`, asks.
 
         The index is written in the transaction of every snapshot write (and delete), so it
         always agrees with the snapshots; a listing reads nothing else.
