@@ -1,5 +1,5 @@
 """``python -m interlock``: the command line (see :mod:`interlock.cli`)."""
 
-from .cli import _main as main
+from .cli import main
 
 raise SystemExit(main())

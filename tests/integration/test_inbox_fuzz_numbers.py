@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from starlette.routing import Mount, Route
 from test_inbox_http_fuzz import Served
 
-from interlock.cli import arguments
+from interlock.cli import _arguments as arguments
 from interlock.cli._main import COMMAND_MODULES, build_parser, main
 from interlock.http._inbox import InboxApp
 from interlock.http._inbox.service import DECISIONS

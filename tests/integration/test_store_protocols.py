@@ -22,10 +22,10 @@ from interlock import InMemoryStore
 from interlock._engine.claims import Claims
 from interlock._engine.commit import TurnWriter
 from interlock._engine.effects import Effects
-from interlock.cli import inbox as cli_inbox
-from interlock.cli import notify as cli_notify
+from interlock.cli import _inbox as cli_inbox
+from interlock.cli import _notify as cli_notify
 from interlock.errors import FailedPreconditionError
-from interlock.http import health
+from interlock.http import _health as health
 from interlock.notify._webhooks import Webhooks
 from interlock.records._sessions import Snapshot
 from interlock.stores import (

@@ -33,7 +33,7 @@ _MAX_AGE_HELP = "how long a sign-in (the ?key= link's cookie) lasts, e.g. 30m, 8
 
 def _web() -> Any:
     try:
-        from ..http import _inbox as web
+        from ..http import _inbox as web  # pyright: ignore[reportPrivateUsage]  (the inbox extra, imported on use)
     except ImportError as exc:
         raise CommandError(str(exc), code=1) from None
     return web

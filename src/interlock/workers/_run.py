@@ -40,7 +40,7 @@ from .._engine.handoff import HANDOFF
 from .._engine.invocation import run_handed_off
 from .._engine.protocols import RunnableAgent
 from ..errors import ClaimConflictError, FailedPreconditionError, InterlockError
-from ..records import _sessions as sessions
+from ..records import _sessions as sessions  # pyright: ignore[reportPrivateUsage]  (EXPIRY read at call time)
 from ..records._sessions import ErrorInfo, Snapshot, new_id, utcnow
 from ..records.snapshots import NoChange, fail_pending, heartbeat, if_orphaned, is_orphaned, requeue, requeues
 from ..stores import SnapshotStore
