@@ -484,8 +484,8 @@ def test_one_decision_type_under_every_verb() -> None:
 
 
 async def test_a_rule_the_tool_declares_labels_an_ordinary_restart() -> None:
+    from interlock._engine.commit import audit_record
     from interlock._engine.loop import check_resume, generate
-    from interlock.interrupts._decisions import audit_record
 
     @tool(approval=lambda c: c.approved)
     async def transfer(req: Transfer, ctx: ToolContext[Any], confirmation: Confirmation | None) -> str:

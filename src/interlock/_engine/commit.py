@@ -8,18 +8,20 @@ fenced by the claim (ABORTED if it lapsed); a turn that does not commit gives th
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import metadata as md
 from .._json_object import is_object
 from ..errors import InterlockError
-from ..interrupts._decisions import audit_record
-from ..interrupts._plan import ResumePlan
+from ..interrupts._decisions import DecisionLabel, decision_of
+from ..interrupts._plan import Resume, ResumePlan
 from ..interrupts._tokens import mint_tokens
 from ..messages import Message
+from ..parts import ToolRequestPart, ToolResponsePart
 from ..records._outbox import OutboxEvent
-from ..records._sessions import ErrorInfo, Session, Snapshot
+from ..records._sessions import ErrorInfo, Session, Snapshot, utcnow
 from ..records.snapshots import put_row
 from ..stores import JournalStore, JournalUpdater, SnapshotStore, Updater
 from .claims import ClaimHold, Claims
@@ -171,3 +173,39 @@ async def give_back(writer: TurnWriter | None, hold: ClaimHold | None, effects: 
         await writer.flush(effects)
     if hold is not None:
         await hold.release()
+
+
+def audit_record(resume: Resume, context: Mapping[str, Any], *, plan: ResumePlan | None = None) -> dict[str, Any]:
+    """What a resume decided, verbatim: kept as the resumed snapshot's ``metadata["resume"]``.
+
+    ``by`` is ``context["identity"]``, ``at`` the time; one row per answered call, under
+    its verb: ``name``, ``ref``, ``decision`` (``approve``/``deny`` from an explicit
+    decision or the tool's declared rule, else ``None``) and the restart's ``payload``
+    (``resumed`` as sent, without the approval marker) or the respond's ``output``; a
+    respond a passed deadline applied (:mod:`interlock.notify._deadlines`) adds ``expired``: its policy.
+    """
+    planned: dict[tuple[str, str | None], DecisionLabel | None] = (
+        {(c.request.name, c.request.ref or None): c.decision for c in plan.calls} if plan else {}
+    )
+    identity = context.get("identity")
+
+    def label(entry: ToolRequestPart | ToolResponsePart) -> DecisionLabel | None:
+        return decision_of(entry) or planned.get((entry.name, entry.ref or None))
+
+    def respond_row(p: ToolResponsePart) -> dict[str, Any]:
+        row = {"name": p.name, "ref": p.ref, "decision": label(p), "output": p.output}
+        expired = md.expired_by(p)
+        return row if expired is None else {**row, "expired": expired}
+
+    return {
+        "by": identity if isinstance(identity, (str, int, float, dict)) else None,
+        "at": utcnow().isoformat(),
+        "respond": [respond_row(p) for p in resume.respond],
+        "restart": [_restart_row(p, label(p)) for p in resume.restart],
+    }
+
+
+def _restart_row(p: ToolRequestPart, decision: DecisionLabel | None) -> dict[str, Any]:
+    row = {"name": p.name, "ref": p.ref, "decision": decision, "payload": md.without_approval(p.meta(md.RESUMED))}
+    reason = p.meta(md.REASON)
+    return row if reason is None else {**row, "reason": reason}

@@ -42,7 +42,8 @@ from typing import Any, cast
 from ..errors import InterlockError, InvalidArgumentError, UnimplementedError, UsageError
 from ..http._client import RemoteAgent
 from ..http._inbox_client import InboxClient, is_inbox
-from ..inbox._inbox import Approve, Inbox, Reject, Respond, ResumableAgent
+from ..inbox._inbox import Approve, Inbox, Reject, Respond
+from ..inbox._items import ResumableAgent
 from ..records._sessions import utcnow
 from ..stores import SessionStore, SnapshotInfo, StoreAdmin
 from ..stores._prune import prunable

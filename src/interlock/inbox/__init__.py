@@ -19,10 +19,10 @@ if TYPE_CHECKING:
     from ._answers import match_all as match_all
     from ._answers import skip_note as skip_note
     from ._inbox import Inbox as Inbox
-    from ._inbox import ResumableAgent as ResumableAgent
     from ._items import AuditAnswer as AuditAnswer
     from ._items import AuditEntry as AuditEntry
     from ._items import PendingInterrupt as PendingInterrupt
+    from ._items import ResumableAgent as ResumableAgent
     from ._items import agent_of as agent_of
     from ._items import pending_item as pending_item
 
@@ -37,7 +37,7 @@ _WHERE = {
     "Reject": "._answers",
     "Respond": "._answers",
     "Restart": "._answers",
-    "ResumableAgent": "._inbox",
+    "ResumableAgent": "._items",
     "agent_of": "._items",
     "entry": "._answers",
     "match_all": "._answers",

@@ -22,7 +22,7 @@ from ..tools._middleware import deny as deny_hold
 from ..tools._tool import Tool
 
 if TYPE_CHECKING:
-    from ._inbox import PendingInterrupt, ResumableAgent
+    from ._items import PendingInterrupt, ResumableAgent
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,7 +59,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from .. import metadata as md
 from .._engine.io import AgentOutput
@@ -83,23 +83,9 @@ from ._answers import Answer, Approve, Reject, Respond, entry, match_all
 from ._answers import Edit as Edit
 from ._answers import Restart as Restart
 from ._items import AuditAnswer as AuditAnswer
-from ._items import AuditEntry, PendingInterrupt, agent_of, pending_item
+from ._items import AuditEntry, PendingInterrupt, ResumableAgent, agent_of, pending_item
 
 T = TypeVar("T")
-
-
-class ResumableAgent(Protocol):
-    """What the inbox needs of an agent (an :class:`~interlock.Agent` or a :class:`~interlock.RemoteAgent`)."""
-
-    name: str
-
-    async def run(
-        self, *, resume: Resume | None = None, snapshot_id: str | None = None, context: dict[str, Any] | None = None
-    ) -> AgentOutput: ...
-
-    async def get_snapshot(
-        self, snapshot_id: str | None = None, *, session_id: str | None = None, context: dict[str, Any] | None = None
-    ) -> Snapshot: ...
 
 
 class Inbox:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .. import metadata as md
 from .._json_object import is_array, is_object
@@ -20,6 +20,10 @@ from ..parts import ToolRequestPart
 from ..records._interrupt_index import OpenInterrupt
 from ..records._sessions import Snapshot
 from ..tools._signature import data_as
+
+if TYPE_CHECKING:
+    from .._engine.io import AgentOutput
+    from ..interrupts._plan import Resume
 
 T = TypeVar("T")
 
@@ -229,3 +233,17 @@ def _decision(row: dict[str, Any]) -> DecisionLabel | None:
     if label in ("approve", "deny"):
         return label
     return "approve" if row.get("approved") is True else None  # an old record: only ``true`` was explicit
+
+
+class ResumableAgent(Protocol):
+    """What the inbox needs of an agent (an :class:`~interlock.Agent` or a :class:`~interlock.RemoteAgent`)."""
+
+    name: str
+
+    async def run(
+        self, *, resume: Resume | None = None, snapshot_id: str | None = None, context: dict[str, Any] | None = None
+    ) -> AgentOutput: ...
+
+    async def get_snapshot(
+        self, snapshot_id: str | None = None, *, session_id: str | None = None, context: dict[str, Any] | None = None
+    ) -> Snapshot: ...

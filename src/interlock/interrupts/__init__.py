@@ -12,7 +12,6 @@ if TYPE_CHECKING:
     from ._decisions import Decision as Decision
     from ._decisions import DecisionLabel as DecisionLabel
     from ._decisions import Verb as Verb
-    from ._decisions import audit_record as audit_record
     from ._decisions import decision_of as decision_of
     from ._plan import PlannedCall as PlannedCall
     from ._plan import Resume as Resume
@@ -47,7 +46,6 @@ _WHERE = {
     "TokenDecision": "._tokens",
     "TokenSigner": "._tokens",
     "Verb": "._decisions",
-    "audit_record": "._decisions",
     "check_resume_shape": "._plan",
     "check_tokens": "._tokens",
     "decision_of": "._decisions",
@@ -76,7 +74,6 @@ __all__ = [
     "TokenDecision",
     "TokenSigner",
     "Verb",
-    "audit_record",
     "check_resume_shape",
     "check_tokens",
     "decision_of",

@@ -1,4 +1,4 @@
-"""One decision vocabulary for answering a paused call, and the audit record of a resume.
+"""One decision vocabulary for answering a paused call (a resume's audit record is ``_engine/commit.py``'s).
 
 A paused call is answered by a :class:`Decision`, which becomes one entry of a
 :class:`~interlock.Resume`:
@@ -27,15 +27,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from .. import metadata as md
 from .._json_object import is_object
 from ..parts import ToolRequestPart, ToolResponsePart
-
-if TYPE_CHECKING:
-    from ._plan import Resume, ResumePlan
-
 
 Verb = Literal["respond", "restart"]
 DecisionLabel = Literal["approve", "deny"]
@@ -136,41 +132,3 @@ def decision_of(entry: ToolRequestPart | ToolResponsePart) -> DecisionLabel | No
     note = entry.meta(md.INTERRUPT_RESPONSE)
     label = note.get(md.DECISION) if is_object(note) else None
     return label if label in ("approve", "deny") else None
-
-
-def audit_record(resume: Resume, context: Mapping[str, Any], *, plan: ResumePlan | None = None) -> dict[str, Any]:
-    """What a resume decided, verbatim: kept as the resumed snapshot's ``metadata["resume"]``.
-
-    ``by`` is ``context["identity"]``, ``at`` the time; one row per answered call, under
-    its verb: ``name``, ``ref``, ``decision`` (``approve``/``deny`` from an explicit
-    decision or the tool's declared rule, else ``None``) and the restart's ``payload``
-    (``resumed`` as sent, without the approval marker) or the respond's ``output``; a
-    respond a passed deadline applied (:mod:`interlock.notify._deadlines`) adds ``expired``: its policy.
-    """
-    planned: dict[tuple[str, str | None], DecisionLabel | None] = (
-        {(c.request.name, c.request.ref or None): c.decision for c in plan.calls} if plan else {}
-    )
-    from ..records._sessions import utcnow  # sessions imports the vocabulary (through _json, interrupts)
-
-    identity = context.get("identity")
-
-    def label(entry: ToolRequestPart | ToolResponsePart) -> DecisionLabel | None:
-        return decision_of(entry) or planned.get((entry.name, entry.ref or None))
-
-    def respond_row(p: ToolResponsePart) -> dict[str, Any]:
-        row = {"name": p.name, "ref": p.ref, "decision": label(p), "output": p.output}
-        expired = md.expired_by(p)
-        return row if expired is None else {**row, "expired": expired}
-
-    return {
-        "by": identity if isinstance(identity, (str, int, float, dict)) else None,
-        "at": utcnow().isoformat(),
-        "respond": [respond_row(p) for p in resume.respond],
-        "restart": [_restart_row(p, label(p)) for p in resume.restart],
-    }
-
-
-def _restart_row(p: ToolRequestPart, decision: DecisionLabel | None) -> dict[str, Any]:
-    row = {"name": p.name, "ref": p.ref, "decision": decision, "payload": md.without_approval(p.meta(md.RESUMED))}
-    reason = p.meta(md.REASON)
-    return row if reason is None else {**row, "reason": reason}

@@ -37,7 +37,8 @@ from typing import Any, Literal, TypeAlias, cast
 from .. import metadata as md
 from .._engine.notifications import interrupt_data
 from ..errors import ClaimConflictError, FailedPreconditionError, InterlockError, SnapshotNotFoundError
-from ..inbox._inbox import Inbox, PendingInterrupt, ResumableAgent
+from ..inbox._inbox import Inbox, PendingInterrupt
+from ..inbox._items import ResumableAgent
 from ..interrupts._decisions import Decision
 from ..interrupts._plan import Resume
 from ..parts import ToolRequestPart, ToolResponsePart

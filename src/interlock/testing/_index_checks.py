@@ -22,8 +22,8 @@ from ..records._interrupt_index import InterruptQuery
 from ..records._sessions import SessionState, Snapshot
 from ..stores import InterruptIndex, SnapshotStore
 
-if TYPE_CHECKING:  # stores.py imports this module
-    from ._stores import IndexedStore, StoreFactoryOf
+if TYPE_CHECKING:
+    from ._kinds import IndexedStore, StoreFactoryOf
 
     _Factory = StoreFactoryOf[IndexedStore]
 

@@ -19,8 +19,8 @@ from ._checking import raises as _raises
 from ._checking import snap as _snap
 from ._checking import turn as _turn
 
-if TYPE_CHECKING:  # stores.py imports this module
-    from ._stores import JournaledStore, StoreFactoryOf
+if TYPE_CHECKING:
+    from ._kinds import JournaledStore, StoreFactoryOf
 
     _Factory = StoreFactoryOf[JournaledStore]
 

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from ..records._outbox import DEADLINE, WEBHOOK, OutboxEvent, new_event
 from ..records._sessions import Snapshot, utcnow
 
-if TYPE_CHECKING:  # stores.py imports this module
-    from ._stores import OutboxedStore, StoreFactoryOf
+if TYPE_CHECKING:
+    from ._kinds import OutboxedStore, StoreFactoryOf
 
     _Factory = StoreFactoryOf[OutboxedStore]
 

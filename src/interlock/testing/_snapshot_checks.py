@@ -38,8 +38,8 @@ from ._checking import raises as _raises
 from ._checking import snap as _snap
 from ._checking import turn as _turn
 
-if TYPE_CHECKING:  # stores.py imports this module
-    from ._stores import StoreFactoryOf
+if TYPE_CHECKING:
+    from ._kinds import StoreFactoryOf
 
     _Factory = StoreFactoryOf[SnapshotStore]
 

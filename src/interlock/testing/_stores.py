@@ -16,52 +16,18 @@ them against a factory of stores with that capability (and the core's, which eve
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Protocol, TypeAlias, TypeVar
+from collections.abc import AsyncGenerator, Callable, Iterable
+from contextlib import asynccontextmanager
+from typing import Any
 
-from ..stores import InterruptIndex, JournalStore, OutboxStore, SessionStore, SnapshotStore, StoreAdmin
+from ..stores import SessionStore, SnapshotStore
 from ._admin_checks import ADMIN_CHECKS
 from ._checking import run_checks
 from ._index_checks import INDEX_CHECKS
 from ._journal_checks import JOURNAL_CHECKS
+from ._kinds import AdminStore, IndexedStore, JournaledStore, OutboxedStore, StoreCheck, StoreFactory, StoreFactoryOf
 from ._outbox_checks import OUTBOX_CHECKS
 from ._snapshot_checks import SNAPSHOT_CHECKS
-
-S_co = TypeVar("S_co", bound=SnapshotStore, covariant=True)
-
-
-class StoreFactoryOf(Protocol[S_co]):
-    """Opens a fresh, empty store (an ``S_co``) for one check and closes it afterwards.
-
-    ``async with make_store() as store: ...``; ``reject_branching=True`` asks for a store
-    whose :meth:`~interlock.stores.SnapshotStore.latest` rejects branching sessions.
-    """
-
-    def __call__(self, *, reject_branching: bool = False) -> AbstractAsyncContextManager[S_co]: ...
-
-
-StoreFactory: TypeAlias = StoreFactoryOf[SessionStore]
-"""Opens a fresh, empty whole store for one check (a :class:`StoreFactoryOf` whole stores)."""
-
-StoreCheck: TypeAlias = Callable[[StoreFactory], Awaitable[None]]
-"""One conformance check: an async function of a :class:`StoreFactory` that raises ``AssertionError`` on failure."""
-
-
-class AdminStore(SnapshotStore, StoreAdmin, Protocol):
-    """What :data:`ADMIN_CHECKS` take: snapshots to list, delete and prune."""
-
-
-class JournaledStore(SnapshotStore, JournalStore, StoreAdmin, Protocol):
-    """What :data:`JOURNAL_CHECKS` take: snapshots (save_all writes entries), the journal, deletes (drop entries)."""
-
-
-class OutboxedStore(SnapshotStore, OutboxStore, Protocol):
-    """What :data:`OUTBOX_CHECKS` take: snapshots (save_all writes the events) and the outbox."""
-
-
-class IndexedStore(SnapshotStore, InterruptIndex, StoreAdmin, Protocol):
-    """What :data:`INDEX_CHECKS` take: snapshots, the index of open interrupts, and deletes (they change it)."""
 
 
 async def check_snapshot_store(make_store: StoreFactoryOf[SnapshotStore]) -> None:
