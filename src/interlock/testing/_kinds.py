@@ -1,5 +1,6 @@
-"""The kinds of store the conformance checks take, and the factory that opens one (a leaf: the checks and
-``_stores.py`` both import it).
+"""The kinds of store the conformance checks take, and the factory that opens one.
+
+A leaf: the checks and ``_stores.py`` both import it.
 """
 
 from __future__ import annotations
