@@ -32,16 +32,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from .. import metadata as md
 from .._json_object import is_object
 from ..errors import InterlockError, UsageError
 from ..records._sessions import utcnow
-
-if TYPE_CHECKING:
-    from ._tool import Tool
-
 
 Policy = Literal["reject", "respond", "escalate"]
 
@@ -97,13 +93,28 @@ class OnExpire:
         return cls(policy="reject", note=note if isinstance(note, str) else None, output=r.get("output"))
 
 
+class ExpiringTool(Protocol):
+    """What a deadline needs of a tool (a :class:`~interlock.tools.Tool`): its name, defaults and output check."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def expires_in(self) -> float | None: ...
+
+    @property
+    def on_expire(self) -> OnExpire | None: ...
+
+    def validate_output(self, output: object) -> Any: ...
+
+
 def expiry_note(policy: OnExpire, tool: str) -> dict[str, Any]:
     """What the model reads for a call a ``reject`` deadline answered."""
     message = policy.note or f"No one answered the call to {tool} before its deadline; it was not made."
     return {"expired": True, "message": message}
 
 
-def checked_policy(tool: Tool[Any, Any, Any], policy: OnExpire) -> OnExpire:
+def checked_policy(tool: ExpiringTool, policy: OnExpire) -> OnExpire:
     """``policy`` with the output that will answer the call, checked against the tool's output schema.
 
     ``respond``: its output. ``reject``: :func:`expiry_note`, or its message alone for a tool
@@ -137,7 +148,7 @@ def check_expires_in(expires_in: object) -> float | None:
 
 
 def deadline_metadata(
-    tool: Tool[Any, Any, Any],
+    tool: ExpiringTool,
     data: Any,
     *,
     expires_in: float | None,
@@ -159,7 +170,7 @@ def deadline_metadata(
     return {"expiresAt": at.isoformat(), "onExpire": policy.to_json()}
 
 
-def _foreign_pause(tool: Tool[Any, Any, Any], data: object) -> bool:
+def _foreign_pause(tool: ExpiringTool, data: object) -> bool:
     """A pause the tool itself did not ask for: a middleware hold or an in-doubt call."""
     if not is_object(data):
         return False

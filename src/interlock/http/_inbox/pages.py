@@ -24,7 +24,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import parse_qsl
 
 import jinja2
@@ -34,18 +34,14 @@ from starlette.routing import BaseRoute, Route
 
 from ..._durations import parse_whole
 from ...errors import InterlockError, InternalError, InvalidArgumentError, NotFoundError
-from ...inbox._inbox import PendingInterrupt
+from ...inbox._inbox import Inbox, PendingInterrupt
 from .._asgi import Reject
 from .._status import http_status
 from . import service
-from .auth import CSRF_COOKIE, Who, check_csrf, check_origin, csrf_token
+from .auth import CSRF_COOKIE, Auth, Who, check_csrf, check_origin, csrf_token
 from .events import changes, sse
 from .forms import fields_for, read_form
 from .responses import event_stream
-
-if TYPE_CHECKING:
-    from .app import InboxApp
-
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("interlock.http._inbox", "templates"),
@@ -100,7 +96,18 @@ def _prefixes(form: dict[str, str]) -> list[str]:
     return [f"a{n}." for n in range(1, parse_whole(count, "count", low=1, high=MAX_FORM_ANSWERS) + 1)]
 
 
-def page_routes(app: InboxApp) -> list[BaseRoute]:
+class PagesApp(Protocol):
+    """What the pages need of the app that mounts them (:class:`~interlock.http.InboxApp`)."""
+
+    inbox: Inbox
+    auth: Auth
+    poll_interval: float
+    stream_lifetime: float
+
+    async def read_body(self, request: Request) -> bytes: ...
+
+
+def page_routes(app: PagesApp) -> list[BaseRoute]:
     """The page's routes, bound to ``app``."""
     pages = _Pages(app)
     return [
@@ -116,7 +123,7 @@ def page_routes(app: InboxApp) -> list[BaseRoute]:
 
 
 class _Pages:
-    def __init__(self, app: InboxApp) -> None:
+    def __init__(self, app: PagesApp) -> None:
         self.app = app
         self.inbox = app.inbox
 
