@@ -16,8 +16,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Self, TypeAlias, TypeVar
 
 from ._json_object import json_object, optional_object, put_present, unknown_keys
+from ._keys import INTERRUPT
 from .errors import InvalidArgumentError
-from .metadata import INTERRUPT
 
 __all__ = [
     "CustomPart",
