@@ -13,7 +13,7 @@ from replay.server import ReplayServer, Reply, fixture
 from interlock.errors import DeadlineExceededError, ResourceExhaustedError, UnauthenticatedError, UnavailableError
 from interlock.messages import Message
 from interlock.models import ModelChunk, ModelRequest, ToolDefinition
-from interlock.models._anthropic import AnthropicModel
+from interlock.models.anthropic import AnthropicModel
 from interlock.parts import MediaPart, ReasoningPart, TextPart, ToolRequestPart, ToolResponsePart
 
 WEATHER = ToolDefinition(
@@ -237,6 +237,6 @@ async def test_timeout_is_deadline_exceeded(server: ReplayServer) -> None:
 
 def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "anthropic", None)
-    monkeypatch.delitem(sys.modules, "interlock.models._anthropic")
+    monkeypatch.delitem(sys.modules, "interlock.models.anthropic")
     with pytest.raises(ImportError, match=r"pip install 'interlock\[anthropic\]'"):
-        importlib.import_module("interlock.models._anthropic")
+        importlib.import_module("interlock.models.anthropic")

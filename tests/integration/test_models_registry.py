@@ -15,8 +15,8 @@ from interlock.errors import InvalidArgumentError
 from interlock.messages import Message
 from interlock.models import Model, ModelRequest
 from interlock.models import _registry as registry  # pyright: ignore[reportPrivateUsage]
-from interlock.models._anthropic import AnthropicModel
 from interlock.models._registry import providers, register_provider, resolve_model
+from interlock.models.anthropic import AnthropicModel
 from interlock.models.gemini import GeminiModel
 from interlock.models.openai import OpenAIModel
 from interlock.testing import ScriptedModel
@@ -126,6 +126,6 @@ def test_entry_points_add_providers(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 def test_missing_sdk_is_reported_when_resolving(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "anthropic", None)
-    monkeypatch.delitem(sys.modules, "interlock.models._anthropic")
+    monkeypatch.delitem(sys.modules, "interlock.models.anthropic")
     with pytest.raises(ImportError, match=r"pip install 'interlock\[anthropic\]'"):
         resolve_model("anthropic/claude-sonnet-4-6", api_key="k")

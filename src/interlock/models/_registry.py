@@ -29,7 +29,7 @@ _BUILTIN: dict[str, str] = {
     "openai": "interlock.models.openai:openai_model",
     "openai-compatible": "interlock.models.openai:compatible_model",
     "ollama": "interlock.models.openai:ollama_model",
-    "anthropic": "interlock.models._anthropic:AnthropicModel",
+    "anthropic": "interlock.models.anthropic:AnthropicModel",
     "gemini": "interlock.models.gemini:gemini_model",
     "googleai": "interlock.models.gemini:googleai_model",
 }
