@@ -1,4 +1,4 @@
-"""What the engine needs of an agent, of a custom agent's turn function, and of a worker queue.
+"""What the engine needs of an agent and of a custom agent's turn function.
 
 A leaf: it imports nothing of interlock at run time, so the engine's modules (``runtime``,
 ``_session_load``, ``_turn_commit``, ``tokens``, ...) can type against an agent without
@@ -16,20 +16,10 @@ if TYPE_CHECKING:
     from ..interrupts._tokens import TokenDecision
     from ..messages import Message
     from ..parts import ToolRequestPart
-    from ..records._sessions import SessionState, Snapshot
-    from ..stores import SessionStore, SnapshotStore
+    from ..records._sessions import SessionState
+    from ..stores import SessionStore
     from .invocation import SessionRunner
     from .io import AgentInput, AgentResult, StreamChunk, TurnContext, TurnResult
-
-
-class DetachTarget(Protocol):
-    """Where an agent hands its detached turns (:class:`interlock.workers.WorkerQueue` is one)."""
-
-    async def hand_off(self, store: SnapshotStore, pending: Snapshot, tenant: str | None) -> None:
-        """Write the pending row ``pending`` and the job that runs it, in one transaction of ``store``."""
-        ...
-
-    async def abort(self, snapshot_id: str, tenant: str | None) -> int: ...
 
 
 class RunnableAgent(Protocol):

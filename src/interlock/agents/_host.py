@@ -20,17 +20,26 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from .._engine.io import StreamChunk
 from ..errors import UsageError
-from ..records._sessions import SessionState
+from ..records._sessions import SessionState, Snapshot
 
 if TYPE_CHECKING:
-    from .._engine.protocols import DetachTarget
     from ..interrupts._signing import Keyring
     from ..interrupts._tokens import TokenSigner
     from ..stores import SessionStore, SnapshotStore
+
+
+class DetachTarget(Protocol):
+    """Where an agent hands its detached turns (:class:`interlock.workers.WorkerQueue` is one)."""
+
+    async def hand_off(self, store: SnapshotStore, pending: Snapshot, tenant: str | None) -> None:
+        """Write the pending row ``pending`` and the job that runs it, in one transaction of ``store``."""
+        ...
+
+    async def abort(self, snapshot_id: str, tenant: str | None) -> int: ...
 
 
 StateTransform: TypeAlias = Callable[[SessionState], SessionState]

@@ -67,7 +67,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 from .. import metadata as md
 from .._json_object import is_array, is_object
@@ -77,7 +77,6 @@ from ..parts import ToolRequestPart, ToolResponsePart
 from ._signing import Keyring
 
 if TYPE_CHECKING:
-    from .._engine.protocols import RunnableAgent
     from ._plan import ResumePlan
 
 
@@ -260,9 +259,29 @@ def _label(name: str, ref: str | None) -> str:
     return f"{name}#{ref}" if ref else name
 
 
-def mint_tokens(
-    agent: RunnableAgent, messages: Sequence[Message], *, session_id: str, snapshot_id: str
-) -> list[Message]:
+class TokenHost(Protocol):
+    """The settings tokens are minted and checked with (a :class:`~interlock.agents.Host` has them)."""
+
+    @property
+    def resume_tokens(self) -> TokenSigner | None: ...
+
+    @property
+    def require_resume_tokens(self) -> bool: ...
+
+
+class TokenAgent(Protocol):
+    """What minting and checking tokens needs of an agent: its name, its settings, its tools' decisions."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def host(self) -> TokenHost: ...
+
+    def token_decisions(self, part: ToolRequestPart) -> tuple[TokenDecision, ...]: ...
+
+
+def mint_tokens(agent: TokenAgent, messages: Sequence[Message], *, session_id: str, snapshot_id: str) -> list[Message]:
     """``messages`` with a fresh token on each pending interrupt of the last (model) message.
 
     Unchanged when the agent mints no tokens or nothing waits for an answer.
@@ -288,9 +307,7 @@ def mint_tokens(
     return out
 
 
-def check_tokens(
-    agent: RunnableAgent, plan: ResumePlan, *, session_id: str, snapshot_id: str | None
-) -> tuple[str, ...]:
+def check_tokens(agent: TokenAgent, plan: ResumePlan, *, session_id: str, snapshot_id: str | None) -> tuple[str, ...]:
     """Check the token of every entry of a validated resume of ``snapshot_id``; the nonces to spend.
 
     The one check (``Turn._plan``, in ``interlock._engine.turn``, calls it after ``check_resume``, before any claim).
