@@ -104,31 +104,24 @@ def test_private_modules_have_no_all_and_their_public_names_have_a_public_door()
 
 
 def _imports(path: pathlib.Path, module: str) -> set[str]:
-    """The interlock modules ``module`` imports, at load time or inside a function (not for type checking)."""
+    """The interlock modules ``module`` imports: at load time, inside a function, or for type checking."""
     tree = ast.parse(path.read_text())
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
-    skipped = {
-        id(sub)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-        for sub in ast.walk(node)
-    }
     for sub in ast.walk(tree):
-        if id(sub) not in skipped:
-            if isinstance(sub, ast.Import):
-                found |= {a.name for a in sub.names if a.name.startswith("interlock")}
-            elif isinstance(sub, ast.ImportFrom):
-                base = sub.module or ""
-                if sub.level:
-                    parts = package.split(".")
-                    parts = parts[: len(parts) - sub.level + 1]
-                    base = ".".join([*parts, base]) if base else ".".join(parts)
-                if not base.startswith("interlock"):
-                    continue
-                for alias in sub.names:
-                    candidate = f"{base}.{alias.name}"
-                    found.add(candidate if _exists(candidate) else base)
+        if isinstance(sub, ast.Import):
+            found |= {a.name for a in sub.names if a.name.startswith("interlock")}
+        elif isinstance(sub, ast.ImportFrom):
+            base = sub.module or ""
+            if sub.level:
+                parts = package.split(".")
+                parts = parts[: len(parts) - sub.level + 1]
+                base = ".".join([*parts, base]) if base else ".".join(parts)
+            if not base.startswith("interlock"):
+                continue
+            for alias in sub.names:
+                candidate = f"{base}.{alias.name}"
+                found.add(candidate if _exists(candidate) else base)
     return found - {module}
 
 

@@ -31,46 +31,11 @@ from .handoff import handoff_metadata, handoff_named, read_handoff
 from .io import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnEnd
 from .load import PreTurnFailure, load_state
 from .output import build_output
-from .protocols import RunnableAgent, TurnHandler
+from .protocols import RunnableAgent, SessionRunner, TurnHandler
 from .streams import END, Ended
 from .turn import QueuedTurn, Turn
 
 _background: set[asyncio.Task[Any]] = set()
-
-
-class SessionRunner:
-    """What a custom agent function drives: the session, the turn loop, and the stream."""
-
-    def __init__(self, invocation: Invocation) -> None:
-        self._inv = invocation
-
-    @property
-    def session(self) -> Session:
-        """The live session (messages, custom state, artifacts)."""
-        return self._inv.session
-
-    @property
-    def context(self) -> dict[str, Any]:
-        """The caller's context (identity, tenant, ...)."""
-        return self._inv.context
-
-    @property
-    def aborted(self) -> asyncio.Event:
-        """Set when the caller aborts a detached invocation."""
-        return self._inv.abort_event
-
-    @property
-    def last_finish_reason(self) -> str | None:
-        """The finish reason of the last completed turn."""
-        return self._inv.last_finish_reason
-
-    def send_chunk(self, chunk: StreamChunk) -> None:
-        """Stream a chunk to the caller (dropped after a detach)."""
-        self._inv.emit(chunk)
-
-    async def run(self, handler: TurnHandler) -> None:
-        """Run ``handler`` once per input, adding each input's message to the history first."""
-        await self._inv.run_turns(handler)
 
 
 class Invocation:

@@ -1,7 +1,7 @@
-"""What the engine needs of an agent and of a custom agent's turn function.
+"""What the engine needs of an agent and of a custom agent's turn function, and the runner that function drives.
 
-A leaf: it imports nothing of interlock at run time, so the engine's modules (``runtime``,
-``_session_load``, ``_turn_commit``, ``tokens``, ...) can type against an agent without
+A leaf: it imports nothing of interlock at run time, so the engine's modules (``invocation``,
+``load``, ``commit``, ``output``, ...) can type against an agent without
 importing ``agents``, and ``agents`` can import the engine.
 """
 
@@ -11,14 +11,15 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 if TYPE_CHECKING:
+    import asyncio
+
     from ..agents._host import Host
     from ..interrupts._plan import Resume, ResumePlan
     from ..interrupts._tokens import TokenDecision
     from ..messages import Message
     from ..parts import ToolRequestPart
-    from ..records._sessions import SessionState
+    from ..records._sessions import Session, SessionState
     from ..stores import SessionStore
-    from .invocation import SessionRunner
     from .io import AgentInput, AgentResult, StreamChunk, TurnContext, TurnResult
 
 
@@ -45,3 +46,58 @@ class RunnableAgent(Protocol):
 
 TurnHandler: TypeAlias = "Callable[[AgentInput, TurnContext], Awaitable[TurnResult | None]]"
 """A custom agent's per-turn function."""
+
+
+class RunnerHost(Protocol):
+    """What a :class:`SessionRunner` drives (the engine's invocation)."""
+
+    @property
+    def session(self) -> Session: ...
+
+    @property
+    def context(self) -> dict[str, Any]: ...
+
+    @property
+    def abort_event(self) -> asyncio.Event: ...
+
+    @property
+    def last_finish_reason(self) -> str | None: ...
+
+    def emit(self, chunk: StreamChunk) -> None: ...
+
+    async def run_turns(self, handler: TurnHandler) -> None: ...
+
+
+class SessionRunner:
+    """What a custom agent function drives: the session, the turn loop, and the stream."""
+
+    def __init__(self, invocation: RunnerHost) -> None:
+        self._inv = invocation
+
+    @property
+    def session(self) -> Session:
+        """The live session (messages, custom state, artifacts)."""
+        return self._inv.session
+
+    @property
+    def context(self) -> dict[str, Any]:
+        """The caller's context (identity, tenant, ...)."""
+        return self._inv.context
+
+    @property
+    def aborted(self) -> asyncio.Event:
+        """Set when the caller aborts a detached invocation."""
+        return self._inv.abort_event
+
+    @property
+    def last_finish_reason(self) -> str | None:
+        """The finish reason of the last completed turn."""
+        return self._inv.last_finish_reason
+
+    def send_chunk(self, chunk: StreamChunk) -> None:
+        """Stream a chunk to the caller (dropped after a detach)."""
+        self._inv.emit(chunk)
+
+    async def run(self, handler: TurnHandler) -> None:
+        """Run ``handler`` once per input, adding each input's message to the history first."""
+        await self._inv.run_turns(handler)

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import FailedPreconditionError, ResumeError, SnapshotNotFoundError
 from ..interrupts._replay import spend_pause
 from ..interrupts._tokens import check_tokens
 from ..records._sessions import new_id
 from ..telemetry import _hooks as hooks
-from .commit import error_info, give_back
+from .commit import TurnWriter, error_info, give_back
 from .effects import Effects, check_in_doubt_answers
 from .io import AgentInput, TurnContext, TurnEnd
 from .load import answered_earlier
@@ -26,9 +26,41 @@ from .output import interrupts_chunk
 
 if TYPE_CHECKING:
     from ..interrupts._plan import ResumePlan
+    from ..records._sessions import ErrorInfo, Session, Snapshot
+    from ..stores import SessionStore
     from .claims import ClaimHold
-    from .invocation import Invocation
-    from .protocols import TurnHandler
+    from .detached import DetachedRun
+    from .io import AgentInit, StreamChunk
+    from .protocols import RunnableAgent, TurnHandler
+
+
+class TurnHost(Protocol):
+    """What a turn reads and updates of the invocation it runs in (the engine's ``Invocation``)."""
+
+    agent: RunnableAgent
+    store: SessionStore | None
+    init: AgentInit
+    named_snapshot: str | None
+    context: dict[str, Any]
+    tenant: str | None
+    writer: TurnWriter | None
+    session: Session
+    tip: Snapshot | None
+    error: ErrorInfo | None
+    failed: bool
+    detached: DetachedRun | None
+    trace: hooks.TurnTrace | None
+    store_ready: bool
+    turn_index: int
+    model_index: int | float | None
+    last_finish_reason: str | None
+
+    @property
+    def detached_id(self) -> str | None: ...
+
+    def emit(self, chunk: StreamChunk) -> None: ...
+
+    def emit_failed_turn_end(self) -> None: ...
 
 
 @dataclass(kw_only=True)
@@ -42,7 +74,7 @@ class QueuedTurn:
 class Turn:
     """One turn of ``inv``: built when it starts (the session starts its turn), then :meth:`run`."""
 
-    def __init__(self, inv: Invocation, queued: QueuedTurn) -> None:
+    def __init__(self, inv: TurnHost, queued: QueuedTurn) -> None:
         session = inv.session
         self.inv = inv
         self.input = queued.input
