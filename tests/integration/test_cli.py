@@ -68,7 +68,7 @@ async def test_serve_runs_agents_and_logs_each_turn(tmp_path: pathlib.Path) -> N
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=20)
     assert proc.returncode is not None
-    lines = [line for line in err.splitlines() if "interlock.http._server" in line and " turn " in line]
+    lines = [line for line in err.splitlines() if "interlock.http.server" in line and " turn " in line]
     assert len(lines) == 1, err
     assert "agent=echo" in lines[0] and "finish=stop" in lines[0] and "duration_ms=" in lines[0]
     assert "session=-" not in lines[0] and "snapshot=-" not in lines[0]

@@ -76,18 +76,18 @@ async def test_a_cycle_logs_model_calls_tools_claims_interrupts_and_resumes(
     (duration,) = fields(last, "duration_ms")
     assert isinstance(duration, float) and duration >= 0
 
-    tools = records(caplog, "interlock.tools._tool")
+    tools = records(caplog, "interlock.tools")
     assert [fields(r, "tool", "ref", "outcome") for r in tools] == [
         ("transfer", "t1", "interrupted"),
         ("transfer", "t1", "ok"),
     ]
-    paused = [r for r in records(caplog, "interlock.agents._agent") if r.getMessage().startswith("turn paused")]
+    paused = [r for r in records(caplog, "interlock.agents") if r.getMessage().startswith("turn paused")]
     assert [fields(r, "tool", "snapshot_id", "interrupt_kind") for r in paused] == [
         ("transfer", out.snapshot_id, "tool")
     ]
-    (resume,) = [r for r in records(caplog, "interlock.agents._agent") if r.getMessage().startswith("resume")]
+    (resume,) = [r for r in records(caplog, "interlock.agents") if r.getMessage().startswith("resume")]
     assert fields(resume, "identity", "holder", "verbs") == ("alice", final.snapshot_id, ["restart"])
-    (claim,) = records(caplog, "interlock._engine.claims")
+    (claim,) = records(caplog, "interlock.claims")
     assert fields(claim, "snapshot_id", "holder") == (out.snapshot_id, final.snapshot_id)
 
 
@@ -144,7 +144,7 @@ def test_the_library_prints_nothing_by_default(tmp_path: pathlib.Path) -> None:
         out = asyncio.run(PromptAgent("ops", ScriptedModel([ask]), tools=[explode]).run("go", raise_on_error=False))
         assert out.finish_reason == "failed", out
         import logging
-        assert logging.getLogger("interlock.agents._agent").isEnabledFor(logging.WARNING)
+        assert logging.getLogger("interlock.agents").isEnabledFor(logging.WARNING)
         """
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path)
@@ -224,7 +224,7 @@ async def test_serve_with_json_logs_writes_one_json_object_per_stderr_line(tmp_p
     lines = [json.loads(line) for line in err.splitlines()]  # every line is a JSON object
     assert lines and all({"time", "level", "logger", "message"} <= set(line) for line in lines)
     (turn,) = [
-        line for line in lines if line["logger"] == "interlock.http._server" and line["message"].startswith("turn ")
+        line for line in lines if line["logger"] == "interlock.http.server" and line["message"].startswith("turn ")
     ]
     assert (turn["agent"], turn["finish_reason"]) == ("echo", "stop") and turn["snapshot_id"]
     (model,) = [line for line in lines if line["logger"] == "interlock.models"]

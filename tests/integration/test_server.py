@@ -450,7 +450,7 @@ async def test_client_disconnect_mid_stream(caplog: pytest.LogCaptureFixture) ->
         after = await http.post("/echo", json=turn("again"))
         assert after.status_code == 200 and after.json()["result"]["message"]["content"][0]["text"] == "Echo: again"
     await app.aclose()
-    logged = [r for r in caplog.records if r.name == "interlock.http._server" and r.getMessage().startswith("turn ")]
+    logged = [r for r in caplog.records if r.name == "interlock.http.server" and r.getMessage().startswith("turn ")]
     assert any("agent=stuck" in r.getMessage() and "CANCELLED" in r.getMessage() for r in logged)
     assert any("agent=slow" in r.getMessage() and "snapshot=-" not in r.getMessage() for r in logged)
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]

@@ -57,7 +57,7 @@ async def test_a_replayed_call_is_an_event_on_its_tool_span(
     spans.clear()
     done = await bank(store, ledger, FailingModel(0)).run(resume=APPROVE, snapshot_id=sid)
     assert done.finish_reason == "stop", done.error
-    assert event_names(spans.get_finished_spans(), "execute_tool transfer") == [["interlock.records._journal.replayed"]]
+    assert event_names(spans.get_finished_spans(), "execute_tool transfer") == [["interlock.journal.replayed"]]
 
 
 async def test_an_in_doubt_call_and_its_retry_are_events(
@@ -71,7 +71,7 @@ async def test_an_in_doubt_call_and_its_retry_are_events(
     again = await bank(store, ledger).run(resume=APPROVE, snapshot_id=sid)
     assert again.finish_reason == "interrupted" and again.snapshot_id is not None
     got = spans.get_finished_spans()
-    assert event_names(got, "execute_tool transfer") == [["interlock.records._journal.in_doubt"]]
+    assert event_names(got, "execute_tool transfer") == [["interlock.journal.in_doubt"]]
     (turn,) = [s for s in got if s.name == "invoke_agent bank"]
     (interrupt,) = [dict(e.attributes or {}) for e in turn.events if e.name == "interlock.interrupt"]
     assert interrupt["interlock.interrupt.kind"] == "in_doubt"
@@ -80,7 +80,7 @@ async def test_an_in_doubt_call_and_its_retry_are_events(
     retry = Resume(restart=[ToolRequestPart(name="transfer", ref="t1", input=part.input, metadata={"resumed": True})])
     done = await bank(store, ledger).run(resume=retry, snapshot_id=again.snapshot_id)
     assert done.finish_reason == "stop", done.error
-    assert event_names(spans.get_finished_spans(), "execute_tool transfer") == [["interlock.records._journal.retried"]]
+    assert event_names(spans.get_finished_spans(), "execute_tool transfer") == [["interlock.journal.retried"]]
 
 
 async def test_a_lapsed_claim_taken_over_is_an_event(spans: InMemorySpanExporter, store: Any) -> None:

@@ -23,7 +23,7 @@ frame, which both Genkit clients turn into an error with the right status.
 
 If the client goes away mid-turn, a server-managed turn runs on to its snapshot and a
 client-managed one (whose state would be lost anyway) is cancelled. Each turn is logged
-on the ``interlock.http._server`` logger.
+on the ``interlock.http.server`` logger.
 
 Run it with any ASGI server: ``uvicorn.run(AgentServer([agent]))`` or
 ``interlock serve module:agent``.
@@ -82,7 +82,7 @@ from ._service import Caller, RunningTurn, ServedAgents
 from ._sse import encode, frame
 from ._status import error_body, http_status
 
-logger = logging.getLogger("interlock.http._server")
+logger = logging.getLogger("interlock.http.server")
 
 ContextProvider = Callable[[RequestInfo], "dict[str, Any] | Awaitable[dict[str, Any]]"]
 """Turns a request into the agent context (``identity``, ``tenant``, ...); raise an

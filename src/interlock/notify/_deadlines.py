@@ -48,9 +48,9 @@ from ..records.snapshots import NoChange, claim_state, mark_escalated
 from ..stores import SessionStore, SnapshotStore
 from ..tools._expiry import OnExpire, expiry_note
 
-logger = logging.getLogger("interlock.notify._deadlines")
+logger = logging.getLogger("interlock.deadlines")
 
-IDENTITY = "interlock.notify._deadlines"
+IDENTITY = "interlock.deadlines"
 """Who the audit trail says answered a call whose deadline passed."""
 
 ExpiryResult: TypeAlias = Literal["applied", "answered", "later", "failed"]

@@ -47,7 +47,7 @@ from ..records._outbox import KEEP_SETTLED, WEBHOOK, OutboxEvent, Retention, bac
 from ..records._sessions import new_id, utcnow
 from ..stores import OutboxStore
 
-logger = logging.getLogger("interlock.notify._webhooks")
+logger = logging.getLogger("interlock.webhooks")
 
 EVENT = "Interlock-Event"
 DELIVERY = "Interlock-Delivery"

@@ -3,7 +3,7 @@
 Every turn is an ``invoke_agent {agent}`` span (OpenTelemetry's GenAI semantic
 conventions; model and tool calls are in :mod:`interlock.telemetry._calls`). interlock's own
 facts are ``interlock.*`` attributes and events: ``interlock.interrupt``, ``interlock.resume``,
-``interlock.claim.*``, ``interlock.records._journal.*``, ``interlock.detached.*``,
+``interlock.claim.*``, ``interlock.journal.*``, ``interlock.detached.*``,
 ``interlock.store.error``. A turn's span
 context is stored in the snapshot it writes (``metadata.traceContext``), so the turn that
 resumes it, in any process, links to it.
@@ -224,12 +224,12 @@ def claim_lost(parent_id: str, holder: str, reason: str) -> None:
 def journal(event: str, entry: JournalEntry) -> None:
     """The effect journal decided a call: ``replayed``, ``in_doubt``, ``reconciled`` or ``retried``."""
     attributes = {
-        "interlock.records._journal.key": entry.key,
-        "interlock.records._journal.attempt": entry.attempt,
+        "interlock.journal.key": entry.key,
+        "interlock.journal.attempt": entry.attempt,
         "gen_ai.tool.name": entry.tool,
         "gen_ai.tool.call.id": entry.ref,
     }
-    add_event(f"interlock.records._journal.{event}", attributes)
+    add_event(f"interlock.journal.{event}", attributes)
     extra = {"tool": entry.tool, "ref": entry.ref, "idempotency_key": entry.key, "attempt": entry.attempt}
     if event == "in_doubt":
         _effects.warning("%s is in doubt: attempt %d never reported back", entry.tool, entry.attempt, extra=extra)

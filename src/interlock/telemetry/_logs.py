@@ -9,13 +9,13 @@ facts as ``extra`` fields (``agent``, ``session_id``, ``tool``, ``duration_ms``,
 ==========================  ===================================================================
 logger                      what it logs
 ==========================  ===================================================================
-``interlock.agents._agent``        turns (debug), resumes and interrupts (info), detached runs
+``interlock.agents``        turns (debug), resumes and interrupts (info), detached runs
 ``interlock.models``        each model call: provider, model, duration, tokens (info); retries
-``interlock.tools._tool``         each tool call: tool, ref, duration, outcome (debug)
-``interlock._engine.claims``        claims taken (debug), taken over and lost (warning)
-``interlock._engine.effects``       effect journal replays (info) and in-doubt calls (warning)
+``interlock.tools``         each tool call: tool, ref, duration, outcome (debug)
+``interlock.claims``        claims taken (debug), taken over and lost (warning)
+``interlock.effects``       effect journal replays (info) and in-doubt calls (warning)
 ``interlock.stores``        store errors (warning when retrying may help, else error)
-``interlock.http._server``   one line per HTTP turn (info)
+``interlock.http.server``   one line per HTTP turn (info)
 ==========================  ===================================================================
 """
 

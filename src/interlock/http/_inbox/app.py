@@ -52,7 +52,7 @@ from .openapi import openapi
 from .pages import page_routes
 from .responses import event_stream, json_error, json_response
 
-logger = logging.getLogger("interlock.inbox._inbox")
+logger = logging.getLogger("interlock.inbox")
 Handler = Callable[[Request, Who], Awaitable[Response]]
 Endpoint = Callable[[Request], Awaitable[Response]]
 HERE = Path(__file__).parent

@@ -139,7 +139,7 @@ class _Pages:
             except Reject as reject:
                 return self.render(request, "error.html", {"error": reject.error}, code=reject.code)
             except Exception:
-                logging.getLogger("interlock.inbox._inbox").exception("unexpected error serving %s", request.url.path)
+                logging.getLogger("interlock.inbox").exception("unexpected error serving %s", request.url.path)
                 service_error = InternalError("Internal error")
                 return self.render(request, "error.html", {"error": service_error}, code=500)
 
