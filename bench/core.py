@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from pydantic import BaseModel
 
 from interlock import Message, Resume, ToolContext, ToolRequestPart, tool
-from interlock.generate import generate
+from interlock._engine.loop import generate
 from interlock.testing import ScriptedModel
 
 RUNS = 7

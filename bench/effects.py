@@ -43,7 +43,7 @@ from machine import describe
 from pydantic import BaseModel
 
 from interlock import Message, PromptAgent, Resume, ToolContext, ToolRequestPart, tool
-from interlock.runtime import Invocation
+from interlock._engine.invocation import Invocation
 from interlock.stores._sqlite_worker import Worker
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
@@ -276,7 +276,7 @@ def report(
     ]
     print(
         "\n  store calls per turn (a durable write transaction is one fsync: WAL, synchronous=FULL; a journal"
-        " write that needs no flush (a fresh call's intent, an outcome: interlock.effects.flushes_intent) runs"
+        " write that needs no flush (a fresh call's intent, an outcome: interlock._engine.effects.flushes_intent) runs"
         " on the caller's thread when the worker is idle)"
     )
     print(f"  {'':11}  {'turn':6}  " + "  ".join(f"{k:>{len(k)}}" for k in kinds))

@@ -31,11 +31,11 @@ import uvicorn
 from pydantic import BaseModel
 
 from interlock import Agent, Message, PromptAgent, SQLiteStore, ToolContext, ToolRequestPart, tool
-from interlock.http.inbox import InboxApp
-from interlock.inbox import Inbox
-from interlock.middleware import tool_approval
+from interlock.http._inbox import InboxApp
+from interlock.inbox._inbox import Inbox
 from interlock.models import ModelRequest, ModelResponse
 from interlock.testing import ScriptedModel
+from interlock.tools._middleware import tool_approval
 
 TARGET_MS = 50.0
 

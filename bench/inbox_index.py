@@ -55,8 +55,8 @@ import psycopg
 from psycopg import sql
 
 from interlock import Message, PromptAgent, Snapshot, ToolRequestPart
-from interlock.inbox import Inbox
-from interlock.sessions import SessionState, new_id
+from interlock.inbox._inbox import Inbox
+from interlock.records._sessions import SessionState, new_id
 from interlock.stores import SessionStore
 from interlock.stores.postgres import PostgresStore
 from interlock.stores.sqlite import SQLiteStore

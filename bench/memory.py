@@ -1,6 +1,6 @@
 """Memory of a server under streaming turns and clients that drop mid-stream: does it level off?
 
-Serves an :class:`~interlock.http.server.AgentServer` on a real uvicorn server in this
+Serves an :class:`~interlock.http._server.AgentServer` on a real uvicorn server in this
 process and drives it with httpx: each round is ``--streams`` streaming turns read to the
 end plus ``--drops`` streaming turns whose client disconnects after the first chunk. After
 each round (garbage collected) it prints the process's RSS, the Python heap traced by
@@ -33,7 +33,7 @@ import httpx
 import uvicorn
 
 from interlock import Message, PromptAgent
-from interlock.http.server import AgentServer
+from interlock.http._server import AgentServer
 from interlock.models import ChunkCallback, ModelChunk, ModelRequest, ModelResponse
 from interlock.parts import TextPart
 from interlock.stores.sqlite import SQLiteStore

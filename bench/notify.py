@@ -5,7 +5,7 @@ webhook delivery throughput to a receiver on 127.0.0.1, and a deadline sweep.
   (``time.process_time``, every thread) per cycle, ``notify`` off (no outbox rows) vs on (an
   ``interrupt.created`` and an ``interrupt.answered`` row written inside the two commits) vs on
   with a deadline (plus a timer row); the median of interleaved runs;
-* delivery: signed events delivered per second by one :class:`~interlock.webhooks.Webhooks`
+* delivery: signed events delivered per second by one :class:`~interlock.notify._webhooks.Webhooks`
   pass loop to a local ``ThreadingHTTPServer`` (the receiver's own cost included);
 * sweep: ms per expired ``reject`` deadline applied (the resumed turn included).
 
@@ -26,11 +26,11 @@ import tempfile
 import time
 from typing import Any
 
-from interlock.deadlines import sweep
-from interlock.inbox import Inbox
-from interlock.outbox import WEBHOOK, new_event
+from interlock.inbox._inbox import Inbox
+from interlock.notify._deadlines import sweep
+from interlock.notify._webhooks import Webhooks
+from interlock.records._outbox import WEBHOOK, new_event
 from interlock.stores.sqlite import SQLiteStore
-from interlock.webhooks import Webhooks
 
 KIT = pathlib.Path(__file__).resolve().parents[1] / "tests" / "kit"
 sys.path.insert(0, str(KIT))  # the tests' bank agent and their real receiver on 127.0.0.1

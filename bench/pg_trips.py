@@ -13,7 +13,7 @@ the wire, whatever psycopg did above it:
 
 Printed per cycle (a pause, then a fresh agent over the same store loads and resumes: the
 cycle of ``bench/agents.py``; with ``--http`` the two requests of ``bench/served_bank.py``'s
-cycle, answered in process by an :class:`~interlock.http.server.AgentServer`), with the store
+cycle, answered in process by an :class:`~interlock.http._server.AgentServer`), with the store
 calls the cycle made, and with ``--verbose`` each statement's text and how often a cycle sent it.
 """
 
@@ -135,7 +135,7 @@ def _http_cycle(store: PostgresStore) -> Callable[[], Awaitable[None]]:
     from served_bank import PAUSE_BODY, BankModel, resume_body
 
     from interlock import PromptAgent
-    from interlock.http.server import AgentServer
+    from interlock.http._server import AgentServer
 
     app = AgentServer([PromptAgent("bank", BankModel(), tools=[transfer], store=store)])
     http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bench")

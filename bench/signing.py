@@ -6,8 +6,8 @@ import statistics
 import time
 
 from interlock import Message, ToolRequestPart
-from interlock.sessions import SessionState
-from interlock.signing import Keyring
+from interlock.interrupts._signing import Keyring
+from interlock.records._sessions import SessionState
 
 KEYS = Keyring({"k1": "bench-key-0123456789abcdef0123456789abcdef"})
 

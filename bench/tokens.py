@@ -3,7 +3,7 @@
 * mint: :meth:`TokenSigner.mint` for one paused tool request (canonical JSON digest of the
   input, a random nonce, base64url, HMAC-SHA256).
 * verify: :meth:`TokenSigner.read` (form, key id, HMAC, expiry).
-* check: :func:`interlock.tokens.check_tokens` on a one-entry resume plan (verify plus the
+* check: :func:`interlock.interrupts._tokens.check_tokens` on a one-entry resume plan (verify plus the
   binding: agent, session, snapshot, tool/ref, input digest, decision, edit).
 * cycle: a paused turn and its approval on an in-memory store with
   ``require_resume_tokens=True`` against the same agent without tokens (CPU per cycle,
@@ -25,10 +25,10 @@ from pydantic import BaseModel
 
 from interlock import InMemoryStore, Message, PromptAgent, Resume, ToolContext, ToolRequestPart, tool
 from interlock import metadata as md
-from interlock.decisions import Decision
-from interlock.host import Host
+from interlock.agents._host import Host
+from interlock.interrupts._decisions import Decision
+from interlock.interrupts._tokens import TokenSigner, check_tokens
 from interlock.testing import ScriptedModel
-from interlock.tokens import TokenSigner, check_tokens
 
 
 class Transfer(BaseModel):

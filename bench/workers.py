@@ -32,8 +32,8 @@ import time
 from typing import Any
 
 from interlock import PromptAgent
-from interlock.host import Host
-from interlock.http.client import RemoteAgent
+from interlock.agents._host import Host
+from interlock.http._client import RemoteAgent
 from interlock.stores.postgres import PostgresStore
 from interlock.workers import WorkerQueue
 

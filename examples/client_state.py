@@ -3,10 +3,10 @@
 import asyncio
 
 from interlock import PromptAgent
+from interlock.agents import Host
 from interlock.errors import PermissionDeniedError
-from interlock.host import Host
-from interlock.sessions import SessionState
-from interlock.signing import Keyring
+from interlock.interrupts import Keyring
+from interlock.records import SessionState
 from interlock.testing import ScriptedModel
 
 

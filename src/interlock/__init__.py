@@ -7,24 +7,24 @@ module that owns it (:mod:`interlock.errors`, :mod:`interlock.parts`, :mod:`inte
 
 import importlib.metadata as _metadata
 
-from .agent_io import AgentError, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext
-from .agents import Agent, CustomAgent, PromptAgent
-from .delegation import delegate
+from ._engine.io import AgentError, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnContext
+from .agents._agent import Agent, CustomAgent, PromptAgent
+from .agents._delegation import delegate
 from .errors import ClaimConflictError, InterlockError
-from .http.client import RemoteAgent
-from .http.server import AgentServer
-from .inbox import Inbox, PendingInterrupt
-from .interrupts import Resume
+from .http._client import RemoteAgent
+from .http._server import AgentServer
+from .inbox._inbox import Inbox, PendingInterrupt
+from .interrupts._plan import Resume
 from .messages import Message
-from .middleware import approve, deny, tool_approval
 from .models import Model, resolve_model
 from .parts import DataPart, MediaPart, Part, TextPart, ToolRequestPart, ToolResponsePart
-from .sessions import Session, Snapshot
+from .records._sessions import Session, Snapshot
 from .stores import SessionStore
+from .stores._urls import open_store
 from .stores.memory import InMemoryStore
 from .stores.sqlite import SQLiteStore
-from .stores.urls import open_store
-from .tools import InterruptedCall, Tool, ToolContext, interrupt_tool, tool
+from .tools._middleware import approve, deny, tool_approval
+from .tools._tool import InterruptedCall, Tool, ToolContext, interrupt_tool, tool
 
 try:
     __version__ = _metadata.version("interlock")

@@ -277,6 +277,6 @@ class Interrupt(Exception):
         super().__init__(data)
         self.data = data
         self.expires_in = expires_in
-        """Seconds until this interrupt's deadline (:mod:`interlock.expiry`); ``None``: the tool's default."""
+        """Seconds until this interrupt's deadline (:mod:`interlock.tools._expiry`); ``None``: the tool's default."""
         self.on_expire = on_expire
-        """The :class:`~interlock.expiry.OnExpire` policy of that deadline; ``None``: the tool's default."""
+        """The :class:`~interlock.tools.OnExpire` policy of that deadline; ``None``: the tool's default."""

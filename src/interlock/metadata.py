@@ -27,13 +27,13 @@ key                       where, and what it means
 ``agentPath``             tool request (a surfaced interrupt): the sub-agents it came through, down to its tool's
 ``surfacedFrom``          tool request (a surfaced interrupt): ``{name, ref}`` of the delegation call it belongs to
 ``delegatedBy``           snapshot (and a sub-agent's context): ``{sessionId}`` of the session that delegated it
-``handoff``               pending snapshot: the input and context a worker runs it with (:mod:`interlock.handoff`)
+``handoff``               pending snapshot: the input and context a worker runs it with (``_engine.handoff``)
 ========================  ===================================================================
 
-A delegation call (:mod:`interlock.delegation`) whose sub-agent paused is kept in the paused
+A delegation call (:mod:`interlock.agents._delegation`) whose sub-agent paused is kept in the paused
 message as the call, marked ``delegated`` (not ``interrupt``: it is not answered itself),
 followed by the sub-agent's interrupts *surfaced*: the same tool requests with a ref made
-unique in this message, ``agentPath`` and ``surfacedFrom`` (:mod:`interlock.surfacing`).
+unique in this message, ``agentPath`` and ``surfacedFrom`` (:mod:`interlock._engine.surfacing`).
 """
 
 from __future__ import annotations
@@ -42,6 +42,87 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ._json_object import is_array, is_object
+from ._keys import (
+    AGENT_PATH as AGENT_PATH,
+)
+from ._keys import (
+    APPROVAL as APPROVAL,
+)
+from ._keys import (
+    APPROVAL_SNAKE as APPROVAL_SNAKE,
+)
+from ._keys import (
+    CONSUMED_TOKENS as CONSUMED_TOKENS,
+)
+from ._keys import (
+    DEADLINE as DEADLINE,
+)
+from ._keys import (
+    DECISION as DECISION,
+)
+from ._keys import (
+    DELEGATED as DELEGATED,
+)
+from ._keys import (
+    DELEGATED_BY as DELEGATED_BY,
+)
+from ._keys import (
+    ESCALATED as ESCALATED,
+)
+from ._keys import (
+    EXPIRED as EXPIRED,
+)
+from ._keys import (
+    HANDOFF as HANDOFF,
+)
+from ._keys import (
+    HOLD as HOLD,
+)
+from ._keys import (
+    IN_DOUBT as IN_DOUBT,
+)
+from ._keys import (
+    INTERRUPT as INTERRUPT,
+)
+from ._keys import (
+    INTERRUPT_RESPONSE as INTERRUPT_RESPONSE,
+)
+from ._keys import (
+    PENDING as PENDING,
+)
+from ._keys import (
+    PENDING_OUTPUT as PENDING_OUTPUT,
+)
+from ._keys import (
+    REASON as REASON,
+)
+from ._keys import (
+    RECLAIMED_FROM as RECLAIMED_FROM,
+)
+from ._keys import (
+    REPLACED_INPUT as REPLACED_INPUT,
+)
+from ._keys import (
+    REQUEUED as REQUEUED,
+)
+from ._keys import (
+    RESOLVED_INTERRUPT as RESOLVED_INTERRUPT,
+)
+from ._keys import (
+    RESUME_TOKEN as RESUME_TOKEN,
+)
+from ._keys import (
+    RESUMED as RESUMED,
+)
+from ._keys import (
+    SOURCE as SOURCE,
+)
+from ._keys import (
+    SURFACED_FROM as SURFACED_FROM,
+)
+from ._keys import (
+    TRACE_CONTEXT as TRACE_CONTEXT,
+)
 from .errors import UsageError
 
 if TYPE_CHECKING:
@@ -88,69 +169,6 @@ __all__ = [
     "with_resume_token",
     "without_approval",
 ]
-
-INTERRUPT = "interrupt"
-"""Tool request: the call paused its turn; the value is the interrupt data (``True`` when none)."""
-PENDING_OUTPUT = "pendingOutput"
-"""Tool request: the output of a call that finished in a paused turn, parked so it never runs twice."""
-RESUMED = "resumed"
-"""Restart entry: the resume payload (``True`` for none); tool message: the resume's metadata."""
-REPLACED_INPUT = "replacedInput"
-"""Tool request: the original input that a revised restart replaced (the recorded original)."""
-RESOLVED_INTERRUPT = "resolvedInterrupt"
-"""Tool request: the data of an interrupt that was answered."""
-INTERRUPT_RESPONSE = "interruptResponse"
-"""Respond entry: marks it as the answer to an interrupt (``True``, or a dict of notes)."""
-SOURCE = "source"
-"""Tool response: where an output came from (:data:`PENDING` for a parked one)."""
-PENDING = "pending"
-"""The :data:`SOURCE` of a parked output reused by a resume."""
-APPROVAL = "toolApproved"
-"""In ``resumed``: ``true`` approves a call (a hold lets it through), ``false`` denies it explicitly."""
-APPROVAL_SNAKE = "tool_approved"
-"""The same approval, as Genkit's Python clients spell it."""
-HOLD = "toolApproval"
-"""In a hold's interrupt data: marks our own middleware holds (detection does not depend on it)."""
-DECISION = "decision"
-"""In a respond entry's ``interruptResponse`` dict: ``"approve"`` or ``"deny"``, an explicit decision."""
-IN_DOUBT = "effectInDoubt"
-"""In an interrupt's data: the effect journal paused this call because an earlier attempt may have taken effect."""
-RECLAIMED_FROM = "reclaimedFrom"
-REASON = "reason"
-"""Snapshot metadata: the turn whose lapsed claim a resume took over."""
-HANDOFF = "handoff"
-"""Pending snapshot metadata: ``{"input": AgentInput JSON, "context": {...}, "named": snapshot id}`` for a worker."""
-REQUEUED = "requeued"
-"""Pending snapshot metadata: how many times a worker's sweeper re-enqueued its orphaned hand-off."""
-RESUME_TOKEN = "resumeToken"
-"""Interrupted tool request: its server-minted resume token (:mod:`interlock.tokens`); an answer carries it back."""
-CONSUMED_TOKENS = "consumedTokens"
-"""Snapshot metadata: the nonces of the resume tokens spent by the answer committed to it (single use)."""
-
-TRACE_CONTEXT = "traceContext"
-"""Snapshot metadata: the W3C trace context (``{"traceparent": ...}``) of the turn that wrote it."""
-DEADLINE = "deadline"
-"""Interrupted tool request: ``{"expiresAt": ISO 8601, "onExpire": policy}`` (:mod:`interlock.expiry`)."""
-EXPIRED = "expired"
-"""In a respond entry's ``interruptResponse`` dict: the policy (``reject``/``respond``) of a passed deadline."""
-ESCALATED = "escalated"
-"""Snapshot metadata: ``{"tool#ref": {"at", "group"}}``, the escalations of passed deadlines (each applied once)."""
-
-DELEGATED = "delegated"
-"""Tool request: a delegation call whose sub-agent paused: ``{agent, sessionId, snapshotId | state, interrupts}``.
-
-In a paused delegation tool's interrupt data while the tool loop works on it; on the call in the
-stored (and output) message, with the sub-agent's interrupts surfaced after it.
-"""
-AGENT_PATH = "agentPath"
-"""Surfaced interrupt: the names of the sub-agents it came through, from this agent's own sub-agent down."""
-SURFACED_FROM = "surfacedFrom"
-"""Surfaced interrupt: ``{"name", "ref"}`` of the delegation call in the same message that it belongs to."""
-DELEGATED_BY = "delegatedBy"
-"""Snapshot metadata (from the sub-agent's context): ``{"sessionId"}`` of the session whose delegation ran it.
-
-The inbox lists such a snapshot's interrupts once, surfaced under the delegating session.
-"""
 
 _HOLD_PREFIX = "Tool not in approved list: "
 

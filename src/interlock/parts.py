@@ -3,7 +3,7 @@
 Parts are frozen dataclasses with snake_case fields. Each kind has a ``kind`` literal,
 and every part may carry ``metadata`` and ``custom`` dictionaries. Keys the wire format
 has that we do not model are kept in ``extra`` so a part survives a JSON round trip
-unchanged (see :mod:`interlock.wire`).
+unchanged (see :mod:`interlock._wire`).
 
 Interrupt bookkeeping lives in ``metadata`` exactly as Genkit stores it:
 ``interrupt``, ``pendingOutput``, ``resolvedInterrupt``, ``resumed``, ``replacedInput``,
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Self, TypeAlias, TypeVar
 
 from ._json_object import json_object, optional_object, put_present, unknown_keys
+from ._keys import INTERRUPT
 from .errors import InvalidArgumentError
-from .metadata import INTERRUPT
 
 __all__ = [
     "CustomPart",

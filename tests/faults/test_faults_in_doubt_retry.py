@@ -20,8 +20,8 @@ from fault_worker import _until  # pyright: ignore[reportPrivateUsage]
 
 from interlock import AgentOutput, PromptAgent, Resume, ToolRequestPart
 from interlock import metadata as md
-from interlock.claims import claim_state
-from interlock.decisions import Decision
+from interlock._engine.claims import claim_state
+from interlock.interrupts._decisions import Decision
 from interlock.stores.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.slow

@@ -22,7 +22,7 @@ import pytest
 from pg import start_cluster, stop_cluster
 
 from interlock.errors import UnavailableError
-from interlock.sessions import Snapshot
+from interlock.records._sessions import Snapshot
 from interlock.stores.postgres import PostgresStore
 
 WAIT = 20.0

@@ -13,8 +13,8 @@ from http_helpers import serve
 
 from interlock import PromptAgent
 from interlock.errors import ResourceExhaustedError
-from interlock.http.client import RemoteAgent
-from interlock.http.server import AgentServer
+from interlock.http._client import RemoteAgent
+from interlock.http._server import AgentServer
 from interlock.testing import EchoModel
 
 

@@ -16,7 +16,7 @@ from http_helpers import serve
 from inbox_apps import build_app
 
 from interlock import PromptAgent
-from interlock.http.server import AgentServer
+from interlock.http._server import AgentServer
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import EchoModel
 

@@ -11,15 +11,15 @@ from http_helpers import serve
 from pydantic import BaseModel
 
 from interlock import InMemoryStore, Message, PromptAgent, RemoteAgent, ToolContext, tool
-from interlock.agent_interface import AgentAPI
-from interlock.agent_io import AgentError, AgentFinishReason, StreamChunk, TurnEnd
+from interlock._engine.io import AgentError, AgentFinishReason, StreamChunk, TurnEnd
+from interlock.agents._host import Host
+from interlock.agents._interface import AgentAPI
 from interlock.errors import InvalidArgumentError, NotFoundError, SnapshotNotFoundError
-from interlock.host import Host
-from interlock.http.server import AgentServer
+from interlock.http._server import AgentServer
+from interlock.interrupts._signing import Keyring
 from interlock.models import ModelChunk
 from interlock.parts import ToolRequestPart
-from interlock.sessions import SnapshotStatus
-from interlock.signing import Keyring
+from interlock.records._sessions import SnapshotStatus
 from interlock.testing import ScriptedModel
 
 

@@ -26,7 +26,7 @@ from http_helpers import serve_process
 from where import KIT
 
 from interlock import AgentServer, PromptAgent, __version__
-from interlock.cli.main import is_asgi_app
+from interlock.cli._main import is_asgi_app
 from interlock.testing import EchoModel
 
 pytestmark = pytest.mark.slow

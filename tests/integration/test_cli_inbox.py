@@ -20,11 +20,11 @@ from pg import fresh_dsn
 from test_inbox import Desk, build_agents
 from where import KIT, UNIT
 
-import interlock.cli.inbox  # noqa: F401  # pyright: ignore[reportUnusedImport]  (registers the commands)
+import interlock.cli._inbox  # noqa: F401  # pyright: ignore[reportUnusedImport]  (registers the commands)
 from interlock import AgentOutput
 from interlock.cli import main
-from interlock.http.server import AgentServer
-from interlock.inbox import AuditEntry, Inbox
+from interlock.http._server import AgentServer
+from interlock.inbox._inbox import AuditEntry, Inbox
 from interlock.stores.postgres import PostgresStore
 from interlock.stores.sqlite import SQLiteStore
 
@@ -311,8 +311,8 @@ def test_answers_through_a_server(db: pathlib.Path, capsys: pytest.CaptureFixtur
 def test_a_separate_process_approves_a_snapshot_made_here(db: pathlib.Path) -> None:
     (pay,) = seed(db, ("bank", "pay dora 40"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(KIT), str(UNIT), os.environ.get("PYTHONPATH", "")])}
-    # `python -m interlock`, after importing interlock.cli.inbox (which cli.main does not import yet)
-    launch = "import interlock.cli.inbox, runpy; runpy.run_module('interlock', run_name='__main__', alter_sys=True)"
+    # `python -m interlock`, after importing interlock.cli._inbox (which cli.main does not import yet)
+    launch = "import interlock.cli._inbox, runpy; runpy.run_module('interlock', run_name='__main__', alter_sys=True)"
     args = ["inbox", "approve", pay.snapshot_id or "", "--store", f"sqlite:///{db}", "--agents", AGENTS]
     proc = subprocess.run(
         [sys.executable, "-c", launch, *args, "--as", "dora-approver", "--json"],

@@ -14,11 +14,11 @@ from notify_app import KEYRING, POLICIES, SECRET, bank
 from notify_serve import ready, serve, wait_for
 
 from interlock.cli import main
-from interlock.http.client import RemoteAgent
-from interlock.outbox import WEBHOOK
-from interlock.sessions import utcnow
+from interlock.http._client import RemoteAgent
+from interlock.notify._webhooks import verify
+from interlock.records._outbox import WEBHOOK
+from interlock.records._sessions import utcnow
 from interlock.stores.sqlite import SQLiteStore
-from interlock.webhooks import verify
 
 
 def _paused(db: pathlib.Path, **options: object) -> str:

@@ -11,7 +11,7 @@ import pytest
 from http_helpers import serve
 
 from interlock import Resume, ToolResponsePart
-from interlock.agent_io import TurnEnd
+from interlock._engine.io import TurnEnd
 from interlock.errors import (
     FailedPreconditionError,
     InternalError,
@@ -21,9 +21,9 @@ from interlock.errors import (
     UnauthenticatedError,
     UnavailableError,
 )
-from interlock.http.client import RemoteAgent
+from interlock.http._client import RemoteAgent
 from interlock.models import ModelChunk
-from interlock.sessions import Artifact, CustomPatch
+from interlock.records._sessions import Artifact, CustomPatch
 
 pytestmark = pytest.mark.slow
 

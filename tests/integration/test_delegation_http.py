@@ -16,10 +16,10 @@ from test_interop import interop_clients as interop_clients  # the fixture: inst
 
 from interlock import AgentServer, InMemoryStore, Message, PromptAgent, RemoteAgent, Resume, ToolContext, tool
 from interlock import metadata as md
-from interlock.delegation import delegate
-from interlock.http.inbox import InboxApp
-from interlock.http.inbox_client import InboxClient
-from interlock.inbox import Inbox
+from interlock.agents._delegation import delegate
+from interlock.http._inbox import InboxApp
+from interlock.http._inbox_client import InboxClient
+from interlock.inbox._inbox import Inbox
 from interlock.models import ModelChunk
 from interlock.parts import ToolRequestPart
 from interlock.testing import ScriptedModel

@@ -12,8 +12,8 @@ from http_helpers import serve
 from store_kinds import KINDS, stores_of
 from where import SHARED
 
-from interlock.http.client import RemoteAgent
-from interlock.http.server import AgentServer
+from interlock.http._client import RemoteAgent
+from interlock.http._server import AgentServer
 from interlock.testing import ScriptedModel
 
 CASES = load_cases(SHARED)

@@ -18,7 +18,7 @@ from inbox_apps import RUNS, build_app
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
 from interlock import Agent, AgentOutput
-from interlock.inbox import Inbox
+from interlock.inbox._inbox import Inbox
 from interlock.stores.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.slow

@@ -4,7 +4,7 @@ The inbox's routes are listed from the app itself, so a new route is fuzzed too 
 path parameter this file does not know fails until it is taught). Unicode digits, huge numbers
 and durations go into query strings, forms and bodies: no 5xx, no traceback, the store unchanged.
 The command line's options are found by walking its parser: every numeric or duration option
-reads through :mod:`interlock.cli.arguments`, and a bad value is a usage error (exit 2).
+reads through :mod:`interlock.cli._arguments`, and a bad value is a usage error (exit 2).
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from hypothesis import strategies as st
 from starlette.routing import Mount, Route
 from test_inbox_http_fuzz import Served
 
-from interlock.cli import arguments
-from interlock.cli.main import COMMAND_MODULES, build_parser, main
-from interlock.http.inbox import InboxApp
-from interlock.http.inbox.service import DECISIONS
-from interlock.inbox import Inbox
+from interlock.cli import _arguments as arguments
+from interlock.cli._main import COMMAND_MODULES, build_parser, main
+from interlock.http._inbox import InboxApp
+from interlock.http._inbox.service import DECISIONS
+from interlock.inbox._inbox import Inbox
 from interlock.stores.memory import InMemoryStore
 
 pytestmark = pytest.mark.slow

@@ -16,9 +16,9 @@ from inbox_apps import RUNS, build_app
 from starlette.routing import Route
 
 from interlock import Agent, AgentOutput
-from interlock.http.inbox import InboxApp, answer_url
-from interlock.http.inbox.openapi import ROUTES
-from interlock.inbox import Inbox
+from interlock.http._inbox import InboxApp, answer_url
+from interlock.http._inbox.openapi import ROUTES
+from interlock.inbox._inbox import Inbox
 from interlock.stores.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.slow

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from inbox_apps import build_app
 
-from interlock.http.status import HTTP_STATUS
+from interlock.http._status import HTTP_STATUS
 from interlock.stores.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.slow

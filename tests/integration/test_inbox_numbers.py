@@ -2,7 +2,7 @@
 
 ``str.isdigit()`` is true for ``²``, ``int()`` refuses 5,000 digits, and ``timedelta`` overflows:
 each of these reached a route as an internal error with a traceback. Every route now reads
-numbers and durations with :mod:`interlock.durations`: 400 naming the parameter, nothing changed.
+numbers and durations with :mod:`interlock._durations`: 400 naming the parameter, nothing changed.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import pytest
 from http_helpers import serve
 from inbox_apps import build_app
 
-import interlock.cli.inbox  # noqa: F401  # pyright: ignore[reportUnusedImport]  (registers the commands)
-from interlock import durations
+import interlock.cli._inbox  # noqa: F401  # pyright: ignore[reportUnusedImport]  (registers the commands)
+from interlock import _durations as durations
 from interlock.cli import main
 from interlock.errors import InvalidArgumentError
 from interlock.stores.sqlite import SQLiteStore

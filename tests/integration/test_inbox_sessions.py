@@ -12,8 +12,8 @@ from http_helpers import serve
 from inbox_apps import build_agents
 
 from interlock.errors import UsageError
-from interlock.http.inbox import InboxApp
-from interlock.inbox import Inbox
+from interlock.http._inbox import InboxApp
+from interlock.inbox._inbox import Inbox
 from interlock.stores.sqlite import SQLiteStore
 
 TOKEN = "s3cret-token"

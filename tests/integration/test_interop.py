@@ -32,9 +32,9 @@ from interop.app import BASE_PATH, CLIENTS, SCENARIOS, Setup, build, create_serv
 from where import KIT, ROOT
 
 from interlock import Snapshot
+from interlock._wire import snapshot_to_json
 from interlock.messages import message_to_json, messages_to_json
 from interlock.testing import ScriptedModel
-from interlock.wire import snapshot_to_json
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 

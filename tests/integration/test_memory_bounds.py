@@ -15,8 +15,8 @@ import pytest
 from http_helpers import serve
 
 from interlock import Message, PromptAgent
-from interlock import runtime as runtime_module
-from interlock.http.server import AgentServer
+from interlock._engine import invocation as runtime_module
+from interlock.http._server import AgentServer
 from interlock.models import ChunkCallback, ModelChunk, ModelRequest, ModelResponse
 from interlock.parts import TextPart
 

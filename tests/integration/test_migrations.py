@@ -20,9 +20,9 @@ from banking import APPROVE, PAY, Approval, Transfer
 from pg import fresh_dsn
 
 from interlock import PromptAgent, ToolContext, tool
-from interlock.cli.main import main
+from interlock.cli._main import main
 from interlock.errors import FailedPreconditionError
-from interlock.inbox import Inbox
+from interlock.inbox._inbox import Inbox
 from interlock.stores.postgres import PostgresStore
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel

@@ -31,7 +31,7 @@ from interlock.models._chat_template import (
     tool_grammar,
 )
 from interlock.models._llama import CpuMeter
-from interlock.models.local import LocalModel, pick_threads
+from interlock.models._local import LocalModel, pick_threads
 from interlock.parts import TextPart, ToolRequestPart, ToolResponsePart
 
 TRANSFER = ToolDefinition(

@@ -26,9 +26,9 @@ import pytest
 from interlock.errors import InvalidArgumentError, UnauthenticatedError, UnavailableError
 from interlock.messages import Message
 from interlock.models import ModelChunk, ModelRequest, ToolDefinition
+from interlock.models._registry import resolve_model
 from interlock.models._weights import model_path
 from interlock.models.openai import OpenAIModel
-from interlock.models.registry import resolve_model
 from interlock.parts import TextPart, ToolRequestPart, ToolResponsePart
 
 pytestmark = pytest.mark.slow

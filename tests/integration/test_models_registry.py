@@ -13,11 +13,12 @@ from replay.server import ReplayServer, fixture
 
 from interlock.errors import InvalidArgumentError
 from interlock.messages import Message
-from interlock.models import Model, ModelRequest, registry
+from interlock.models import Model, ModelRequest
+from interlock.models import _registry as registry  # pyright: ignore[reportPrivateUsage]
+from interlock.models._registry import providers, register_provider, resolve_model
 from interlock.models.anthropic import AnthropicModel
 from interlock.models.gemini import GeminiModel
 from interlock.models.openai import OpenAIModel
-from interlock.models.registry import providers, register_provider, resolve_model
 from interlock.testing import ScriptedModel
 
 

@@ -20,7 +20,7 @@ from server_pair import Served, started
 from store_kinds import locate, store_at
 
 from interlock import Resume, ToolRequestPart
-from interlock.http.client import RemoteAgent
+from interlock.http._client import RemoteAgent
 
 pytestmark = pytest.mark.slow
 

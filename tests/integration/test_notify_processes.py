@@ -17,14 +17,14 @@ from notify_serve import ready, serve, wait_for
 from server_pair import started
 from store_kinds import KINDS, locate, store_at
 
-from interlock.agent_io import AgentOutput
-from interlock.deadlines import IDENTITY
-from interlock.http.client import RemoteAgent
-from interlock.inbox import Inbox
-from interlock.outbox import DEADLINE, WEBHOOK, OutboxEvent
+from interlock._engine.io import AgentOutput
+from interlock.http._client import RemoteAgent
+from interlock.inbox._inbox import Inbox
+from interlock.notify._deadlines import IDENTITY
+from interlock.notify._webhooks import verify
+from interlock.records._outbox import DEADLINE, WEBHOOK, OutboxEvent
 from interlock.stores import SessionStore
 from interlock.stores.sqlite import SQLiteStore
-from interlock.webhooks import verify
 
 pytestmark = pytest.mark.slow
 

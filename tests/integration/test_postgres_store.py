@@ -15,6 +15,7 @@ import pytest
 from pg import fresh_dsn
 
 from interlock import Message
+from interlock._wire import messages_to_json
 from interlock.errors import (
     AlreadyExistsError,
     FailedPreconditionError,
@@ -22,12 +23,11 @@ from interlock.errors import (
     PermissionDeniedError,
     UnavailableError,
 )
-from interlock.journal import JournalEntry
-from interlock.sessions import SessionState, Snapshot
+from interlock.records._journal import JournalEntry
+from interlock.records._sessions import SessionState, Snapshot
 from interlock.stores._history import CHAIN_LIMIT, ROW_COST
+from interlock.stores._urls import open_store
 from interlock.stores.postgres import PostgresStore
-from interlock.stores.urls import open_store
-from interlock.wire import messages_to_json
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -332,7 +332,7 @@ try:
 except ImportError as exc:
     print("import:", exc)
 from interlock.errors import UnimplementedError
-from interlock.stores.urls import open_store
+from interlock.stores._urls import open_store
 try:
     open_store("postgresql://db/x")
 except UnimplementedError as exc:

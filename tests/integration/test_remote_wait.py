@@ -13,10 +13,10 @@ import pytest
 from http_helpers import serve
 
 from interlock import CustomAgent, InMemoryStore
+from interlock._engine.invocation import SessionRunner
 from interlock.errors import DeadlineExceededError
-from interlock.http.client import RemoteAgent
-from interlock.http.server import AgentServer
-from interlock.runtime import SessionRunner
+from interlock.http._client import RemoteAgent
+from interlock.http._server import AgentServer
 
 Scope = dict[str, Any]
 

@@ -32,17 +32,17 @@ from interlock import (
     tool,
 )
 from interlock import metadata as md
-from interlock.claims import consumed_tokens
-from interlock.decisions import Decision
+from interlock._engine.claims import consumed_tokens
+from interlock.agents._host import Host
 from interlock.errors import PermissionDeniedError, UsageError
-from interlock.host import Host
-from interlock.interrupts import PlannedCall, ResumePlan
-from interlock.middleware import approve as approve_hold
-from interlock.middleware import deny as deny_hold
-from interlock.sessions import SessionState
+from interlock.interrupts._decisions import Decision
+from interlock.interrupts._plan import PlannedCall, ResumePlan
+from interlock.interrupts._tokens import TokenSigner, check_tokens, id_digest
+from interlock.records._sessions import SessionState
 from interlock.testing import ScriptedModel
-from interlock.tokens import TokenSigner, check_tokens, id_digest
-from interlock.tools import interrupt_tool
+from interlock.tools._middleware import approve as approve_hold
+from interlock.tools._middleware import deny as deny_hold
+from interlock.tools._tool import interrupt_tool
 
 K1, K2, K9 = b"1" * 32, b"2" * 32, b"9" * 32
 APPROVED = Decision.restart({"approved": True})
@@ -603,13 +603,13 @@ def test_fuzz_no_tampered_token_is_accepted(mutated: str) -> None:
         check_tokens(agent, plan, session_id=session, snapshot_id=sid)
 
 
-def test_the_token_keys_are_spelled_in_the_metadata_module() -> None:
+def test_the_token_keys_are_spelled_in_the_keys_module() -> None:
     src = ROOT / "src" / "interlock"
     pattern = re.compile("[\"'](resumeToken|consumedTokens)[\"']")
     found = [
         f"{path.name}:{n}"
         for path in sorted(src.rglob("*.py"))
-        if path.name != "metadata.py"
+        if path.name != "_keys.py"
         for n, line in enumerate(path.read_text().splitlines(), 1)
         if pattern.search(line)
     ]

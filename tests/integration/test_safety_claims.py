@@ -19,10 +19,10 @@ import pytest
 from banking import APPROVE, PAY, Approval, Transfer
 
 from interlock import ClaimConflictError, Inbox, InMemoryStore, PromptAgent, SessionStore, Snapshot, ToolContext, tool
-from interlock.claims import claim_state
+from interlock._engine.claims import claim_state
+from interlock.agents._host import Host
 from interlock.errors import SnapshotNotFoundError, UnavailableError
-from interlock.host import Host
-from interlock.sessions import utcnow
+from interlock.records._sessions import utcnow
 from interlock.stores import JournalUpdater, TxStep, Updater
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel

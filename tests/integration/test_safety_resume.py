@@ -17,11 +17,11 @@ from where import ROOT
 
 from interlock import InMemoryStore, Message, PromptAgent, Resume, ToolContext, ToolRequestPart, ToolResponsePart, tool
 from interlock.errors import ResumeError
-from interlock.inbox import Inbox
-from interlock.interrupts import validate_resume
-from interlock.middleware import approve, deny, is_hold, tool_approval
+from interlock.inbox._inbox import Inbox
+from interlock.interrupts._plan import validate_resume
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
+from interlock.tools._middleware import approve, deny, is_hold, tool_approval
 
 SRC = ROOT / "src" / "interlock"
 
@@ -155,8 +155,8 @@ async def test_a_second_revision_must_name_the_first_original() -> None:
 async def test_a_forged_original_is_refused_over_http() -> None:
     from http_helpers import serve
 
-    from interlock.http.client import RemoteAgent
-    from interlock.http.server import AgentServer
+    from interlock.http._client import RemoteAgent
+    from interlock.http._server import AgentServer
 
     log: list[str] = []
     agent, _, snap = await paused_bank(log)
@@ -331,8 +331,8 @@ async def test_a_plain_respond_is_recorded_with_its_output() -> None:
 
 
 def test_old_records_are_read_without_guessing() -> None:
-    from interlock.inbox import AuditEntry
-    from interlock.sessions import SessionState, Snapshot
+    from interlock.inbox._inbox import AuditEntry
+    from interlock.records._sessions import SessionState, Snapshot
 
     old = {
         "by": "x",
@@ -352,7 +352,7 @@ def test_sessions_show_never_calls_an_ordinary_restart_rejected(
 ) -> None:
     import asyncio
 
-    import interlock.cli.inbox  # noqa: F401  # pyright: ignore[reportUnusedImport]
+    import interlock.cli._inbox  # noqa: F401  # pyright: ignore[reportUnusedImport]
     from interlock.cli import main
 
     db = tmp_path / "s.db"
@@ -381,9 +381,9 @@ def test_sessions_show_never_calls_an_ordinary_restart_rejected(
 
 
 async def test_a_resume_is_validated_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    import interlock.interrupts as interrupts
-    from interlock.generate import check_resume, generate
-    from interlock.tools import Tool
+    import interlock.interrupts._plan as interrupts
+    from interlock._engine.loop import check_resume, generate
+    from interlock.tools._tool import Tool
 
     log: list[str] = []
     transfer = make_transfer(log)
@@ -454,7 +454,7 @@ def test_the_metadata_keys_are_spelled_in_one_module() -> None:
     found = [
         f"{path.relative_to(SRC)}:{n}: {line.strip()}"
         for path in sorted(SRC.rglob("*.py"))
-        if path.name != "metadata.py" and path.parent.name != "testing"  # the test kit holds wire-format fixtures
+        if path.name != "_keys.py" and path.parent.name != "testing"  # the test kit holds wire-format fixtures
         for n, line in enumerate(path.read_text().splitlines(), 1)
         if pattern.search(line)
     ]
@@ -462,7 +462,7 @@ def test_the_metadata_keys_are_spelled_in_one_module() -> None:
 
 
 def test_one_decision_type_under_every_verb() -> None:
-    from interlock.decisions import Decision
+    from interlock.interrupts._decisions import Decision
 
     @tool
     def t(req: dict[str, Any], ctx: ToolContext[Any], payload: dict[str, Any] | None) -> str:
@@ -484,8 +484,8 @@ def test_one_decision_type_under_every_verb() -> None:
 
 
 async def test_a_rule_the_tool_declares_labels_an_ordinary_restart() -> None:
-    from interlock.decisions import audit_record
-    from interlock.generate import check_resume, generate
+    from interlock._engine.commit import audit_record
+    from interlock._engine.loop import check_resume, generate
 
     @tool(approval=lambda c: c.approved)
     async def transfer(req: Transfer, ctx: ToolContext[Any], confirmation: Confirmation | None) -> str:

@@ -24,12 +24,12 @@ from interlock import (
     TextPart,
     TurnContext,
 )
-from interlock.agent_io import AgentInput
+from interlock._engine.invocation import SessionRunner
+from interlock._engine.io import AgentInput
 from interlock.errors import PermissionDeniedError, SnapshotNotFoundError, UnauthenticatedError
-from interlock.http.client import RemoteAgent
-from interlock.http.server import AgentServer, RequestInfo
+from interlock.http._client import RemoteAgent
+from interlock.http._server import AgentServer, RequestInfo
 from interlock.models import ModelChunk
-from interlock.runtime import SessionRunner
 from interlock.testing import EchoModel
 
 pytestmark = pytest.mark.slow

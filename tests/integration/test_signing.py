@@ -13,12 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from interlock import Message, PromptAgent, Resume, ToolContext, ToolRequestPart, tool
+from interlock._wire import state_from_json, state_to_json
+from interlock.agents._host import Host
 from interlock.errors import InterlockError, UsageError
-from interlock.host import Host
-from interlock.sessions import SessionState
-from interlock.signing import ENVELOPE, Keyring
+from interlock.interrupts._signing import ENVELOPE, Keyring
+from interlock.records._sessions import SessionState
 from interlock.testing import ScriptedModel
-from interlock.wire import state_from_json, state_to_json
 
 OLD = "old-key-0123456789abcdef0123456789abcdef"
 NEW = "new-key-0123456789abcdef0123456789abcdef"

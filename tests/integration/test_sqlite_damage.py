@@ -26,7 +26,7 @@ from http_helpers import serve_process
 
 from interlock import Message, Snapshot
 from interlock.errors import DataLossError, UnavailableError
-from interlock.sessions import SessionState
+from interlock.records._sessions import SessionState
 from interlock.stores._sqlite_worker import Job
 from interlock.stores.sqlite import SQLiteStore
 

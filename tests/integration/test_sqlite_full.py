@@ -17,7 +17,7 @@ import textwrap
 
 from interlock import Message
 from interlock.errors import ResourceExhaustedError, UnavailableError
-from interlock.sessions import SessionState, Snapshot
+from interlock.records._sessions import SessionState, Snapshot
 from interlock.stores.sqlite import SQLiteStore
 
 LIMIT = 1 << 20
@@ -27,7 +27,7 @@ CHILD = textwrap.dedent(
     import asyncio, json, os, resource, signal, sys
     from interlock import Message
     from interlock.errors import InterlockError
-    from interlock.sessions import SessionState, Snapshot
+    from interlock.records._sessions import SessionState, Snapshot
     from interlock.stores.sqlite import SQLiteStore
 
     def big(i):

@@ -17,7 +17,7 @@ CHILD = textwrap.dedent(
     """
     import asyncio, os, signal, sys
     from interlock import Message
-    from interlock.sessions import SessionState, Snapshot
+    from interlock.records._sessions import SessionState, Snapshot
     from interlock.stores.sqlite import SQLiteStore
 
     async def main(path):

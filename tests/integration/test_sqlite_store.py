@@ -20,7 +20,7 @@ import pytest
 from interlock import InMemoryStore, Message, Snapshot
 from interlock.errors import DataLossError, FailedPreconditionError, InvalidArgumentError, UsageError
 from interlock.messages import messages_to_json
-from interlock.sessions import SessionState, new_id
+from interlock.records._sessions import SessionState, new_id
 from interlock.stores.sqlite import SQLiteStore
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)

@@ -19,14 +19,15 @@ import pytest
 from pg import fresh_dsn
 
 from interlock import InMemoryStore
-from interlock._turn_commit import TurnWriter
-from interlock.claims import Claims
-from interlock.cli import inbox as cli_inbox
-from interlock.cli import notify as cli_notify
-from interlock.effects import Effects
+from interlock._engine.claims import Claims
+from interlock._engine.commit import TurnWriter
+from interlock._engine.effects import Effects
+from interlock.cli import _inbox as cli_inbox
+from interlock.cli import _notify as cli_notify
 from interlock.errors import FailedPreconditionError
-from interlock.http import health
-from interlock.sessions import Snapshot
+from interlock.http import _health as health
+from interlock.notify._webhooks import Webhooks
+from interlock.records._sessions import Snapshot
 from interlock.stores import (
     InterruptIndex,
     JournalStore,
@@ -38,7 +39,6 @@ from interlock.stores import (
 from interlock.stores._pg_schema import TABLE
 from interlock.stores.postgres import PostgresStore
 from interlock.stores.sqlite import SQLiteStore
-from interlock.webhooks import Webhooks
 
 CAPABILITIES: dict[type, set[str]] = {
     SnapshotStore: {"load", "latest", "save", "save_all", "watch", "ready"},

@@ -12,13 +12,13 @@ from http_helpers import serve
 from pydantic import BaseModel
 
 from interlock import InMemoryStore, Message, PromptAgent, RemoteAgent, Resume, ToolContext, tool
-from interlock.agent_io import StreamChunk, TurnEnd
-from interlock.host import Host
-from interlock.http.server import AgentServer
+from interlock._engine.io import StreamChunk, TurnEnd
+from interlock.agents._host import Host
+from interlock.http._server import AgentServer
+from interlock.interrupts._tokens import TokenSigner
 from interlock.models import ModelChunk
 from interlock.parts import TextPart, ToolRequestPart
 from interlock.testing import ScriptedModel
-from interlock.tokens import TokenSigner
 
 
 class Transfer(BaseModel):

@@ -19,13 +19,13 @@ from pydantic import BaseModel
 from typing_extensions import TypedDict
 
 from interlock import InMemoryStore, Message, PromptAgent, Resume, ToolContext, ToolRequestPart, tool
+from interlock._wire import resume_to_json
 from interlock.errors import InvalidArgumentError, ToolInputError, ToolOutputError
-from interlock.http.server import AgentServer
-from interlock.middleware import tool_approval
+from interlock.http._server import AgentServer
 from interlock.parts import ToolResponsePart
 from interlock.testing import ScriptedModel
-from interlock.tools import interrupt_tool
-from interlock.wire import resume_to_json
+from interlock.tools._middleware import tool_approval
+from interlock.tools._tool import interrupt_tool
 
 RAN: list[Any] = []
 

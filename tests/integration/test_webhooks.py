@@ -15,15 +15,15 @@ from hook_receiver import Received, receiver
 from notify_app import KEYRING, POLICIES, bank
 
 from interlock import metadata as md
-from interlock.deadlines import sweep
 from interlock.errors import PermissionDeniedError
-from interlock.inbox import Inbox
-from interlock.journal import JournalEntry
-from interlock.outbox import WEBHOOK, new_event
-from interlock.sessions import utcnow
-from interlock.signing import Keyring
+from interlock.inbox._inbox import Inbox
+from interlock.interrupts._signing import Keyring
+from interlock.notify._deadlines import sweep
+from interlock.notify._webhooks import Endpoint, Webhooks, sign, verify
+from interlock.records._journal import JournalEntry
+from interlock.records._outbox import WEBHOOK, new_event
+from interlock.records._sessions import utcnow
 from interlock.stores.sqlite import SQLiteStore
-from interlock.webhooks import Endpoint, Webhooks, sign, verify
 
 BODY = b'{"id":"e1","type":"interrupt.created","data":{"amount":5}}'
 

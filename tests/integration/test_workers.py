@@ -16,13 +16,13 @@ from pg import fresh_dsn
 from workers_fleet import DSN, FAST, LOG, Fleet, fleet, job_statuses, kill, logged, runs, settled_jobs, upgrade
 
 from interlock import PromptAgent, Snapshot
-from interlock.claims import Claims
+from interlock._engine.claims import Claims
+from interlock.agents._host import Host
 from interlock.cli import main
 from interlock.errors import ClaimConflictError
-from interlock.host import Host
-from interlock.http.client import RemoteAgent
+from interlock.http._client import RemoteAgent
 from interlock.metadata import is_in_doubt
-from interlock.sessions import new_id, utcnow
+from interlock.records._sessions import new_id, utcnow
 from interlock.stores.postgres import PostgresStore
 from interlock.testing import EchoModel
 from interlock.workers import WorkerQueue

@@ -17,15 +17,17 @@ import pytest
 from pg import fresh_dsn
 from workers_fleet import FAST, fleet, job_statuses, settled_jobs, upgrade
 
-from interlock import PromptAgent, Snapshot, sessions
+from interlock import PromptAgent, Snapshot
 from interlock import metadata as md
-from interlock.handoff import HANDOFF
-from interlock.host import Host
+from interlock._engine.handoff import HANDOFF
+from interlock.agents._host import Host
+from interlock.records import _sessions as sessions  # pyright: ignore[reportPrivateUsage]
 from interlock.stores.memory import InMemoryStore
 from interlock.stores.postgres import PostgresStore
 from interlock.testing import EchoModel
-from interlock.workers import WorkerQueue, run
-from interlock.workers.run import REQUEUES, TurnWorker, WorkerSettings
+from interlock.workers import WorkerQueue
+from interlock.workers import _run as run
+from interlock.workers._run import REQUEUES, TurnWorker, WorkerSettings
 
 pytestmark = pytest.mark.slow
 

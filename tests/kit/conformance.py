@@ -28,12 +28,9 @@ from interlock import (
     interrupt_tool,
     tool,
 )
-from interlock.agent_io import AgentInput
-from interlock.models import ModelResponse
-from interlock.runtime import SessionRunner
-from interlock.sessions import Artifact
-from interlock.testing import ScriptedModel
-from interlock.wire import (
+from interlock._engine.invocation import SessionRunner
+from interlock._engine.io import AgentInput
+from interlock._wire import (
     chunk_to_json,
     init_from_json,
     input_from_json,
@@ -42,6 +39,9 @@ from interlock.wire import (
     output_to_json,
     snapshot_to_json,
 )
+from interlock.models import ModelResponse
+from interlock.records._sessions import Artifact
+from interlock.testing import ScriptedModel
 
 
 def load_cases(shared: pathlib.Path) -> list[dict[str, Any]]:

@@ -17,9 +17,9 @@ from typing import Literal
 from pydantic import BaseModel
 
 from interlock import AgentServer, Message, PromptAgent, RemoteAgent, SessionStore, ToolContext, ToolRequestPart, tool
-from interlock.agent_io import StreamChunk, TurnEnd
-from interlock.delegation import delegate
-from interlock.host import Host
+from interlock._engine.io import StreamChunk, TurnEnd
+from interlock.agents._delegation import delegate
+from interlock.agents._host import Host
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
 

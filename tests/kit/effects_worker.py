@@ -36,9 +36,9 @@ from store_kinds import integrity
 
 from interlock import Message, PromptAgent, Resume, Snapshot, ToolContext, ToolRequestPart, ToolResponsePart, tool
 from interlock import metadata as md
-from interlock.claims import claim_state
-from interlock.host import Host
-from interlock.journal import JournalEntry
+from interlock._engine.claims import claim_state
+from interlock.agents._host import Host
+from interlock.records._journal import JournalEntry
 from interlock.stores import JournalUpdater, Updater
 from interlock.stores.sqlite import SQLiteStep, SQLiteStore
 from interlock.testing import ScriptedModel

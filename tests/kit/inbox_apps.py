@@ -14,15 +14,15 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from interlock import Agent, Message, PromptAgent, SessionStore, ToolContext, ToolRequestPart, interrupt_tool, tool
+from interlock.agents._host import Host
 from interlock.errors import UnauthenticatedError
-from interlock.host import Host
 from interlock.http import RequestInfo
-from interlock.http.inbox import InboxApp
-from interlock.inbox import Inbox
-from interlock.middleware import tool_approval
+from interlock.http._inbox import InboxApp
+from interlock.inbox._inbox import Inbox
+from interlock.interrupts._tokens import TokenSigner
 from interlock.models import ModelRequest, ModelResponse
 from interlock.testing import ScriptedModel
-from interlock.tokens import TokenSigner
+from interlock.tools._middleware import tool_approval
 
 
 class Transfer(BaseModel):

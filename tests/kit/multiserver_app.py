@@ -24,7 +24,7 @@ from pydantic import BaseModel
 from store_kinds import store_at
 
 from interlock import AgentServer, Message, PromptAgent, ToolContext, ToolRequestPart, tool
-from interlock.http.server import RequestInfo
+from interlock.http._server import RequestInfo
 from interlock.models import ModelRequest, ModelResponse
 from interlock.stores import SessionStore
 

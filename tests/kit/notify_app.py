@@ -18,12 +18,12 @@ from typing import Any
 from pydantic import BaseModel
 
 from interlock import Message, PromptAgent, ToolContext, ToolRequestPart, tool
-from interlock.expiry import OnExpire
-from interlock.host import Host
+from interlock.agents._host import Host
+from interlock.interrupts._signing import Keyring
+from interlock.interrupts._tokens import TokenSigner
 from interlock.models import ModelRequest, ModelResponse
-from interlock.signing import Keyring
 from interlock.stores import SessionStore
-from interlock.tokens import TokenSigner
+from interlock.tools._expiry import OnExpire
 
 SECRET = "webhook-secret-for-the-tests-0123456789"
 KEYRING = Keyring({"k1": SECRET})
@@ -109,8 +109,8 @@ def _served() -> tuple[Any, Any]:
     """The served app and its webhooks, from the environment (only when NOTIFY_DB is set)."""
     from store_kinds import store_at
 
-    from interlock.http.server import AgentServer
-    from interlock.webhooks import Endpoint, Webhooks
+    from interlock.http._server import AgentServer
+    from interlock.notify._webhooks import Endpoint, Webhooks
 
     store = store_at(os.environ["NOTIFY_DB"])
     policy = os.environ.get("NOTIFY_POLICY")

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from store_kinds import store_at
 
 from interlock import Message, PromptAgent, Resume, ToolContext, ToolRequestPart, tool
-from interlock.host import Host
+from interlock.agents._host import Host
 from interlock.stores.postgres import PostgresStore
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from workers_fleet import DSN, LOG, SLEEP
 
 from interlock import Message, PromptAgent, ToolContext, ToolRequestPart, tool
-from interlock.host import Host
+from interlock.agents._host import Host
 from interlock.models import ChunkCallback, ModelRequest, ModelResponse
 from interlock.stores.postgres import PostgresStore
 

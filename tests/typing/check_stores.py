@@ -12,7 +12,7 @@ from interlock.stores import InterruptIndex, JournalStore, OutboxStore, SessionS
 from interlock.stores.memory import InMemoryStore
 from interlock.stores.postgres import PostgresStore
 from interlock.stores.sqlite import SQLiteStore
-from interlock.testing.stores import StoreFactory, StoreFactoryOf
+from interlock.testing._stores import StoreFactory, StoreFactoryOf
 
 
 def every_capability(store: InMemoryStore | SQLiteStore | PostgresStore) -> None:

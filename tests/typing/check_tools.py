@@ -13,7 +13,7 @@ from typing import Any, assert_type
 from pydantic import BaseModel
 
 from interlock.parts import ToolRequestPart, ToolResponsePart
-from interlock.tools import InterruptedCall, Tool, ToolContext, interrupt_tool, tool
+from interlock.tools._tool import InterruptedCall, Tool, ToolContext, interrupt_tool, tool
 
 
 class Transfer(BaseModel):

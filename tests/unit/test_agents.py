@@ -21,14 +21,14 @@ from interlock import (
     TurnContext,
     tool,
 )
-from interlock.agent_io import TurnEnd
+from interlock._engine.invocation import SessionRunner
+from interlock._engine.io import TurnEnd
+from interlock.agents._host import Host
 from interlock.errors import FailedPreconditionError, InvalidArgumentError, UsageError
-from interlock.host import Host
-from interlock.middleware import approve, deny, is_hold, tool_approval
 from interlock.models import ModelChunk
-from interlock.runtime import SessionRunner
-from interlock.sessions import EXPIRY, Artifact, CustomPatch, SessionState, Snapshot, utcnow
+from interlock.records._sessions import EXPIRY, Artifact, CustomPatch, SessionState, Snapshot, utcnow
 from interlock.testing import ScriptedModel
+from interlock.tools._middleware import approve, deny, is_hold, tool_approval
 
 
 def call(name: str, ref: str = "r1", **args: Any) -> Message:
@@ -448,7 +448,7 @@ async def test_session_id_resume_walks_back_over_a_failed_leaf() -> None:
     agent = PromptAgent("a", ScriptedModel(["one", "two"]), store=store)
     first = await agent.run("1", session_id="s")
     from interlock import Snapshot
-    from interlock.sessions import ErrorInfo
+    from interlock.records._sessions import ErrorInfo
 
     failed = Snapshot(
         snapshot_id="f",

@@ -32,8 +32,8 @@ from interlock.errors import (
     PermissionDeniedError,
     UnavailableError,
 )
-from interlock.http.server import AgentServer
-from interlock.sessions import SessionState, Snapshot, utcnow
+from interlock.http._server import AgentServer
+from interlock.records._sessions import SessionState, Snapshot, utcnow
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import EchoModel, ScriptedModel
 

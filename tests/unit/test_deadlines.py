@@ -13,14 +13,14 @@ from notify_app import POLICIES, bank
 
 from interlock import Message, Part, PromptAgent, ToolContext, ToolRequestPart, ToolResponsePart, tool
 from interlock import metadata as md
-from interlock.deadlines import IDENTITY, sweep
 from interlock.errors import ToolOutputError, UsageError
-from interlock.expiry import OnExpire
-from interlock.inbox import Inbox
-from interlock.outbox import DEADLINE, WEBHOOK, new_event
-from interlock.sessions import utcnow
+from interlock.inbox._inbox import Inbox
+from interlock.notify._deadlines import IDENTITY, sweep
+from interlock.records._outbox import DEADLINE, WEBHOOK, new_event
+from interlock.records._sessions import utcnow
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
+from interlock.tools._expiry import OnExpire
 
 WAIT = 0.4  # the deadline the tests give their interrupts, in seconds
 

@@ -1,4 +1,4 @@
-"""Delegation (interlock.delegation): sub-agent tools, surfaced interrupts answered through the parent, results."""
+"""Delegation (agents/_delegation.py): sub-agent tools, surfaced interrupts answered through the parent, results."""
 
 from __future__ import annotations
 
@@ -23,22 +23,22 @@ from interlock import (
     tool,
 )
 from interlock import metadata as md
-from interlock.agent_io import AgentError, AgentResult
-from interlock.delegation import delegate, tool_for
+from interlock._engine.invocation import SessionRunner
+from interlock._engine.io import AgentError, AgentResult
+from interlock.agents._delegation import delegate, tool_for
+from interlock.agents._host import Host
 from interlock.errors import FailedPreconditionError, InvalidArgumentError, PermissionDeniedError
-from interlock.host import Host
-from interlock.http.inbox.service import answer_options
-from interlock.inbox import Inbox
-from interlock.middleware import approve as approve_hold
-from interlock.middleware import tool_approval
+from interlock.http._inbox.service import answer_options
+from interlock.inbox._inbox import Inbox
+from interlock.interrupts._signing import Keyring
+from interlock.interrupts._tokens import TokenSigner
 from interlock.models import ModelRequest, ModelResponse
 from interlock.parts import TextPart
-from interlock.runtime import SessionRunner
-from interlock.sessions import Artifact, SessionState
-from interlock.signing import Keyring
+from interlock.records._sessions import Artifact, SessionState
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
-from interlock.tokens import TokenSigner
+from interlock.tools._middleware import approve as approve_hold
+from interlock.tools._middleware import tool_approval
 
 
 class Transfer(BaseModel):

@@ -313,7 +313,7 @@ async def test_the_key_is_stable_per_call_and_differs_for_a_revised_input(store:
 
 
 async def test_plain_generate_without_a_store_journals_nothing() -> None:
-    from interlock.generate import generate
+    from interlock._engine.loop import generate
 
     runs: list[str | None] = []
 
@@ -330,7 +330,7 @@ async def test_plain_generate_without_a_store_journals_nothing() -> None:
 
 async def test_the_key_is_of_the_validated_inputs_json_form(store: Any, tmp_path: pathlib.Path) -> None:
     """Keys journaled by earlier releases stay valid: the key is a function of the input's JSON, nothing else."""
-    from interlock.journal import call_key, digest
+    from interlock.records._journal import call_key, digest
 
     ledger = Ledger(tmp_path / "effects.log")
     sid = await paused(store, ledger)

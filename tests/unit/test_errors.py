@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from interlock import errors as e
-from interlock.http.status import HTTP_STATUS, http_status
+from interlock.http._status import HTTP_STATUS, http_status
 
 EXPECTED_STATUS: list[tuple[type[e.InterlockError], str, int]] = [
     (e.InterlockError, "INTERNAL", 500),

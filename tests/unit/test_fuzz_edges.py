@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from interlock import Message, PromptAgent, Resume, TextPart, ToolContext, ToolRequestPart, ToolResponsePart, tool
 from interlock.errors import InterlockError
-from interlock.http.server import AgentServer
+from interlock.http._server import AgentServer
 from interlock.models import ModelRequest, ModelResponse
 from interlock.stores.sqlite import SQLiteStore
 

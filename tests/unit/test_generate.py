@@ -10,6 +10,7 @@ from typing import Any, cast
 import pytest
 from pydantic import BaseModel
 
+from interlock._engine.loop import REINTERRUPTED, GenerateResult, generate
 from interlock.errors import (
     FailedPreconditionError,
     InterlockError,
@@ -20,13 +21,12 @@ from interlock.errors import (
     ToolInputError,
     ToolOutputError,
 )
-from interlock.generate import REINTERRUPTED, GenerateResult, generate
-from interlock.interrupts import Resume
+from interlock.interrupts._plan import Resume
 from interlock.messages import Message
 from interlock.models import ModelChunk
 from interlock.parts import Part, TextPart, ToolRequestPart, ToolResponsePart
 from interlock.testing import EchoModel, ScriptedModel
-from interlock.tools import Tool, ToolContext, interrupt_tool, tool
+from interlock.tools._tool import Tool, ToolContext, interrupt_tool, tool
 
 # ---------------------------------------------------------------------------
 # Fixtures: a payments kit with a resumable tool that pauses for approval and a plain tool.
@@ -705,8 +705,8 @@ async def test_middleware_wraps_first_calls_and_restarts() -> None:
 
 async def test_an_empty_resume_is_refused_while_requests_are_paused() -> None:
     from interlock import Message, Resume, ToolRequestPart, interrupt_tool
+    from interlock._engine.loop import generate
     from interlock.errors import ResumeError
-    from interlock.generate import generate
 
     ask = interrupt_tool("ask")
     paused = Message(
@@ -720,7 +720,7 @@ async def test_an_empty_resume_is_refused_while_requests_are_paused() -> None:
 
 async def test_chunks_carry_the_index_of_their_message_within_the_turn() -> None:
     from interlock import Message, TextPart, ToolRequestPart, tool
-    from interlock.generate import generate
+    from interlock._engine.loop import generate
     from interlock.models import ModelChunk
 
     @tool

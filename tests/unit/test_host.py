@@ -11,14 +11,14 @@ import pytest
 from pydantic import BaseModel
 
 from interlock import Agent, CustomAgent, InMemoryStore, Message, PromptAgent
+from interlock._engine.loop import ToolErrorPolicy, ToolLoop
+from interlock.agents._host import Host
 from interlock.errors import UsageError
-from interlock.generate import ToolErrorPolicy, ToolLoop
-from interlock.host import Host
+from interlock.interrupts._signing import Keyring
+from interlock.interrupts._tokens import TokenSigner
 from interlock.parts import ToolRequestPart
-from interlock.signing import Keyring
 from interlock.testing import ScriptedModel
-from interlock.tokens import TokenSigner
-from interlock.tools import tool
+from interlock.tools._tool import tool
 
 DEPLOYMENT = {
     "claim_ttl",

@@ -36,13 +36,13 @@ from interlock.errors import (
     UnimplementedError,
     UsageError,
 )
-from interlock.inbox import Approve, Inbox, Reject, Respond
-from interlock.middleware import tool_approval
+from interlock.inbox._inbox import Approve, Inbox, Reject, Respond
 from interlock.models import ModelRequest, ModelResponse
-from interlock.sessions import utcnow
+from interlock.records._sessions import utcnow
+from interlock.stores._urls import open_store
 from interlock.stores.sqlite import SQLiteStore
-from interlock.stores.urls import open_store
 from interlock.testing import ScriptedModel
+from interlock.tools._middleware import tool_approval
 
 # ------------------------------------------------------------------------------ the agents
 

@@ -10,10 +10,10 @@ import pytest
 from inbox_apps import RUNS, build_agents
 
 from interlock import Agent, SQLiteStore
-from interlock.answers import Edit, Reject, Restart
 from interlock.errors import FailedPreconditionError, InvalidArgumentError, PermissionDeniedError
-from interlock.http.inbox.forms import fields_for, read_form
-from interlock.inbox import Inbox
+from interlock.http._inbox.forms import fields_for, read_form
+from interlock.inbox._answers import Edit, Reject, Restart
+from interlock.inbox._inbox import Inbox
 
 
 @pytest.fixture

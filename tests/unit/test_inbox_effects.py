@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from test_effects import APPROVE, Ledger, bank, in_doubt_after_an_abort_mid_tool, paused
 
-import interlock.cli.inbox  # noqa: F401  # pyright: ignore[reportUnusedImport]  (registers the commands)
+import interlock.cli._inbox  # noqa: F401  # pyright: ignore[reportUnusedImport]  (registers the commands)
 from interlock import AgentOutput, PromptAgent, SessionStore, ToolResponsePart
 from interlock import metadata as md
 from interlock.cli import main
 from interlock.errors import InvalidArgumentError, UsageError
-from interlock.inbox import Inbox, Reject
+from interlock.inbox._inbox import Inbox, Reject
 from interlock.stores.sqlite import SQLiteStore
 
 

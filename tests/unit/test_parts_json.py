@@ -12,8 +12,9 @@ from pydantic import BaseModel
 from test_wire import domain_messages, json_messages, parts_strategy
 
 from interlock import InMemoryStore, Message, PromptAgent, Resume, ToolContext, tool
+from interlock.agents._host import Host
 from interlock.errors import InvalidArgumentError
-from interlock.host import Host
+from interlock.interrupts._tokens import TokenSigner
 from interlock.messages import message_from_json
 from interlock.parts import (
     CustomPart,
@@ -28,7 +29,6 @@ from interlock.parts import (
     part_from_json,
 )
 from interlock.testing import ScriptedModel
-from interlock.tokens import TokenSigner
 
 EXAMPLES: list[tuple[Part, dict[str, Any]]] = [
     (TextPart(text="hi", metadata={"k": 1}), {"text": "hi", "metadata": {"k": 1}}),

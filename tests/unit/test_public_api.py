@@ -77,7 +77,15 @@ def test_every_name_is_importable_and_nothing_else_is_public() -> None:
     assert public - modules == set(interlock.__all__)
 
 
-def test_private_modules_have_no_all_and_define_no_public_name() -> None:
+def _public_package(module: str) -> str:
+    """The nearest public package holding ``module`` (``interlock`` for the private ``_engine``)."""
+    parts = module.split(".")
+    while len(parts) > 1 and any(part.startswith("_") for part in parts[1:]):
+        parts.pop()
+    return ".".join(parts)
+
+
+def test_private_modules_have_no_all_and_their_public_names_have_a_public_door() -> None:
     offenders: list[str] = []
     for name in _modules():
         if name.endswith("__main__"):
@@ -87,37 +95,33 @@ def test_private_modules_have_no_all_and_define_no_public_name() -> None:
             offenders.append(f"{name} has __all__")
         for exported in getattr(module, "__all__", []):
             home = getattr(getattr(module, exported), "__module__", None)
-            if isinstance(home, str) and home.startswith("interlock") and _is_private(home):
-                offenders.append(f"{name}.{exported} is defined in private {home}")
+            if not (isinstance(home, str) and home.startswith("interlock") and _is_private(home)):
+                continue
+            door = importlib.import_module(_public_package(home))
+            if exported not in getattr(door, "__all__", []):
+                offenders.append(f"{name}.{exported} is defined in {home}, which {door.__name__} does not export")
     assert offenders == []
 
 
 def _imports(path: pathlib.Path, module: str) -> set[str]:
-    """The interlock modules ``module`` imports, at load time or inside a function (not for type checking)."""
+    """The interlock modules ``module`` imports: at load time, inside a function, or for type checking."""
     tree = ast.parse(path.read_text())
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
-    skipped = {
-        id(sub)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-        for sub in ast.walk(node)
-    }
     for sub in ast.walk(tree):
-        if id(sub) not in skipped:
-            if isinstance(sub, ast.Import):
-                found |= {a.name for a in sub.names if a.name.startswith("interlock")}
-            elif isinstance(sub, ast.ImportFrom):
-                base = sub.module or ""
-                if sub.level:
-                    parts = package.split(".")
-                    parts = parts[: len(parts) - sub.level + 1]
-                    base = ".".join([*parts, base]) if base else ".".join(parts)
-                if not base.startswith("interlock"):
-                    continue
-                for alias in sub.names:
-                    candidate = f"{base}.{alias.name}"
-                    found.add(candidate if _exists(candidate) else base)
+        if isinstance(sub, ast.Import):
+            found |= {a.name for a in sub.names if a.name.startswith("interlock")}
+        elif isinstance(sub, ast.ImportFrom):
+            base = sub.module or ""
+            if sub.level:
+                parts = package.split(".")
+                parts = parts[: len(parts) - sub.level + 1]
+                base = ".".join([*parts, base]) if base else ".".join(parts)
+            if not base.startswith("interlock"):
+                continue
+            for alias in sub.names:
+                candidate = f"{base}.{alias.name}"
+                found.add(candidate if _exists(candidate) else base)
     return found - {module}
 
 

@@ -14,11 +14,11 @@ import pytest
 from banking import APPROVE, PAY, Approval, Transfer
 
 from interlock import InMemoryStore, PromptAgent, Resume, ToolContext, ToolRequestPart, tool
+from interlock.agents._host import Host
 from interlock.errors import UsageError
-from interlock.host import Host
-from interlock.replay import pause_nonce
-from interlock.sessions import SessionState
-from interlock.signing import Keyring
+from interlock.interrupts._replay import pause_nonce
+from interlock.interrupts._signing import Keyring
+from interlock.records._sessions import SessionState
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
 

@@ -21,7 +21,7 @@ from interlock import (
 )
 from interlock import metadata as md
 from interlock.errors import InvalidArgumentError
-from interlock.interrupts import interrupt_as
+from interlock.interrupts._plan import interrupt_as
 from interlock.parts import DataPart, MediaPart, ReasoningPart, ToolResponsePart
 from interlock.testing import ScriptedModel
 

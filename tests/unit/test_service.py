@@ -15,11 +15,11 @@ import pytest
 from pydantic import BaseModel
 
 from interlock import AgentOutput, Message, PromptAgent, ToolContext, ToolRequestPart, tool
-from interlock.agent_io import AgentError, AgentInit, AgentInput
+from interlock._engine.io import AgentError, AgentInit, AgentInput
 from interlock.errors import AbortedError, InvalidArgumentError, NotFoundError, SnapshotNotFoundError
 from interlock.http._service import AgentService, Caller, RunningTurn, ServedAgents
-from interlock.inbox import Approve, Inbox
-from interlock.interrupts import Resume
+from interlock.inbox._inbox import Approve, Inbox
+from interlock.interrupts._plan import Resume
 from interlock.models import ModelRequest, ModelResponse
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel

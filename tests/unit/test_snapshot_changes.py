@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from interlock import claims
+from interlock._engine import claims
 from interlock.errors import ClaimConflictError, PermissionDeniedError, SnapshotNotFoundError
 from interlock.metadata import CONSUMED_TOKENS, ESCALATED, HANDOFF, RECLAIMED_FROM, REQUEUED
 from interlock.records import snapshots as rows
+from interlock.records._sessions import EXPIRY, ErrorInfo, SessionState, Snapshot, utcnow
 from interlock.records.snapshots import NoChange, claim_state
-from interlock.sessions import EXPIRY, ErrorInfo, SessionState, Snapshot, utcnow
 
 HOUR = timedelta(hours=1)
 

@@ -10,7 +10,7 @@ import pytest
 from interlock import Message, Snapshot
 from interlock.errors import DataLossError
 from interlock.messages import messages_to_json
-from interlock.sessions import SessionState
+from interlock.records._sessions import SessionState
 from interlock.stores._history import CHAIN_LIMIT, CHAIN_SLACK, ROW_COST, ChainCache
 from interlock.stores._row_codec import dumps
 from interlock.stores._sqlite_codec import id_in

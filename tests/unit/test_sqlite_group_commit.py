@@ -14,7 +14,7 @@ from banking import APPROVE, PAY, Approval, Transfer
 
 from interlock import Message, PromptAgent, ToolContext, tool
 from interlock.errors import ClaimConflictError, FailedPreconditionError
-from interlock.sessions import SessionState, Snapshot
+from interlock.records._sessions import SessionState, Snapshot
 from interlock.stores import Updater
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel

@@ -21,7 +21,7 @@ import pytest
 from test_sqlite_group_commit import hold_worker
 
 from interlock.errors import ClaimConflictError
-from interlock.journal import JournalEntry
+from interlock.records._journal import JournalEntry
 from interlock.stores import _sqlite_journal
 from interlock.stores.sqlite import SQLiteStore
 

@@ -18,10 +18,10 @@ from test_wire import domain_messages, json_messages
 from interlock import Message, Snapshot
 from interlock._stored_messages import stored_messages
 from interlock.errors import DataLossError, InvalidArgumentError
-from interlock.interrupt_index import InterruptQuery
 from interlock.messages import messages_from_json, messages_to_json
 from interlock.parts import DataPart, ReasoningPart, TextPart, ToolRequestPart, ToolResponsePart
-from interlock.sessions import SessionState
+from interlock.records._interrupt_index import InterruptQuery
+from interlock.records._sessions import SessionState
 from interlock.stores.sqlite import SQLiteStore
 
 

@@ -14,7 +14,7 @@ from pg import fresh_dsn
 
 from interlock import InMemoryStore, Message, Snapshot
 from interlock.errors import InvalidArgumentError
-from interlock.sessions import SessionState
+from interlock.records._sessions import SessionState
 from interlock.stores import SessionStore
 from interlock.stores.postgres import PostgresStore
 from interlock.stores.sqlite import SQLiteStore

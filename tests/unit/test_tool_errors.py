@@ -8,11 +8,11 @@ import pytest
 from pydantic import BaseModel
 
 from interlock import InMemoryStore, Message, PromptAgent
+from interlock._engine.loop import generate
 from interlock.errors import NotFoundError, PermissionDeniedError, ToolError, ToolInputError
-from interlock.generate import generate
 from interlock.parts import Part, ToolRequestPart
 from interlock.testing import ScriptedModel
-from interlock.tools import tool
+from interlock.tools._tool import tool
 
 
 class Lookup(BaseModel):

@@ -9,14 +9,14 @@ import pytest
 from pydantic import BaseModel
 from typing_extensions import TypedDict
 
+from interlock._engine.loop import generate
 from interlock.errors import Interrupt, ToolInputError, ToolOutputError, UsageError
-from interlock.generate import generate
-from interlock.interrupts import interrupt_as, is_interrupt
+from interlock.interrupts._plan import interrupt_as, is_interrupt
 from interlock.messages import Message
 from interlock.parts import TextPart, ToolRequestPart, ToolResponsePart
-from interlock.sessions import Session, SessionState
+from interlock.records._sessions import Session, SessionState
 from interlock.testing import ScriptedModel
-from interlock.tools import InterruptedCall, ToolContext, interrupt_tool, tool
+from interlock.tools._tool import InterruptedCall, ToolContext, interrupt_tool, tool
 
 
 class Transfer(BaseModel):

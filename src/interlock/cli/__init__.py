@@ -1,5 +1,5 @@
-"""The ``interlock`` command: ``serve``, ``demo``, ``sessions``, ``inbox`` (see :mod:`interlock.cli.main`)."""
+"""The ``interlock`` command: ``serve``, ``demo``, ``sessions``, ``inbox`` (see :mod:`interlock.cli._main`)."""
 
-from .main import main
+from ._main import main
 
 __all__ = ["main"]

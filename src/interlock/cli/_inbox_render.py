@@ -1,6 +1,6 @@
 """What ``interlock inbox`` and ``interlock sessions`` print: items, journal entries and audit entries as text or JSON.
 
-:mod:`interlock.cli.inbox` parses the arguments and asks the inbox or the store; the functions here print
+:mod:`interlock.cli._inbox` parses the arguments and asks the inbox or the store; the functions here print
 the answer, as aligned tables and indented JSON for people or as JSON (``--json``) for scripts.
 """
 
@@ -12,11 +12,11 @@ from dataclasses import asdict
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..agent_io import AgentOutput
-from ..inbox import AuditAnswer, AuditEntry, PendingInterrupt
-from ..journal import JournalEntry
+from .._engine.io import AgentOutput
+from ..inbox._inbox import AuditAnswer, AuditEntry, PendingInterrupt
 from ..metadata import INTERRUPT
-from ..sessions import utcnow
+from ..records._journal import JournalEntry
+from ..records._sessions import utcnow
 from ..stores import SnapshotInfo
 
 # inbox ---------------------------------------------------------------------------------------

@@ -26,16 +26,16 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..agent_io import AgentOutput, StreamChunk
-from ..agents import Agent, PromptAgent
+from .._engine.io import AgentOutput, StreamChunk
+from ..agents._agent import Agent, PromptAgent
 from ..errors import InterlockError
-from ..interrupts import Resume, interrupt_as
+from ..interrupts._plan import Resume, interrupt_as
 from ..messages import Message
 from ..models import Model, ModelChunk, ModelRequest, ModelResponse
 from ..parts import TextPart, ToolRequestPart
 from ..stores.sqlite import SQLiteStore
-from ..tools import ToolContext, tool
-from .main import Command, CommandError, register
+from ..tools._tool import ToolContext, tool
+from ._main import Command, CommandError, register
 
 __all__ = ["Confirmation", "Ledger", "TransferApproval", "TransferRequest", "agents", "banker", "default_store_path"]
 
@@ -151,7 +151,7 @@ def _model(name: str | None) -> Model:
         from ..models import resolve_model
 
         return resolve_model(name)
-    from ..models.local import LocalModel
+    from ..models._local import LocalModel
 
     return LocalModel()
 

@@ -2,8 +2,8 @@
 
 :class:`AgentService` is the interface: start a turn, resume a paused one with answers, read
 a snapshot, wait for it to settle, abort it, list its pending interrupts. Its values are
-the engine's own (:class:`~interlock.agent_io.AgentInput`, :class:`~interlock.agent_io.AgentInit`,
-:class:`~interlock.agent_io.AgentOutput`, :class:`~interlock.sessions.Snapshot`,
+the engine's own (:class:`~interlock._engine.io.AgentInput`, :class:`~interlock._engine.io.AgentInit`,
+:class:`~interlock._engine.io.AgentOutput`, :class:`~interlock.records.Snapshot`,
 :class:`~interlock.inbox.PendingInterrupt`, the inbox's answers); protocol JSON never
 crosses it. Who calls is a :class:`Caller` the adapter builds from its own authentication
 (the Genkit server's context provider); an adapter never reads a tenant off a request body.
@@ -22,13 +22,13 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from ..agent_interface import SETTLED
-from ..agent_io import AgentInit, AgentInput, AgentOutput, StreamChunk, as_input
-from ..agents import Agent
-from ..answers import Answer
+from .._engine.io import AgentInit, AgentInput, AgentOutput, StreamChunk, as_input
+from ..agents._agent import Agent
+from ..agents._interface import SETTLED
 from ..errors import InvalidArgumentError, NotFoundError
-from ..inbox import Inbox, PendingInterrupt
-from ..sessions import Snapshot, check_state
+from ..inbox._answers import Answer
+from ..inbox._inbox import Inbox, PendingInterrupt
+from ..records._sessions import Snapshot, check_state
 
 _NOT_CONTEXT = ("identity", "tenant")
 

@@ -6,8 +6,8 @@ optional: when the caller passes ``on_chunk``, a model that can stream calls it 
 ignores it.
 """
 
-from .base import ChunkCallback, FinishReason, Model, ModelChunk, ModelRequest, ModelResponse, ToolDefinition, Usage
-from .registry import ModelFactory, register_provider, resolve_model
+from ._base import ChunkCallback, FinishReason, Model, ModelChunk, ModelRequest, ModelResponse, ToolDefinition, Usage
+from ._registry import ModelFactory, register_provider, resolve_model
 
 __all__ = [
     "ChunkCallback",

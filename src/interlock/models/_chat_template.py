@@ -25,7 +25,7 @@ from jsonschema import Draft202012Validator, ValidationError
 from .._json_object import is_array, is_object
 from ..messages import Message
 from ..parts import DataPart, TextPart
-from .base import ToolDefinition
+from ._base import ToolDefinition
 
 TOOL_HINT = (
     "Only call a function when the user asks for an action that the function performs; "

@@ -1,12 +1,12 @@
-"""llama.cpp under the embedded local model (:mod:`interlock.models.local`), and one generation with it.
+"""llama.cpp under the embedded local model (:mod:`interlock.models._local`), and one generation with it.
 
-The runtime is imported lazily (:func:`import_llama_cpp`, from :class:`~interlock.models.local.LocalModel`'s
+The runtime is imported lazily (:func:`import_llama_cpp`, from :class:`~interlock.models._local.LocalModel`'s
 constructor), so importing this module needs no llama-cpp-python; a missing one raises an ImportError that
 names the ``local`` extra. :class:`Llama` is the part of ``llama_cpp.Llama`` the model uses. The machine's CPUs
 (:func:`affinity`, :func:`physical_cores`) and :class:`CpuMeter` feed
-:func:`~interlock.models.local.pick_threads`. One generation is its :class:`Sampling` settings (from the
+:func:`~interlock.models._local.pick_threads`. One generation is its :class:`Sampling` settings (from the
 request config, :func:`sampling_from`), the token loop (:func:`run_tokens`) that fills a :class:`Run`, its
-timing (:func:`timing_of`) and the :class:`~interlock.models.base.ModelResponse` built from it
+timing (:func:`timing_of`) and the :class:`~interlock.models.ModelResponse` built from it
 (:func:`response_from`).
 """
 
@@ -25,9 +25,9 @@ from typing import Any, Protocol, cast
 from ..errors import ModelError
 from ..messages import Message
 from ..parts import Part, TextPart, ToolRequestPart
+from ._base import ModelChunk, ModelResponse, Usage
 from ._chat_template import Parsed
 from ._weights import INSTALL_HINT
-from .base import ModelChunk, ModelResponse, Usage
 
 
 class Llama(Protocol):

@@ -30,7 +30,7 @@ from ..errors import (
     UnauthenticatedError,
     UnavailableError,
 )
-from ..telemetry import calls as telemetry
+from ..telemetry import _calls as telemetry
 
 _T = TypeVar("_T")
 

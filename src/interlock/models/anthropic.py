@@ -16,6 +16,7 @@ from .._json_object import is_object
 from ..errors import InterlockError, InvalidArgumentError, ModelError
 from ..messages import Message
 from ..parts import CustomPart, DataPart, MediaPart, Part, ReasoningPart, TextPart, ToolRequestPart, ToolResponsePart
+from ._base import ChunkCallback, FinishReason, ModelChunk, ModelRequest, ModelResponse, ToolDefinition, Usage
 from ._retry import (
     OwnsClient,
     RetryPolicy,
@@ -28,7 +29,6 @@ from ._retry import (
     retry_after_seconds,
     timeout_error,
 )
-from .base import ChunkCallback, FinishReason, ModelChunk, ModelRequest, ModelResponse, ToolDefinition, Usage
 
 try:
     import anthropic
@@ -36,7 +36,6 @@ try:
 except ImportError as _exc:  # pragma: no cover - exercised by blocking the import in tests
     raise missing_extra("anthropic", "anthropic") from _exc
 
-__all__ = ["AnthropicModel"]
 
 _FINISH: dict[str, FinishReason] = {
     "end_turn": "stop",

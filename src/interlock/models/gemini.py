@@ -25,6 +25,7 @@ from .._json_object import is_object
 from ..errors import InterlockError, InvalidArgumentError, UnauthenticatedError
 from ..messages import Message
 from ..parts import CustomPart, DataPart, MediaPart, Part, ReasoningPart, TextPart, ToolRequestPart, ToolResponsePart
+from ._base import ChunkCallback, FinishReason, ModelChunk, ModelRequest, ModelResponse, ToolDefinition, Usage
 from ._retry import (
     OwnsClient,
     RetryPolicy,
@@ -35,7 +36,6 @@ from ._retry import (
     missing_extra,
     transport_error,
 )
-from .base import ChunkCallback, FinishReason, ModelChunk, ModelRequest, ModelResponse, ToolDefinition, Usage
 
 try:
     from google import genai

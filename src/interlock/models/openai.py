@@ -21,6 +21,7 @@ from .._json_object import is_object
 from ..errors import InterlockError, InvalidArgumentError, ModelError, UnauthenticatedError
 from ..messages import Message
 from ..parts import DataPart, MediaPart, Part, ReasoningPart, TextPart, ToolRequestPart, ToolResponsePart
+from ._base import ChunkCallback, FinishReason, ModelChunk, ModelRequest, ModelResponse, ToolDefinition, Usage
 from ._retry import (
     OwnsClient,
     RetryPolicy,
@@ -32,7 +33,6 @@ from ._retry import (
     retry_after_seconds,
     timeout_error,
 )
-from .base import ChunkCallback, FinishReason, ModelChunk, ModelRequest, ModelResponse, ToolDefinition, Usage
 
 try:
     import openai

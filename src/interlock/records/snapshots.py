@@ -19,8 +19,8 @@ commits. :class:`NoChange` means the row no longer qualifies (the caller drops i
   :func:`abort_pending`, :func:`finalize`, :func:`requeue` (with :func:`if_orphaned`),
   :func:`mark_escalated` and :func:`spend_nonce`.
 
-The record types (:class:`~interlock.sessions.Snapshot`, its :class:`~interlock.sessions.SnapshotStatus`
-and :data:`~interlock.sessions.EXPIRY`) are defined in :mod:`interlock.sessions`.
+The record types (:class:`~interlock.records.Snapshot`, its :class:`~interlock.records.SnapshotStatus`
+and :data:`~interlock.records._sessions.EXPIRY`) are defined in :mod:`interlock.records._sessions`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Any, Literal, TypeAlias
 from .._json_object import is_array, is_object
 from ..errors import ClaimConflictError, PermissionDeniedError, SnapshotNotFoundError
 from ..metadata import CONSUMED_TOKENS, ESCALATED, HANDOFF, RECLAIMED_FROM, REQUEUED
-from ..sessions import EXPIRY, ErrorInfo, SessionState, Snapshot, SnapshotStatus, utcnow
+from ._sessions import EXPIRY, ErrorInfo, SessionState, Snapshot, SnapshotStatus, utcnow
 
 __all__ = [
     "EXPIRY",

@@ -8,11 +8,11 @@ transaction (a resume's commit is fenced by its claim that way), a
 :meth:`~SnapshotStore.watch` of a snapshot's status, and :meth:`~SnapshotStore.ready`, which
 says before a turn runs whether the store can take writes); :class:`JournalStore` keeps the
 effect journal, :class:`OutboxStore` serves the outbox's consumers, :class:`InterruptIndex`
-lists open interrupts (:mod:`interlock.interrupt_index`) and :class:`StoreAdmin` lists,
+lists open interrupts (:mod:`interlock.records._interrupt_index`) and :class:`StoreAdmin` lists,
 deletes and prunes snapshots. :class:`SessionStore` is all five: what an agent, an inbox
 and the command line take. Each part of the engine asks only for the capability it uses (the
 effect journal a :class:`JournalStore`, the webhook deliverer an :class:`OutboxStore`, ...), and
-each capability has its conformance checks (:mod:`interlock.testing.stores`). Every call is
+each capability has its conformance checks (:mod:`interlock.testing._stores`). Every call is
 scoped by ``tenant`` (``None`` or a non-empty string, see :func:`check_tenant`): a snapshot of
 another tenant does not exist.
 
@@ -30,12 +30,12 @@ from inspect import isawaitable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..errors import FailedPreconditionError, InvalidArgumentError, UsageError
-from ..journal import JournalEntry
-from ..outbox import OutboxEvent
-from ..sessions import Snapshot, utcnow
+from ..records._journal import JournalEntry
+from ..records._outbox import OutboxEvent
+from ..records._sessions import Snapshot, utcnow
 
 if TYPE_CHECKING:  # the index module reads claims, which import this package
-    from ..interrupt_index import InterruptQuery, OpenInterrupt
+    from ..records._interrupt_index import InterruptQuery, OpenInterrupt
 
 __all__ = [
     "InterruptIndex",
@@ -95,7 +95,7 @@ class SnapshotStore(Protocol):
 
     Every call is scoped by ``tenant`` (``None`` or a non-empty string, see
     :func:`~interlock.stores.check_tenant`): a snapshot of another tenant does not exist.
-    Checked by :data:`interlock.testing.stores.SNAPSHOT_CHECKS`.
+    Checked by :data:`interlock.testing._stores.SNAPSHOT_CHECKS`.
     """
 
     async def load(self, snapshot_id: str, *, tenant: str | None = None) -> Snapshot | None:
@@ -129,7 +129,7 @@ class SnapshotStore(Protocol):
         ``journal`` pairs an idempotency key with an updater of its entry, applied after
         ``updates`` in the same transaction (distinct keys): a claim records the intents of
         the calls it restarts, a commit the outcomes of the turn's calls, with no write of
-        their own. ``events`` are added to the outbox (:mod:`interlock.outbox`) in the same
+        their own. ``events`` are added to the outbox (:mod:`interlock.records._outbox`) in the same
         transaction. ``then`` runs last, in the same transaction (see :data:`TxStep`: a
         worker queue inserts its job this way). All are written, or none when an updater
         or a step raises (the error propagates). Events are written whenever the
@@ -149,9 +149,9 @@ class SnapshotStore(Protocol):
 
 @runtime_checkable
 class JournalStore(Protocol):
-    """The effect journal: one entry per tool call's idempotency key (:mod:`interlock.journal`).
+    """The effect journal: one entry per tool call's idempotency key (:mod:`interlock.records._journal`).
 
-    Checked by :data:`interlock.testing.stores.JOURNAL_CHECKS`.
+    Checked by :data:`interlock.testing._stores.JOURNAL_CHECKS`.
     """
 
     async def journal_get(self, key: str, *, tenant: str | None = None) -> JournalEntry | None:
@@ -178,10 +178,10 @@ class JournalStore(Protocol):
 
 @runtime_checkable
 class OutboxStore(Protocol):
-    """The outbox's consumers: lease, settle, list, retry and prune its rows (:mod:`interlock.outbox`).
+    """The outbox's consumers: lease, settle, list, retry and prune its rows (:mod:`interlock.records._outbox`).
 
     Rows are written by :meth:`SnapshotStore.save_all`'s ``events``. Checked by
-    :data:`interlock.testing.stores.OUTBOX_CHECKS`.
+    :data:`interlock.testing._stores.OUTBOX_CHECKS`.
     """
 
     async def outbox_claim(
@@ -189,7 +189,7 @@ class OutboxStore(Protocol):
     ) -> list[OutboxEvent]:
         """Lease to ``holder`` for ``lease`` seconds up to ``limit`` rows of ``channel``, oldest first.
 
-        Taken are the rows :func:`interlock.outbox.is_claimable` admits (pending, due by
+        Taken are the rows :func:`interlock.records.is_claimable` admits (pending, due by
         ``now``, no live lease), across tenants, in one atomic write: two claimers never
         get the same row while its lease lasts. Returns them as leased.
         """
@@ -212,8 +212,8 @@ class OutboxStore(Protocol):
     ) -> list[OutboxEvent]:
         """Give the ``failed`` rows of ``channel`` (``ids``: only those) a fresh start; returns them as written.
 
-        Taken are the rows :func:`interlock.outbox.is_retryable` admits, made
-        :func:`interlock.outbox.retried` (pending, due ``now``, attempts from 0), across
+        Taken are the rows :func:`interlock.records.is_retryable` admits, made
+        :func:`interlock.records.retried` (pending, due ``now``, attempts from 0), across
         tenants, in one write. A ``done`` or pending row, or an unknown id, is left alone.
         """
         ...
@@ -221,7 +221,7 @@ class OutboxStore(Protocol):
     async def outbox_prune(self, *, channel: str, settled_before: datetime) -> int:
         """Delete the rows of ``channel`` settled before ``settled_before``, across tenants; returns how many.
 
-        Deleted are the rows :func:`interlock.outbox.is_prunable` admits (``done`` or
+        Deleted are the rows :func:`interlock.records.is_prunable` admits (``done`` or
         ``failed``, settled before the cutoff); a pending row is never deleted.
         """
         ...
@@ -231,11 +231,11 @@ class OutboxStore(Protocol):
 class InterruptIndex(Protocol):
     """The index of open interrupts, which the inbox lists from.
 
-    Checked by :data:`interlock.testing.stores.INDEX_CHECKS`.
+    Checked by :data:`interlock.testing._stores.INDEX_CHECKS`.
     """
 
     async def open_interrupts(self, query: InterruptQuery, *, tenant: str | None = None) -> list[OpenInterrupt]:
-        """The page of the index of open interrupts that ``query`` asks for (see :mod:`interlock.interrupt_index`).
+        """The page of the index of open interrupts that ``query``, an :class:`~interlock.records.InterruptQuery`, asks.
 
         The index is written in the transaction of every snapshot write (and delete), so it
         always agrees with the snapshots; a listing reads nothing else.
@@ -245,7 +245,7 @@ class InterruptIndex(Protocol):
 
 @runtime_checkable
 class StoreAdmin(Protocol):
-    """Listing, deleting and pruning snapshots. Checked by :data:`interlock.testing.stores.ADMIN_CHECKS`."""
+    """Listing, deleting and pruning snapshots. Checked by :data:`interlock.testing._stores.ADMIN_CHECKS`."""
 
     async def list(
         self, *, tenant: str | None = None, session_id: str | None = None, finish_reason: str | None = None

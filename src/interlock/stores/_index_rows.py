@@ -7,7 +7,7 @@ snapshot write and delete:
   as its parent), so :meth:`~interlock.stores.SnapshotStore.latest` reads a session's
   leaves, never its rows;
 * **open interrupts**: one row per call waiting for an answer
-  (:mod:`interlock.interrupt_index`), with what a listing filters and sorts on, and the
+  (:mod:`interlock.records._interrupt_index`), with what a listing filters and sorts on, and the
   paused tool request itself, so a listing loads nothing else.
 
 :func:`plan` says what one snapshot write changes in them (the same decision in both
@@ -23,9 +23,9 @@ from typing import Any, cast
 
 from .._stored_messages import stored_part
 from ..errors import DataLossError
-from ..interrupt_index import InterruptQuery, OpenInterrupt
 from ..parts import ToolRequestPart, part_to_json
-from ..sessions import Snapshot
+from ..records._interrupt_index import InterruptQuery, OpenInterrupt
+from ..records._sessions import Snapshot
 from ._row_codec import corrupt, dumps, from_us, loads, to_us
 
 ENTRY_COLUMNS = (

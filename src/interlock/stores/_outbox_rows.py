@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import cast
 
 from ..errors import DataLossError
-from ..outbox import OutboxEvent
+from ..records._outbox import OutboxEvent
 
 
 def us(at: datetime | None) -> int | None:

@@ -14,8 +14,8 @@ from typing import Any, LiteralString, cast
 
 from psycopg import AsyncConnection
 
-from ..interrupt_index import InterruptQuery, OpenInterrupt, entries_of
-from ..sessions import Snapshot
+from ..records._interrupt_index import InterruptQuery, OpenInterrupt, entries_of
+from ..records._sessions import Snapshot
 from ._index_rows import ENTRY_COLUMNS, entry_of, entry_values, page_sql, plan, rest_sql
 from ._row_codec import to_us
 

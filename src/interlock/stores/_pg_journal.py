@@ -1,4 +1,4 @@
-"""The PostgreSQL store's effect journal: one row per call's idempotency key (see :mod:`interlock.journal`).
+"""The PostgreSQL store's effect journal: one row per call's idempotency key (see :mod:`interlock.records._journal`).
 
 An entry is JSON text in column ``entry``, beside the columns that find it (``session_id``,
 ``snapshot_id``) and the one that fences it (``attempt``). :func:`put` is one autocommitted
@@ -15,7 +15,7 @@ from typing import Any, cast
 from psycopg import AsyncConnection, AsyncCursor
 
 from ..errors import DataLossError
-from ..journal import JournalEntry, superseded
+from ..records._journal import JournalEntry, superseded
 from . import JournalUpdater
 from ._pg_schema import JOURNAL
 

@@ -1,4 +1,4 @@
-"""The PostgreSQL store's outbox table (see :mod:`interlock.outbox`): the SQLite store's, in PostgreSQL.
+"""The PostgreSQL store's outbox table (see :mod:`interlock.records._outbox`): the SQLite store's, in PostgreSQL.
 
 Inserts run in the caller's transaction (the save they report). A claim locks the due rows
 it takes with ``FOR UPDATE SKIP LOCKED``, so two processes claiming at once take different
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, LiteralString
 
-from ..outbox import OutboxEvent, leased, retries
+from ..records._outbox import OutboxEvent, leased, retries
 from ._outbox_rows import event as event_of
 from ._outbox_rows import row, us
 
@@ -88,7 +88,7 @@ async def settle(con: Conn, event: OutboxEvent, holder: str) -> bool:
 async def retry(con: Conn, channel: str, ids: Sequence[str] | None, now: datetime | None) -> list[OutboxEvent]:
     """Give the failed rows of ``channel`` (or those of ``ids``) a fresh start (in the caller's transaction).
 
-    The failed rows of the channel are read and locked, then :func:`interlock.outbox.retries` decides.
+    The failed rows of the channel are read and locked, then :func:`interlock.records.retries` decides.
     """
     found = await con.execute(f"{_SELECT} WHERE channel = %s AND status = 'failed' FOR UPDATE", (channel,))
     events = [event_of(raw, seq, "PostgreSQL") for seq, raw in await found.fetchall()]
@@ -100,7 +100,7 @@ async def retry(con: Conn, channel: str, ids: Sequence[str] | None, now: datetim
 async def prune(con: Conn, channel: str, settled_before: datetime) -> int:
     """Delete the rows of ``channel`` settled before the cutoff (in the caller's transaction).
 
-    :func:`interlock.outbox.is_prunable` in SQL: a settled row's ``due_us`` is when it settled.
+    :func:`interlock.records.is_prunable` in SQL: a settled row's ``due_us`` is when it settled.
     """
     sql = f"""WITH gone AS (DELETE FROM {OUTBOX} WHERE channel = %s AND status <> 'pending' AND due_us < %s
         RETURNING 1) SELECT count(*) FROM gone"""  # a count, not rowcount: a pipeline's rowcount is not known yet

@@ -29,10 +29,10 @@ from typing import Any, LiteralString, NamedTuple, cast
 from psycopg import AsyncConnection
 
 from .._json_object import is_object
+from .._wire import messages_to_json
 from ..errors import DataLossError
-from ..interrupt_index import InterruptQuery, OpenInterrupt
-from ..sessions import Artifact, Snapshot
-from ..wire import messages_to_json
+from ..records._interrupt_index import InterruptQuery, OpenInterrupt
+from ..records._sessions import Artifact, Snapshot
 from . import SnapshotInfo, Updater, apply_update, choose_leaf
 from . import _pg_index as index
 from . import _pg_journal as journal

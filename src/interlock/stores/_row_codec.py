@@ -20,10 +20,10 @@ from typing import Any, NamedTuple, cast
 
 from .._json_object import is_array
 from .._stored_messages import stored_messages
+from .._wire import artifact_from_json, artifact_to_json, error_from_json, error_to_json
 from ..errors import DataLossError, InvalidArgumentError
 from ..messages import Message
-from ..sessions import Artifact, SessionState, Snapshot, trusted_state
-from ..wire import artifact_from_json, artifact_to_json, error_from_json, error_to_json
+from ..records._sessions import Artifact, SessionState, Snapshot, trusted_state
 
 Messages = tuple[Message, ...]
 

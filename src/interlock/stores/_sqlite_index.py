@@ -16,8 +16,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import cast
 
-from ..interrupt_index import InterruptQuery, OpenInterrupt, entries_of
-from ..sessions import Snapshot
+from ..records._interrupt_index import InterruptQuery, OpenInterrupt, entries_of
+from ..records._sessions import Snapshot
 from ._index_rows import ENTRY_COLUMNS, entry_of, entry_values, page_sql, plan, rest_sql
 from ._row_codec import from_us, to_us
 from ._sqlite_codec import DbId, id_in, id_out, word_in

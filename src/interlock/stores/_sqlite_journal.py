@@ -1,4 +1,4 @@
-"""The SQLite store's effect journal table (see :mod:`interlock.journal`), run on its worker thread.
+"""The SQLite store's effect journal table (see :mod:`interlock.records._journal`), run on its worker thread.
 
 One row per ``(tenant, key)``: the entry as JSON, plus the columns it is found and
 pruned by. Writes are conditional on the stored attempt, in the caller's write
@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import cast
 
 from ..errors import DataLossError
-from ..journal import JournalEntry, superseded
+from ..records._journal import JournalEntry, superseded
 from ._sqlite_schema import batches
 
 JOURNAL = "interlock_journal"

@@ -7,7 +7,7 @@ Versions:
    snapshot table exists without that table is version 1.
 2. ``interlock_schema`` records the version; the journal table is created if a file from
    before the journal lacks it.
-3. the webhook and deadline outbox (:mod:`interlock.outbox`).
+3. the webhook and deadline outbox (:mod:`interlock.records._outbox`).
 4. each session's leaves and the index of open interrupts (:mod:`._sqlite_index`),
    filled from the rows; the session index becomes ``(session, parent_id)``, which finds
    a snapshot's children.

@@ -1,4 +1,4 @@
-"""The SQLite store's outbox table (see :mod:`interlock.outbox`), run on its worker thread.
+"""The SQLite store's outbox table (see :mod:`interlock.records._outbox`), run on its worker thread.
 
 One row per event: the event as JSON, plus the columns it is claimed by (``channel``,
 ``status``, ``due_us``: µs since the epoch, ``lease_holder``, ``lease_us``). Inserts run in
@@ -13,7 +13,7 @@ import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from ..outbox import OutboxEvent, leased, retries
+from ..records._outbox import OutboxEvent, leased, retries
 from ._outbox_rows import event as event_of
 from ._outbox_rows import row, us
 
@@ -86,7 +86,7 @@ def retry(con: sqlite3.Connection, channel: str, ids: Sequence[str] | None, now:
     """Give the failed rows of ``channel`` (or those of ``ids``) a fresh start (in the caller's write transaction).
 
     The failed rows of the channel are read (an index-free scan, as a prune's), then
-    :func:`interlock.outbox.retries` decides.
+    :func:`interlock.records.retries` decides.
     """
     sql = f"{_SELECT} WHERE channel = ? AND status = 'failed'"
     found = [event_of(raw, seq, "SQLite") for seq, raw in con.execute(sql, (channel,)).fetchall()]
@@ -98,7 +98,7 @@ def retry(con: sqlite3.Connection, channel: str, ids: Sequence[str] | None, now:
 def prune(con: sqlite3.Connection, channel: str, settled_before: datetime) -> int:
     """Delete the rows of ``channel`` settled before the cutoff (in the caller's write transaction).
 
-    :func:`interlock.outbox.is_prunable` in SQL: a settled row's ``due_us`` is when it settled.
+    :func:`interlock.records.is_prunable` in SQL: a settled row's ``due_us`` is when it settled.
     """
     sql = f"DELETE FROM {OUTBOX} WHERE channel = ? AND status <> 'pending' AND due_us < ?"
     return con.execute(sql, (channel, us(settled_before))).rowcount

@@ -17,9 +17,9 @@ from typing import Any, NamedTuple, cast
 
 from .._json_object import is_object
 from ..errors import DataLossError
-from ..interrupt_index import InterruptQuery, OpenInterrupt
 from ..messages import messages_to_json
-from ..sessions import Artifact, Snapshot
+from ..records._interrupt_index import InterruptQuery, OpenInterrupt
+from ..records._sessions import Artifact, Snapshot
 from . import SnapshotInfo, Updater, apply_update, choose_leaf
 from . import _sqlite_index as index
 from ._history import common_prefix

@@ -11,7 +11,7 @@ history, only what it adds to another row's:
 * the base: the row named by ``base_id``, or, when ``base_id`` is ``NULL`` (the usual
   case, which saves an id and an index entry per row), the parent ``parent_id``, which
   is then in the same session;
-* ``tail``: JSON (Genkit camelCase, via :mod:`interlock.wire`) of the messages after the
+* ``tail``: JSON (Genkit camelCase, via :mod:`interlock._wire`) of the messages after the
   prefix; ``NULL`` when the snapshot has no state at all;
 * ``mrev``: a random id of this row's message content, changed whenever its messages
   change; ``base_mrev`` is the base's ``mrev`` when this row was written.
@@ -37,7 +37,7 @@ Per-row bookkeeping is kept small, since a turn's own messages are often only a 
 hundred bytes:
 
 * ids (``snapshot_id``, ``parent_id``, ``base_id``, ``claimed_by`` and the interned
-  ``session_id``) that are canonical lowercase UUID strings, as :func:`~interlock.sessions.new_id`
+  ``session_id``) that are canonical lowercase UUID strings, as :func:`~interlock.records.new_id`
   makes them, are stored as their 16 bytes (a BLOB) instead of 36 characters of text;
   any other id is stored as TEXT, unchanged. So every id reads back as exactly the string
   written, and the two kinds never collide (a BLOB never equals a TEXT);

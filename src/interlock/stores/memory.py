@@ -1,7 +1,7 @@
 """The in-memory store: snapshots, the effect journal and the outbox in this process's memory.
 
 Besides the rows it keeps, as every store does, each session's leaves and the index of
-open interrupts (:mod:`interlock.interrupt_index`), updated with every write and delete.
+open interrupts (:mod:`interlock.records._interrupt_index`), updated with every write and delete.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import asyncio
 from collections.abc import AsyncIterator, Iterable, Sequence
 from datetime import datetime
 
-from ..interrupt_index import InterruptQuery, OpenInterrupt, entries_of
-from ..journal import JournalEntry, superseded
-from ..outbox import OutboxEvent, is_claimable, is_prunable, leased, retries
-from ..sessions import Snapshot, utcnow
+from ..records._interrupt_index import InterruptQuery, OpenInterrupt, entries_of
+from ..records._journal import JournalEntry, superseded
+from ..records._outbox import OutboxEvent, is_claimable, is_prunable, leased, retries
+from ..records._sessions import Snapshot, utcnow
 from . import JournalUpdater, SnapshotInfo, TxStep, Updater, apply_update, check_tenant, choose_leaf, run_steps
 from ._prune import prunable
 

@@ -6,7 +6,7 @@ psycopg 3's async API and a connection pool:
 
 * **Atomic, fenced saves across processes.** :meth:`PostgresStore.save_all` runs in one
   transaction that reads its rows and journal entries ``FOR UPDATE`` (row locks held to the
-  commit), runs the updaters (the claim rules of :mod:`interlock.claims` live in updaters)
+  commit), runs the updaters (the claim rules of :mod:`interlock._engine.claims` live in updaters)
   and writes. A row that did not exist is inserted without ``ON CONFLICT``: if another
   transaction created it meanwhile, the insert fails on the primary key and the whole save
   runs again, so its updater sees that row. A deadlock or serialization failure is retried
@@ -59,10 +59,10 @@ except ImportError as exc:  # pragma: no cover - exercised by the test that hide
     ) from exc
 
 from ..errors import DataLossError, InvalidArgumentError, PermissionDeniedError, UsageError
-from ..interrupt_index import InterruptQuery, OpenInterrupt
-from ..journal import JournalEntry
-from ..outbox import OutboxEvent
-from ..sessions import TERMINAL, Snapshot
+from ..records._interrupt_index import InterruptQuery, OpenInterrupt
+from ..records._journal import JournalEntry
+from ..records._outbox import OutboxEvent
+from ..records._sessions import TERMINAL, Snapshot
 from . import JournalUpdater, SnapshotInfo, Updater, check_tenant
 from . import _pg_journal as journal_rows
 from . import _pg_outbox as outbox
@@ -383,7 +383,7 @@ def _key(tenant: str | None) -> str:
 
 
 def _register() -> None:
-    from .urls import register_store_scheme
+    from ._urls import register_store_scheme
 
     def opener(url: str, *, upgrade: bool = False) -> contextlib.AbstractAsyncContextManager[PostgresStore]:
         return PostgresStore.from_url(url, upgrade=upgrade)

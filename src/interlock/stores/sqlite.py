@@ -50,11 +50,11 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from ..errors import InvalidArgumentError, UnavailableError, UsageError
-from ..interrupt_index import InterruptQuery, OpenInterrupt
-from ..journal import Expecting, JournalEntry
-from ..outbox import OutboxEvent
-from ..sessions import TERMINAL, Snapshot
-from ..telemetry import hooks
+from ..records._interrupt_index import InterruptQuery, OpenInterrupt
+from ..records._journal import Expecting, JournalEntry
+from ..records._outbox import OutboxEvent
+from ..records._sessions import TERMINAL, Snapshot
+from ..telemetry import _hooks as hooks
 from . import JournalUpdater, SnapshotInfo, Updater, check_tenant, run_steps
 from . import _sqlite_journal as journal
 from . import _sqlite_outbox as outbox

@@ -12,7 +12,7 @@ Content (prompts, model replies, tool inputs and outputs, interrupt data, resume
 payloads) stays off spans unless :func:`configure` ``(capture_content=True)`` or
 ``INTERLOCK_OTEL_CAPTURE_CONTENT=true`` turns it on.
 
-Logging. ``interlock.*`` loggers (see :mod:`interlock.telemetry.logs`) with structured
+Logging. ``interlock.*`` loggers (see :mod:`interlock.telemetry._logs`) with structured
 ``extra`` fields; nothing is printed unless you configure logging
 (:func:`configure_logging` does it for the command line).
 """
@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .export import ExportSetup, configure_from_env
-from .logs import JsonFormatter, LogFormat, configure_logging
-from .otel import TRACER_NAME, capture_content, set_options
+from ._export import ExportSetup, configure_from_env
+from ._logs import JsonFormatter, LogFormat, configure_logging
+from ._otel import TRACER_NAME, capture_content, set_options
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider

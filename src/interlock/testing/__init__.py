@@ -6,7 +6,7 @@ replies with the last user message.
 
 :func:`check_store` runs :data:`STORE_CHECKS`, the contract every
 :class:`~interlock.stores.SessionStore` must meet, against a store of your own (the
-suite lives in :mod:`interlock.testing.stores`, one part per capability Protocol:
+suite lives in :mod:`interlock.testing._stores`, one part per capability Protocol:
 ``check_snapshot_store`` for the core, ``check_journal_store``, ...).
 """
 
@@ -20,7 +20,15 @@ from ..errors import ModelError
 from ..messages import Message
 from ..models import ChunkCallback, ModelChunk, ModelRequest, ModelResponse
 from ..parts import TextPart
-from .stores import STORE_CHECKS, StoreCheck, StoreFactory, check_store, store_factory
+from ._stores import (
+    STORE_CHECKS,
+    StoreCheck,
+    StoreFactory,
+    check_journal_store,
+    check_snapshot_store,
+    check_store,
+    store_factory,
+)
 
 __all__ = [
     "STORE_CHECKS",
@@ -29,6 +37,8 @@ __all__ = [
     "ScriptedModel",
     "StoreCheck",
     "StoreFactory",
+    "check_journal_store",
+    "check_snapshot_store",
     "check_store",
     "store_factory",
 ]

@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from ..errors import InvalidArgumentError
-from ..sessions import Snapshot
+from ..records._sessions import Snapshot
 from ._checking import at_seconds as _at
 from ._checking import chain as _chain
 from ._checking import equal as _equal
@@ -23,8 +23,8 @@ from ._checking import raises as _raises
 from ._checking import snap as _snap
 from ._checking import turn as _turn
 
-if TYPE_CHECKING:  # stores.py imports this module
-    from .stores import AdminStore, StoreFactoryOf
+if TYPE_CHECKING:
+    from ._kinds import AdminStore, StoreFactoryOf
 
     _Factory = StoreFactoryOf[AdminStore]
 

@@ -7,11 +7,11 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..messages import Message
-from ..sessions import SessionState, Snapshot
+from ..records._sessions import SessionState, Snapshot
 from ..stores import SnapshotStore
 
-if TYPE_CHECKING:  # stores.py imports the checks, which import this module
-    from .stores import StoreFactoryOf
+if TYPE_CHECKING:
+    from ._kinds import StoreFactoryOf
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 

@@ -2,7 +2,7 @@
 
 Run by :func:`~.stores.check_index_store` and :data:`~.stores.STORE_CHECKS`.
 
-What the index must hold is :mod:`interlock.interrupt_index`'s rule; these checks write
+What the index must hold is :mod:`interlock.records._interrupt_index`'s rule; these checks write
 snapshots the way the runtime does (pause, claim, answer, go on, delete) and compare
 :meth:`~interlock.stores.InterruptIndex.open_interrupts` and ``latest`` with it.
 """
@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 from .. import metadata as md
 from ..errors import FailedPreconditionError
-from ..interrupt_index import InterruptQuery
 from ..messages import Message
 from ..parts import ToolRequestPart
-from ..sessions import SessionState, Snapshot
+from ..records._interrupt_index import InterruptQuery
+from ..records._sessions import SessionState, Snapshot
 from ..stores import InterruptIndex, SnapshotStore
 
-if TYPE_CHECKING:  # stores.py imports this module
-    from .stores import IndexedStore, StoreFactoryOf
+if TYPE_CHECKING:
+    from ._kinds import IndexedStore, StoreFactoryOf
 
     _Factory = StoreFactoryOf[IndexedStore]
 

@@ -1,4 +1,4 @@
-"""Store conformance checks of :class:`~interlock.stores.JournalStore`, the effect journal (:mod:`interlock.journal`).
+"""Store conformance checks of :class:`~interlock.stores.JournalStore`, the effect journal.
 
 Run by :func:`~.stores.check_journal_store` and :data:`~.stores.STORE_CHECKS`.
 """
@@ -9,8 +9,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ClaimConflictError
-from ..journal import Expecting, JournalEntry
-from ..sessions import Snapshot
+from ..records._journal import Expecting, JournalEntry
+from ..records._sessions import Snapshot
 from ._checking import at_seconds as _at
 from ._checking import equal as _equal
 from ._checking import must_load as _must_load
@@ -19,8 +19,8 @@ from ._checking import raises as _raises
 from ._checking import snap as _snap
 from ._checking import turn as _turn
 
-if TYPE_CHECKING:  # stores.py imports this module
-    from .stores import JournaledStore, StoreFactoryOf
+if TYPE_CHECKING:
+    from ._kinds import JournaledStore, StoreFactoryOf
 
     _Factory = StoreFactoryOf[JournaledStore]
 

@@ -1,4 +1,4 @@
-"""Store conformance checks of :class:`~interlock.stores.OutboxStore`, the outbox (:mod:`interlock.outbox`).
+"""Store conformance checks of :class:`~interlock.stores.OutboxStore`, the outbox (:mod:`interlock.records._outbox`).
 
 Run by :func:`~.stores.check_outbox_store` and :data:`~.stores.STORE_CHECKS`.
 """
@@ -10,11 +10,11 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from ..outbox import DEADLINE, WEBHOOK, OutboxEvent, new_event
-from ..sessions import Snapshot, utcnow
+from ..records._outbox import DEADLINE, WEBHOOK, OutboxEvent, new_event
+from ..records._sessions import Snapshot, utcnow
 
-if TYPE_CHECKING:  # stores.py imports this module
-    from .stores import OutboxedStore, StoreFactoryOf
+if TYPE_CHECKING:
+    from ._kinds import OutboxedStore, StoreFactoryOf
 
     _Factory = StoreFactoryOf[OutboxedStore]
 

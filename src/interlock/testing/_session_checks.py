@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from ..errors import FailedPreconditionError
 from ..messages import Message
 from ..parts import TextPart
-from ..sessions import Artifact, SessionState, Snapshot
+from ..records._sessions import Artifact, SessionState, Snapshot
 from ..stores import SnapshotStore
 from ._checking import at_seconds as _at
 from ._checking import chain as _chain
@@ -27,8 +27,8 @@ from ._checking import raises as _raises
 from ._checking import snap as _snap
 from ._checking import turn as _turn
 
-if TYPE_CHECKING:  # stores.py imports this module
-    from .stores import StoreFactoryOf
+if TYPE_CHECKING:
+    from ._kinds import StoreFactoryOf
 
     _Factory = StoreFactoryOf[SnapshotStore]
 

@@ -26,7 +26,7 @@ from ..parts import (
     ToolRequestPart,
     ToolResponsePart,
 )
-from ..sessions import Artifact, ErrorInfo, SessionState, Snapshot
+from ..records._sessions import Artifact, ErrorInfo, SessionState, Snapshot
 from ..stores import SnapshotStore
 from . import _session_checks as rows
 from ._checking import equal as _equal
@@ -38,8 +38,8 @@ from ._checking import raises as _raises
 from ._checking import snap as _snap
 from ._checking import turn as _turn
 
-if TYPE_CHECKING:  # stores.py imports this module
-    from .stores import StoreFactoryOf
+if TYPE_CHECKING:
+    from ._kinds import StoreFactoryOf
 
     _Factory = StoreFactoryOf[SnapshotStore]
 

@@ -3,11 +3,11 @@
 An agent given ``host=Host(detach_to=WorkerQueue(dsn))`` (or served by ``interlock serve
 --detach-to-workers``) does not run a detached turn in its own process: the turn's pending
 snapshot is written with everything the turn needs (its input, its parent, the caller's
-context; :mod:`interlock.handoff`) and, in the same transaction on the store's connection,
+context; :mod:`interlock._engine.handoff`) and, in the same transaction on the store's connection,
 a job naming that snapshot is enqueued on `procrastinate <https://procrastinate.readthedocs.io>`_,
 whose tables live in the same database (``interlock db upgrade`` installs them). ``interlock
 worker`` processes pick the job up through LISTEN/NOTIFY and run the turn
-(:mod:`interlock.workers.run`). The job carries only the snapshot's id and tenant: a worker
+(:mod:`interlock.workers._run`). The job carries only the snapshot's id and tenant: a worker
 never receives state the store does not have.
 
 Aborting the turn (``abort``) flips its snapshot and asks procrastinate to abort the job,
@@ -36,8 +36,8 @@ except ImportError as exc:  # pragma: no cover - exercised by a process without 
     ) from exc
 
 from ..errors import FailedPreconditionError, InvalidArgumentError
+from ..records._sessions import Snapshot
 from ..records.snapshots import put_row
-from ..sessions import Snapshot
 from ..stores import SnapshotStore, Updater
 from ..stores._pg_errors import redacted
 from ..stores._pg_schema import LOCK_SCHEMA

@@ -32,9 +32,9 @@ from interlock import (
     interrupt_tool,
     tool,
 )
-from interlock.http.server import AgentServer, RequestInfo
+from interlock.http._server import AgentServer, RequestInfo
+from interlock.interrupts._signing import Keyring
 from interlock.models import ModelChunk, ModelRequest, ModelResponse
-from interlock.signing import Keyring
 from interlock.testing import EchoModel, ScriptedModel
 
 CLIENTS = ("js", "py")

@@ -1,0 +1,222 @@
+"""What goes into an agent and what comes out: inputs, init, outputs and stream chunks."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol, TypeAlias, cast
+
+from .._json import check_message, type_name
+from ..errors import InterlockError, InvalidArgumentError, error_class
+from ..interrupts._plan import Resume, ResumePlan, check_resume_shape
+from ..messages import Message
+from ..models import ModelChunk
+from ..parts import ToolRequestPart
+from ..records._sessions import Artifact, CustomPatch, ErrorInfo, SessionState
+from .effects import Effects
+
+
+class AgentFinishReason(StrEnum):
+    """Why an invocation (or a turn) ended: the model's reasons plus ``aborted``, ``detached`` and ``failed``.
+
+    Members equal their wire strings (``AgentFinishReason.INTERRUPTED == "interrupted"``); outputs
+    carry the plain string, and a value this version does not know is kept as given.
+    """
+
+    STOP = "stop"
+    LENGTH = "length"
+    BLOCKED = "blocked"
+    INTERRUPTED = "interrupted"
+    OTHER = "other"
+    UNKNOWN = "unknown"
+    ABORTED = "aborted"
+    DETACHED = "detached"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AgentInput:
+    """One input of an invocation: a user message, a resume, or both; ``detach`` sends the turn to the background."""
+
+    message: Message | None = None
+    resume: Resume | None = None
+    detach: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AgentInit:
+    """Where an invocation's session comes from.
+
+    Server-managed agents take ``snapshot_id`` and/or ``session_id`` (both: the snapshot
+    must belong to the session); client-managed agents take ``state``.
+    """
+
+    session_id: str | None = None
+    snapshot_id: str | None = None
+    state: SessionState | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TurnEnd:
+    """Ends each turn's stream: the snapshot written (server-managed) and the turn's finish reason."""
+
+    snapshot_id: str | None = None
+    finish_reason: str | None = None
+
+
+StreamChunk: TypeAlias = ModelChunk | Artifact | CustomPatch | TurnEnd
+"""What an agent streams: model chunks, artifacts, custom-state patches, and one turn end per turn."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AgentOutput:
+    """The result of an invocation.
+
+    A failed invocation has ``finish_reason`` ``failed``, ``error`` saying why, and
+    ``snapshot_id`` / ``state`` pointing at the last good state. ``run()`` and the chat
+    methods raise it as an :class:`AgentError` (``raise_on_error=False`` returns it);
+    a connection's ``output()`` returns it.
+    """
+
+    session_id: str | None = None
+    snapshot_id: str | None = None
+    state: SessionState | None = None
+    message: Message | None = None
+    artifacts: list[Artifact] = field(default_factory=list[Artifact])
+    finish_reason: str | None = None
+    error: ErrorInfo | None = None
+
+    @property
+    def text(self) -> str:
+        """The text of the last message."""
+        return self.message.text if self.message else ""
+
+    @property
+    def interrupts(self) -> list[ToolRequestPart]:
+        """The paused tool requests when the turn was interrupted."""
+        if self.finish_reason != "interrupted" or self.message is None:
+            return []
+        return self.message.interrupts
+
+    def raise_for_error(self) -> AgentOutput:
+        """Raise the :class:`AgentError` of a failed invocation; return ``self`` otherwise."""
+        if self.error is not None:
+            raise AgentError.of(self)
+        return self
+
+
+class AgentError(InterlockError):
+    """A failed invocation, raised by ``run()`` and the chat methods, with its output attached.
+
+    The raised error is also an instance of its status's error class, so ``except
+    NotFoundError`` catches a turn that failed ``NOT_FOUND`` and ``except AgentError``
+    catches every failed invocation.
+
+    Attributes:
+        output: the whole output (``finish_reason`` ``failed``, ``error``, the last message).
+    """
+
+    def __init__(self, output: AgentOutput) -> None:
+        error = output.error or ErrorInfo(status="UNKNOWN", message="the invocation failed")
+        super().__init__(error.message, details=error.details, status=error.status)
+        self.output = output
+
+    @classmethod
+    def of(cls, output: AgentOutput) -> AgentError:
+        """The error of a failed ``output``, as the subclass of :class:`AgentError` for its status."""
+        return _with_status(error_class(output.error.status if output.error else None))(output)
+
+    @property
+    def snapshot_id(self) -> str | None:
+        """The last good snapshot (server-managed): where to continue from."""
+        return self.output.snapshot_id
+
+    @property
+    def session_id(self) -> str | None:
+        return self.output.session_id
+
+    @property
+    def state(self) -> SessionState | None:
+        """The last good state (client-managed): what to send back next."""
+        return self.output.state
+
+
+@functools.cache
+def _with_status(base: type[InterlockError]) -> type[AgentError]:
+    """``AgentError`` combined with a status's error class, e.g. ``AgentNotFoundError(AgentError, NotFoundError)``."""
+    namespace = {"__module__": __name__, "__doc__": f"A failed invocation whose status is {base.__name__}'s."}
+    return cast(type[AgentError], type(f"Agent{base.__name__}", (AgentError, base), namespace))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TurnContext:
+    """What a custom agent's turn handler knows about the turn."""
+
+    snapshot_id: str | None
+    """The id reserved for this turn's snapshot (server-managed agents)."""
+    parent_snapshot_id: str | None
+    turn_index: int
+    context: dict[str, Any] = field(default_factory=dict[str, Any])
+    plan: ResumePlan | None = None
+    """The turn's resume, validated (``None`` when the input carries no resume)."""
+    reclaimed_from: str | None = None
+    """The turn whose lapsed claim on the resumed snapshot this turn took over (its tools may have run)."""
+    effects: Effects | None = None
+    """The turn's effect journal (server-managed agents): run tool bodies through it so none repeats silently."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TurnResult:
+    """A turn handler's optional result."""
+
+    finish_reason: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AgentResult:
+    """A custom agent's optional result."""
+
+    message: Message | None = None
+    artifacts: list[Artifact] | None = None
+    finish_reason: str | None = None
+
+
+InputLike = str | Message | AgentInput | None
+OnChunk = Callable[[StreamChunk], Awaitable[None] | None]
+"""Receives each stream chunk of a turn (sync or async)."""
+
+
+def as_input(value: InputLike | object, *, resume: Resume | None = None, detach: bool = False) -> AgentInput:
+    """Normalise what callers pass to ``send``/``run`` into a checked :class:`AgentInput`.
+
+    This is the input edge: a value of the wrong type (``run(12345)``, a dict instead of a
+    :class:`Resume`, a part of the wrong kind) or one holding something that is not JSON
+    raises :class:`~interlock.errors.InvalidArgumentError` here, before anything runs.
+    """
+    if isinstance(value, AgentInput):
+        if resume is not None or detach:
+            value = AgentInput(message=value.message, resume=resume or value.resume, detach=detach or value.detach)
+    elif value is None or isinstance(value, (str, Message)):
+        message = Message.user(value) if isinstance(value, str) else value
+        value = AgentInput(message=message, resume=resume, detach=detach)
+    else:
+        raise InvalidArgumentError(f"an agent input is a string, a Message or an AgentInput, not {type_name(value)}")
+    if value.message is not None:
+        check_message(value.message, "message")
+    if value.resume is not None:
+        check_resume_shape(value.resume)
+    flag: Any = value.detach
+    if not isinstance(flag, bool):
+        raise InvalidArgumentError("'detach' must be a boolean")
+    return value
+
+
+class Connection(Protocol):
+    """A live invocation, local or remote: send inputs, close, iterate stream chunks, take the output."""
+
+    async def send(self, value: InputLike = None, *, resume: Resume | None = None, detach: bool = False) -> None: ...
+    async def close(self) -> None: ...
+    def __aiter__(self) -> AsyncIterator[StreamChunk]: ...
+    async def output(self) -> AgentOutput: ...

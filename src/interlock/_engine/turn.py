@@ -1,0 +1,212 @@
+"""One turn of an invocation: plan → claim → handler → commit, or give back on every exit.
+
+The plan (the input's resume, validated against the history, its tokens checked) comes
+before anything runs or is claimed, so a refusal changes nothing. A resume of an interrupted
+snapshot then claims it (:mod:`interlock._engine.claims`); the handler runs; the commit is fenced
+by the claim. A failure restores the session state and gives the claim and the effect
+journal's reservations back; so does a cancellation, which propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..errors import FailedPreconditionError, ResumeError, SnapshotNotFoundError
+from ..interrupts._replay import spend_pause
+from ..interrupts._tokens import check_tokens
+from ..records._sessions import new_id
+from ..telemetry import _hooks as hooks
+from .commit import TurnWriter, error_info, give_back
+from .effects import Effects, check_in_doubt_answers
+from .io import AgentInput, TurnContext, TurnEnd
+from .load import answered_earlier
+from .output import interrupts_chunk
+
+if TYPE_CHECKING:
+    from ..interrupts._plan import ResumePlan
+    from ..records._sessions import ErrorInfo, Session, Snapshot
+    from ..stores import SessionStore
+    from .claims import ClaimHold
+    from .detached import DetachedRun
+    from .io import AgentInit, StreamChunk
+    from .protocols import RunnableAgent, TurnHandler
+
+
+class TurnHost(Protocol):
+    """What a turn reads and updates of the invocation it runs in (the engine's ``Invocation``)."""
+
+    agent: RunnableAgent
+    store: SessionStore | None
+    init: AgentInit
+    named_snapshot: str | None
+    context: dict[str, Any]
+    tenant: str | None
+    writer: TurnWriter | None
+    session: Session
+    tip: Snapshot | None
+    error: ErrorInfo | None
+    failed: bool
+    detached: DetachedRun | None
+    trace: hooks.TurnTrace | None
+    store_ready: bool
+    turn_index: int
+    model_index: int | float | None
+    last_finish_reason: str | None
+
+    @property
+    def detached_id(self) -> str | None: ...
+
+    def emit(self, chunk: StreamChunk) -> None: ...
+
+    def emit_failed_turn_end(self) -> None: ...
+
+
+@dataclass(kw_only=True)
+class QueuedTurn:
+    """An input waiting for its turn, with the snapshot id reserved for it (server-managed)."""
+
+    input: AgentInput
+    snapshot_id: str | None
+
+
+class Turn:
+    """One turn of ``inv``: built when it starts (the session starts its turn), then :meth:`run`."""
+
+    def __init__(self, inv: TurnHost, queued: QueuedTurn) -> None:
+        session = inv.session
+        self.inv = inv
+        self.input = queued.input
+        self.turn_id = queued.snapshot_id or (new_id() if inv.store is not None else None)
+        self.parent = inv.tip
+        self.good = session.state.copy()
+        session.start_turn()
+        inv.model_index = 0
+        self.index, inv.turn_index = inv.turn_index, inv.turn_index + 1
+        self.hold: ClaimHold | None = None
+        self.effects = self._effects()
+
+    async def run(self, handler: TurnHandler) -> None:
+        """Validate, claim, run the handler, commit (fenced by the claim); on failure undo all."""
+        inv = self.inv
+        try:
+            plan = await self._claim()
+            if self.input.message is not None:
+                inv.session.add_messages(self.input.message)
+            result = await handler(self.input, self._context(plan))
+            finish = result.finish_reason if result else None
+            await self._commit(finish, plan)
+        except Exception as exc:
+            inv.session.state = self.good
+            inv.failed = True
+            inv.error = error_info(exc)
+            await give_back(self.inv.writer, self.hold, self.effects)
+            inv.emit_failed_turn_end()
+            return
+        except asyncio.CancelledError:  # aborted or cancelled mid-turn: give the interrupt back
+            await give_back(self.inv.writer, self.hold, self.effects)
+            raise
+        self._end(finish)
+
+    async def _claim(self) -> ResumePlan | None:
+        """The plan (before anything runs or is claimed: a refusal changes nothing), then the claim."""
+        inv, parent, store = self.inv, self.parent, self.inv.store
+        plan, nonces = await self._plan()
+        if plan is not None:
+            await self._spend_client_state()
+        if plan is not None and parent is not None and parent.finish_reason == "interrupted" and self.turn_id:
+            assert inv.writer is not None
+            last = len(inv.session.messages) - 1
+            self.hold = await inv.writer.claim(parent, self.turn_id, plan, nonces, self.effects, last)
+        if plan is not None:
+            hooks.resuming(plan, inv.context, self.hold.turn_id if self.hold else None)
+        if self.hold is None and store is not None and not inv.store_ready:
+            await store.ready()  # before any model or tool runs (a claim's write has checked it already)
+            inv.store_ready = True
+        return plan
+
+    def _context(self, plan: ResumePlan | None) -> TurnContext:
+        parent = self.parent
+        return TurnContext(
+            snapshot_id=self.turn_id,
+            parent_snapshot_id=parent.snapshot_id if parent else None,
+            turn_index=self.index,
+            context=self.inv.context,
+            plan=plan,
+            reclaimed_from=self.hold.reclaimed_from if self.hold else None,
+            effects=self.effects,
+        )
+
+    async def _commit(self, finish: str | None, plan: ResumePlan | None) -> None:
+        """Hand the claim to the detached run's final write, or commit the turn's snapshot under it."""
+        inv, writer = self.inv, self.inv.writer
+        if inv.detached is not None:
+            if writer is not None and self.effects is not None:
+                await writer.flush(self.effects)
+            inv.detached.hand_over(self.hold, self.parent, plan)  # the detached run's final write commits the claim
+            self.hold = None
+        elif writer is not None and self.turn_id is not None:
+            traced = inv.trace.metadata() if inv.trace else {}
+            inv.tip = await writer.commit(
+                inv.session, self.turn_id, self.parent, finish, plan, self.hold, self.effects, traced
+            )
+
+    def _end(self, finish: str | None) -> None:
+        """Stream the paused turn's interrupts, if it paused, and the turn's end."""
+        inv = self.inv
+        inv.last_finish_reason = finish
+        if finish == "interrupted":
+            paused = interrupts_chunk(inv.session.messages, inv.store, inv.model_index)
+            if paused is not None:
+                inv.emit(paused)
+        committed = inv.store is not None and inv.detached_id is None
+        inv.emit(TurnEnd(snapshot_id=self.turn_id if committed else None, finish_reason=finish))
+
+    def _effects(self) -> Effects | None:
+        """The turn's effect journal: server-managed agents journal every tool call in their store."""
+        inv = self.inv
+        if inv.writer is None or self.turn_id is None:
+            return None
+        return inv.writer.effects(inv.session.session_id, self.parent, self.turn_id)
+
+    async def _plan(self) -> tuple[ResumePlan | None, tuple[str, ...]]:
+        """The input's resume, validated against the history (``None`` without one), and its tokens' nonces.
+
+        The resume tokens are checked here (:func:`interlock.interrupts.check_tokens`), once. A
+        resume by session id whose refs another resume answered meanwhile is refused as that
+        lost race (:func:`~interlock._engine.load.answered_earlier`), not as stale refs.
+        """
+        inv, input = self.inv, self.input
+        if input.resume is None:
+            return None, ()
+        if input.message is not None:
+            raise FailedPreconditionError(  # Genkit's status: its message would follow the model's pause
+                "Cannot 'resume' generation unless the previous message is a model message with at least one "
+                "tool request: an agent input carries a message or a resume, not both; send the resume first, "
+                "then the message in a new input"
+            )
+        if inv.store is not None and inv.tip is None:
+            raise SnapshotNotFoundError(
+                f"there is no snapshot to resume in session {inv.session.session_id}: "
+                "resume by the snapshotId or sessionId of the interrupted turn"
+            )
+        try:
+            plan = inv.agent.check_resume(input.resume, inv.session.messages)
+        except ResumeError:
+            lost = await answered_earlier(inv.agent, inv.init, inv.tip, input.resume, inv.tenant)
+            if lost is not None:
+                raise lost from None
+            raise
+        tip = inv.tip.snapshot_id if inv.tip else None
+        nonces = check_tokens(inv.agent, plan, session_id=inv.session.session_id, snapshot_id=tip)
+        named = tip is not None and tip == inv.named_snapshot
+        check_in_doubt_answers(plan, named_snapshot=named, tokens_checked=inv.agent.host.resume_tokens is not None)
+        return plan, nonces
+
+    async def _spend_client_state(self) -> None:
+        """A client-managed resume, once accepted, spends its paused state (:mod:`interlock.interrupts._replay`)."""
+        inv = self.inv
+        spent = inv.agent.host.spent_tokens
+        if spent is not None and inv.store is None:
+            await spend_pause(spent, inv.agent.name, inv.session.state, tenant=inv.tenant)

@@ -1,0 +1,230 @@
+"""The hooks around model and tool calls: ``chat {model}`` and ``execute_tool {tool}`` spans, and their logs.
+
+Attributes follow OpenTelemetry's GenAI semantic conventions (``gen_ai.operation.name``,
+``gen_ai.provider.name``, ``gen_ai.request.model``, ``gen_ai.usage.*``, ``gen_ai.tool.*``);
+prompts, replies, tool arguments and results are recorded only with content capture on.
+While no tracer provider is set and debug logging is off, a call costs one check.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InterlockError, Interrupt
+from ._logs import logger
+from ._otel import Attributes, add_event, as_json, capture_content, elapsed_ms, error_type, fail, tracing
+from ._otel import span as otel_span
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
+    from ..messages import Message
+    from ..models import ChunkCallback, Model, ModelRequest, ModelResponse
+    from ..parts import ToolRequestPart
+
+
+_models, _tools = logger("models"), logger("tools")
+
+
+def split_model_name(name: str) -> tuple[str, str]:
+    """``(provider, model)`` of a ``provider/model`` name (a name without ``/`` is both)."""
+    provider, slash, model = name.partition("/")
+    return (provider, model) if slash and model else (name, name)
+
+
+async def call_model(model: Model, request: ModelRequest, *, on_chunk: ChunkCallback | None) -> ModelResponse:
+    """``model.generate(request)`` inside its ``chat`` span, logged with duration and tokens."""
+    if not tracing() and not _models.isEnabledFor(logging.INFO):  # the common case costs nothing more
+        try:
+            return await model.generate(request, on_chunk=on_chunk)
+        except Exception as exc:
+            _log_model_failure(model, exc, None)
+            raise
+    provider, name = split_model_name(_model_name(model))
+    started = time.perf_counter()
+    with otel_span(f"chat {name}", _chat_attributes(provider, name, request), kind="client") as span:
+        try:
+            response = await model.generate(request, on_chunk=on_chunk)
+        except BaseException as exc:
+            fail(span, error_type(exc), str(exc) or type(exc).__name__, exc)
+            if isinstance(exc, Exception):
+                _log_model_failure(model, exc, started)
+            raise
+        if span is not None:
+            _record_response(span, request, response)
+    if _models.isEnabledFor(logging.INFO):
+        usage = response.usage
+        facts = {
+            "provider": provider,
+            "model": name,
+            "input_tokens": usage.input_tokens if usage else None,
+            "output_tokens": usage.output_tokens if usage else None,
+            "finish_reason": str(response.finish_reason),
+            "duration_ms": elapsed_ms(started),
+        }
+        _models.info("model call: %s/%s in %.0f ms", provider, name, facts["duration_ms"], extra=facts)
+    return response
+
+
+def _model_name(model: Model) -> str:
+    return str(getattr(model, "name", None) or type(model).__name__)
+
+
+def _log_model_failure(model: Model, exc: Exception, started: float | None) -> None:
+    provider, name = split_model_name(_model_name(model))
+    duration = None if started is None else elapsed_ms(started)
+    _models.warning(
+        "model call to %s/%s failed: %s",
+        provider,
+        name,
+        exc,
+        extra={"provider": provider, "model": name, "duration_ms": duration, "status": error_type(exc)},
+    )
+
+
+def _chat_attributes(provider: str, name: str, request: ModelRequest) -> Attributes:
+    if not tracing():
+        return {}
+    config = request.config or {}
+    return {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": provider,
+        "gen_ai.request.model": name,
+        "gen_ai.request.temperature": _number(config.get("temperature")),
+        "gen_ai.request.max_tokens": _number(config.get("maxOutputTokens")),
+        "gen_ai.request.top_p": _number(config.get("topP")),
+    }
+
+
+def _record_response(span: Span, request: ModelRequest, response: ModelResponse) -> None:
+    finish_reason = str(response.finish_reason)
+    span.set_attribute("gen_ai.response.finish_reasons", [finish_reason])
+    usage = response.usage
+    if usage is not None and usage.input_tokens is not None:
+        span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
+    if usage is not None and usage.output_tokens is not None:
+        span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
+    if capture_content():
+        span.set_attribute("gen_ai.input.messages", as_json(_genai_messages(request.messages)))
+        output = _genai_messages([response.message])
+        output[0]["finish_reason"] = finish_reason
+        span.set_attribute("gen_ai.output.messages", as_json(output))
+
+
+def _number(value: object) -> float | int | None:
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def model_retry(error: InterlockError, attempt: int, delay: float) -> None:
+    """A transient model failure is retried after ``delay`` seconds."""
+    add_event("interlock.model.retry", {"error.type": error.status, "interlock.retry.attempt": attempt})
+    _models.warning(
+        "model call failed (%s), retry %d in %.1f s: %s",
+        error.status,
+        attempt,
+        delay,
+        error.message,
+        extra={"status": error.status, "attempt": attempt, "delay_s": round(delay, 3)},
+    )
+
+
+@dataclass(kw_only=True)
+class ToolTrace:
+    """The span of one tool call; :meth:`output` records what the tool returned."""
+
+    span: Span | None
+
+    def output(self, value: object) -> Any:
+        """Record the tool's output (content capture only) and hand it back."""
+        if self.span is not None and capture_content():
+            self.span.set_attribute("gen_ai.tool.call.result", as_json(value))
+        return value
+
+
+class _Untraced(contextlib.AbstractContextManager[ToolTrace]):
+    """A tool call with neither spans nor debug logging: nothing to do."""
+
+    def __enter__(self) -> ToolTrace:
+        return _UNTRACED_TOOL
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_UNTRACED_TOOL = ToolTrace(span=None)
+_UNTRACED = _Untraced()
+
+
+def tool_call(
+    part: ToolRequestPart, *, description: str, resumed: bool
+) -> contextlib.AbstractContextManager[ToolTrace]:
+    """The ``execute_tool`` span of one call; an :class:`~interlock.errors.Interrupt` is an outcome, not an error."""
+    if not tracing() and not _tools.isEnabledFor(logging.DEBUG):
+        return _UNTRACED
+    return _tool_call(part, description=description, resumed=resumed)
+
+
+@contextlib.contextmanager
+def _tool_call(part: ToolRequestPart, *, description: str, resumed: bool) -> Generator[ToolTrace, None, None]:
+    attributes: Attributes = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": part.name,
+        "gen_ai.tool.call.id": part.ref,
+        "gen_ai.tool.type": "function",
+        "gen_ai.tool.description": description or None,
+        "interlock.tool.resumed": resumed,
+    }
+    extra = {"tool": part.name, "ref": part.ref}
+    started = time.perf_counter()
+    outcome = "ok"
+    with otel_span(f"execute_tool {part.name}", attributes) as span:
+        if span is not None and capture_content():
+            span.set_attribute("gen_ai.tool.call.arguments", as_json(part.input))
+        try:
+            yield ToolTrace(span=span)
+        except Interrupt:
+            outcome = "interrupted"
+            if span is not None:
+                span.set_attribute("interlock.tool.interrupted", True)
+            raise
+        except BaseException as exc:
+            outcome = error_type(exc)
+            fail(span, outcome, str(exc) or type(exc).__name__, exc)
+            raise
+        finally:
+            if _tools.isEnabledFor(logging.DEBUG):
+                _tools.debug(
+                    "tool %s: %s in %.1f ms",
+                    part.name,
+                    outcome,
+                    elapsed_ms(started),
+                    extra={**extra, "outcome": outcome, "duration_ms": elapsed_ms(started)},
+                )
+
+
+# content ----------------------------------------------------------------------------------
+
+_ROLES = {"model": "assistant"}
+
+
+def _genai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Messages in the GenAI conventions' shape: ``{role, parts: [{type, ...}]}``."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        parts: list[dict[str, Any]] = []
+        for part in message.content:
+            if part.kind == "text":
+                parts.append({"type": "text", "content": part.text})
+            elif part.kind == "tool_request":
+                parts.append({"type": "tool_call", "id": part.ref, "name": part.name, "arguments": part.input})
+            elif part.kind == "tool_response":
+                parts.append({"type": "tool_call_response", "id": part.ref, "response": part.output})
+            else:
+                parts.append({"type": part.kind})
+        out.append({"role": _ROLES.get(message.role, message.role), "parts": parts})
+    return out

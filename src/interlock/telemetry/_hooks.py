@@ -1,0 +1,250 @@
+"""The narrow hooks the runtime calls about turns: each makes its span or span event, and its log record.
+
+Every turn is an ``invoke_agent {agent}`` span (OpenTelemetry's GenAI semantic
+conventions; model and tool calls are in :mod:`interlock.telemetry._calls`). interlock's own
+facts are ``interlock.*`` attributes and events: ``interlock.interrupt``, ``interlock.resume``,
+``interlock.claim.*``, ``interlock.journal.*``, ``interlock.detached.*``,
+``interlock.store.error``. A turn's span
+context is stored in the snapshot it writes (``metadata.traceContext``), so the turn that
+resumes it, in any process, links to it.
+
+Content (messages, tool inputs and outputs, interrupt data, resume payloads) is recorded
+only when :func:`~interlock.telemetry.capture_content` says so. Resume tokens never are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .. import metadata as md
+from .._json_object import is_object
+from ..errors import InterlockError
+from ._logs import logger
+from ._otel import (
+    Attributes,
+    add_event,
+    as_json,
+    capture_content,
+    current_span,
+    elapsed_ms,
+    error_type,
+    fail,
+    span_carrier,
+)
+from ._otel import span as otel_span
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
+    from ..interrupts._plan import ResumePlan
+    from ..messages import Message
+    from ..parts import ToolRequestPart
+    from ..records._journal import JournalEntry
+    from ..records._sessions import ErrorInfo, Snapshot
+
+
+_agents, _claims, _effects, _stores = logger("agents"), logger("claims"), logger("effects"), logger("stores")
+
+
+# turns ------------------------------------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class TurnTrace:
+    """The span of one turn (``None`` without OpenTelemetry) and what its log lines say."""
+
+    span: Span | None
+    agent: str
+    session_id: str | None
+    turn_id: str | None
+
+    def metadata(self) -> dict[str, Any]:
+        """The snapshot metadata that lets a later resume link to this turn (``{}`` without a span)."""
+        carrier = span_carrier(self.span)
+        return {md.TRACE_CONTEXT: carrier} if carrier else {}
+
+    def finish(self, *, finish_reason: str | None, error: ErrorInfo | None, messages: Sequence[Message]) -> None:
+        """Record how the turn ended: its finish reason, its interrupts, or its error."""
+        where = {"agent": self.agent, "session_id": self.session_id, "snapshot_id": self.turn_id}
+        if error is not None:
+            fail(self.span, error.status, error.message)
+            _agents.warning("turn failed: %s %s", error.status, error.message, extra={**where, "status": error.status})
+            return
+        if self.span is not None:
+            self.span.set_attribute("interlock.finish_reason", finish_reason or "")
+        if finish_reason == "interrupted" and messages:
+            for part in messages[-1].interrupts:
+                _interrupted(self, part)
+        if _agents.isEnabledFor(logging.DEBUG):
+            _agents.debug("turn finished: %s", finish_reason, extra={**where, "finish_reason": finish_reason})
+
+
+def _interrupted(trace: TurnTrace, part: ToolRequestPart) -> None:
+    kind = "in_doubt" if md.is_in_doubt(part) else "hold" if md.is_hold(part) else "tool"
+    attributes: Attributes = {
+        "gen_ai.tool.name": part.name,
+        "gen_ai.tool.call.id": part.ref,
+        "interlock.snapshot.id": trace.turn_id,
+        "interlock.interrupt.kind": kind,
+        "interlock.interrupt.data": as_json(part.meta(md.INTERRUPT)) if trace.span and capture_content() else None,
+    }
+    add_event("interlock.interrupt", attributes, trace.span)
+    _agents.info(
+        "turn paused: %s (%s) waits for an answer",
+        part.name,
+        kind,
+        extra={"agent": trace.agent, "session_id": trace.session_id, "snapshot_id": trace.turn_id, "tool": part.name}
+        | {"ref": part.ref, "interrupt_kind": kind},
+    )
+
+
+@contextlib.contextmanager
+def turn(
+    agent: str,
+    *,
+    session_id: str | None,
+    turn_id: str | None,
+    parent: Snapshot | None,
+    tenant: str | None,
+    detached: str | None,
+) -> Generator[TurnTrace, None, None]:
+    """The ``invoke_agent`` span of one turn; a turn continuing a paused snapshot links to its span."""
+    paused = parent is not None and parent.finish_reason == "interrupted"
+    carrier = (parent.metadata or {}).get(md.TRACE_CONTEXT) if paused and parent is not None else None
+    attributes: Attributes = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": agent,
+        "gen_ai.conversation.id": session_id,
+        "interlock.snapshot.id": turn_id,
+        "interlock.parent_snapshot.id": parent.snapshot_id if parent else None,
+        "interlock.tenant": tenant,
+        "interlock.detached": detached is not None,
+    }
+    started = time.perf_counter()
+    link = carrier if is_object(carrier) else None
+    with otel_span(f"invoke_agent {agent}", attributes, link_to=link) as span:
+        trace = TurnTrace(span=span, agent=agent, session_id=session_id, turn_id=turn_id)
+        if detached is not None:
+            add_event("interlock.detached.started", {"interlock.snapshot.id": detached}, span)
+        try:
+            yield trace
+        except BaseException as exc:
+            fail(span, error_type(exc), str(exc) or type(exc).__name__, exc)
+            raise
+    if _agents.isEnabledFor(logging.DEBUG):
+        duration = elapsed_ms(started)
+        _agents.debug("turn took %.1f ms", duration, extra={"agent": agent, "duration_ms": duration})
+
+
+def resuming(plan: ResumePlan, context: dict[str, Any], holder: str | None) -> None:
+    """A resume runs: per answered call its verb, tool and ref; who answered; the claim's holder (fencing token)."""
+    identity = context.get("identity")
+    answered = [c for c in plan.calls if c.verb != "pending"]
+    content = current_span() is not None and capture_content()
+    for call in answered:
+        payload = call.payload if call.verb == "restart" else (call.response.output if call.response else None)
+        add_event(
+            "interlock.resume",
+            {
+                "interlock.resume.verb": call.verb,
+                "interlock.resume.decision": call.decision,
+                "gen_ai.tool.name": call.request.name,
+                "gen_ai.tool.call.id": call.request.ref,
+                "interlock.identity": identity if isinstance(identity, str) else None,
+                "interlock.claim.holder": holder,
+                "interlock.resume.payload": as_json(payload) if content else None,
+            },
+        )
+    calls = ", ".join(f"{c.verb} {c.request.name}" for c in answered)
+    _agents.info(
+        "resume: %s", calls, extra={"identity": identity, "holder": holder, "verbs": [c.verb for c in answered]}
+    )
+
+
+def detached_enqueued(agent: str, snapshot_id: str, session_id: str | None, trace: TurnTrace | None) -> None:
+    """A turn went to the background: its pending snapshot is written."""
+    add_event("interlock.detached.enqueued", {"interlock.snapshot.id": snapshot_id}, trace.span if trace else None)
+    _agents.info(
+        "detached: turn runs on in the background as snapshot %s",
+        snapshot_id,
+        extra={"agent": agent, "session_id": session_id, "snapshot_id": snapshot_id},
+    )
+
+
+@contextlib.contextmanager
+def detached_finished(
+    agent: str, snapshot_id: str, status: str, trace: TurnTrace | None
+) -> Generator[None, None, None]:
+    """The detached run writes its outcome: a short span, a child of its last turn's."""
+    attributes: Attributes = {"interlock.snapshot.id": snapshot_id, "interlock.detached.status": status}
+    parent = trace.span if trace else None
+    with otel_span("interlock.detached.finish", attributes, parent=parent) as span:
+        try:
+            yield
+        except BaseException as exc:
+            fail(span, error_type(exc), str(exc) or type(exc).__name__, exc)
+            raise
+    _agents.info(
+        "detached run finished: %s", status, extra={"agent": agent, "snapshot_id": snapshot_id, "status": status}
+    )
+
+
+# claims and the journal -------------------------------------------------------------------
+
+
+def claim_taken(parent_id: str, holder: str, reclaimed_from: str | None, ttl: float) -> None:
+    """A resume claimed an interrupted snapshot (and maybe took a lapsed claim over)."""
+    attributes = {"interlock.snapshot.id": parent_id, "interlock.claim.holder": holder, "interlock.claim.ttl": ttl}
+    add_event("interlock.claim.taken", attributes)
+    extra = {"snapshot_id": parent_id, "holder": holder, "ttl": ttl}
+    if reclaimed_from is None:
+        _claims.debug("claim taken on %s by %s", parent_id, holder, extra=extra)
+        return
+    add_event("interlock.claim.taken_over", {**attributes, "interlock.claim.previous_holder": reclaimed_from})
+    _claims.warning(
+        "claim on %s taken over from %s (its lease lapsed) by %s",
+        parent_id,
+        reclaimed_from,
+        holder,
+        extra={**extra, "previous_holder": reclaimed_from},
+    )
+
+
+def claim_lost(parent_id: str, holder: str, reason: str) -> None:
+    """A claim's lease lapsed or was taken over while its turn ran: the turn cannot commit."""
+    add_event("interlock.claim.lost", {"interlock.snapshot.id": parent_id, "interlock.claim.holder": holder})
+    _claims.warning("claim lost: %s", reason, extra={"snapshot_id": parent_id, "holder": holder})
+
+
+def journal(event: str, entry: JournalEntry) -> None:
+    """The effect journal decided a call: ``replayed``, ``in_doubt``, ``reconciled`` or ``retried``."""
+    attributes = {
+        "interlock.journal.key": entry.key,
+        "interlock.journal.attempt": entry.attempt,
+        "gen_ai.tool.name": entry.tool,
+        "gen_ai.tool.call.id": entry.ref,
+    }
+    add_event(f"interlock.journal.{event}", attributes)
+    extra = {"tool": entry.tool, "ref": entry.ref, "idempotency_key": entry.key, "attempt": entry.attempt}
+    if event == "in_doubt":
+        _effects.warning("%s is in doubt: attempt %d never reported back", entry.tool, entry.attempt, extra=extra)
+    else:
+        _effects.info("%s %s from the journal", entry.tool, event, extra=extra)
+
+
+def store_error(error: InterlockError, *, store: str, operation: str) -> None:
+    """A store call failed (``UNAVAILABLE`` may pass on a retry; the rest need someone to act)."""
+    add_event("interlock.store.error", {"error.type": error.status, "interlock.store.operation": operation})
+    level = "warning" if error.status == "UNAVAILABLE" else "error"
+    getattr(_stores, level)(
+        "%s store: %s failed: %s",
+        store,
+        operation,
+        error.message,
+        extra={"store": store, "operation": operation, "status": error.status},
+    )

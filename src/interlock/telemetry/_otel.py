@@ -1,0 +1,195 @@
+"""The one place that touches the OpenTelemetry API, which is optional (``interlock[otel]``).
+
+Without the package every helper here is a no-op (spans are ``None``); with it and no SDK
+configured, the API hands out non-recording spans and nothing is exported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Generator, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Link, Span, Tracer, TracerProvider
+
+try:
+    from opentelemetry import context as _context
+    from opentelemetry import trace as _trace
+    from opentelemetry.trace.propagation import tracecontext as _tracecontext
+except ImportError:  # the extra is not installed: no spans
+    _context = None
+    _trace = None
+    _tracecontext = None
+
+
+TRACER_NAME = "interlock"
+"""The instrumentation scope of every span interlock makes."""
+
+Attributes = Mapping[str, "str | bool | int | float | list[str] | None"]
+"""Span attributes; ``None`` values are left out."""
+
+_capture: bool | None = None
+_provider: TracerProvider | None = None
+_tracer: tuple[object, Tracer] | None = None
+_TRUE = frozenset({"1", "true", "yes", "on"})
+
+
+def set_options(*, capture_content: bool | None, tracer_provider: TracerProvider | None) -> None:
+    """Record content on spans (``None``: by the environment); take tracers from ``tracer_provider`` (or the global)."""
+    global _capture, _provider, _tracer
+    _capture, _provider, _tracer = capture_content, tracer_provider, None
+
+
+def capture_content() -> bool:
+    """Whether spans carry content: the :func:`set_options` setting, else the environment.
+
+    ``INTERLOCK_OTEL_CAPTURE_CONTENT=true`` (or OpenTelemetry's own
+    ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``) turns it on; off by default.
+    """
+    if _capture is not None:
+        return _capture
+    for name in ("INTERLOCK_OTEL_CAPTURE_CONTENT", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"):
+        if os.environ.get(name, "").strip().lower() in _TRUE:
+            return True
+    return False
+
+
+def _clean(attributes: Attributes) -> dict[str, Any]:
+    return {k: v for k, v in attributes.items() if v is not None}
+
+
+@contextlib.contextmanager
+def span(
+    name: str,
+    attributes: Attributes,
+    *,
+    kind: Literal["internal", "client"] = "internal",
+    link_to: Mapping[str, Any] | None = None,
+    parent: Span | None = None,
+) -> Generator[Span | None, None, None]:
+    """A current span around the block (``None`` without the API); exceptions are left to the caller.
+
+    ``link_to`` is a W3C trace-context carrier (see :func:`span_carrier`) the span links to;
+    ``parent`` makes the span a child of that span instead of the current one.
+    """
+    tracer = _get_tracer()
+    if _trace is None or tracer is None:
+        yield None
+        return
+    links = _links(link_to)
+    context = None if parent is None else _trace.set_span_in_context(parent)
+    started = tracer.start_span(
+        name,
+        context=context,
+        kind=_trace.SpanKind.CLIENT if kind == "client" else _trace.SpanKind.INTERNAL,
+        attributes=_clean(attributes),
+        links=links,
+    )
+    with _trace.use_span(started, end_on_exit=True, record_exception=False, set_status_on_exception=False):
+        yield started
+
+
+def tracing() -> bool:
+    """True when spans are recorded somewhere: the API is installed and a tracer provider is set."""
+    return _get_tracer() is not None
+
+
+def _get_tracer() -> Tracer | None:
+    """Interlock's tracer; ``None`` while no tracer provider is set (so no span is made at all)."""
+    global _tracer
+    if _trace is None:
+        return None
+    if _tracer is not None and (_provider is None or _tracer[0] is _provider):
+        return _tracer[1]  # a provider, once set, stays (OpenTelemetry refuses to replace the global one)
+    provider = _provider or _trace.get_tracer_provider()
+    if isinstance(provider, _trace.ProxyTracerProvider):
+        return None
+    if _tracer is None or _tracer[0] is not provider:
+        _tracer = (provider, provider.get_tracer(TRACER_NAME))
+    return _tracer[1]
+
+
+def _links(carrier: Mapping[str, Any] | None) -> list[Link]:
+    if _trace is None or _tracecontext is None or not carrier:
+        return []
+    strings = {k: v for k, v in carrier.items() if isinstance(v, str)}
+    extracted = _tracecontext.TraceContextTextMapPropagator().extract(strings)
+    linked = _trace.get_current_span(extracted).get_span_context()
+    return [_trace.Link(linked, {"interlock.link": "paused_turn"})] if linked.is_valid else []
+
+
+def current_span() -> Span | None:
+    """The current span, when it records (``None`` otherwise)."""
+    if _trace is None:
+        return None
+    found = _trace.get_current_span()
+    return found if found.is_recording() else None
+
+
+def add_event(name: str, attributes: Attributes, target: Span | None = None) -> None:
+    """Add an event to ``target`` (or the current span), when it records."""
+    target = target if target is not None else current_span()
+    if target is not None and target.is_recording():
+        target.add_event(name, _clean(attributes))
+
+
+def fail(target: Span | None, error_type: str, message: str, exc: BaseException | None = None) -> None:
+    """Mark ``target`` failed: ``error.type``, status ERROR with ``message``, the exception recorded."""
+    if _trace is None or target is None or not target.is_recording():
+        return
+    target.set_attribute("error.type", error_type)
+    if exc is not None:
+        target.record_exception(exc)
+    target.set_status(_trace.StatusCode.ERROR, message)
+
+
+def span_carrier(target: Span | None) -> dict[str, str]:
+    """``target``'s span context as a W3C trace-context carrier (``{"traceparent": ...}``), or ``{}``."""
+    if _trace is None or _tracecontext is None or target is None or not target.get_span_context().is_valid:
+        return {}
+    carrier: dict[str, str] = {}
+    _tracecontext.TraceContextTextMapPropagator().inject(carrier, context=_trace.set_span_in_context(target))
+    return carrier
+
+
+def elapsed_ms(started: float) -> float:
+    """Milliseconds since ``started`` (a :func:`time.perf_counter` reading)."""
+    return round((time.perf_counter() - started) * 1000, 3)
+
+
+def as_json(value: object) -> str:
+    """``value`` as a JSON string attribute (anything not JSON as its ``str``)."""
+    return json.dumps(value, default=str, ensure_ascii=False)
+
+
+def error_type(exc: BaseException) -> str:
+    """The ``error.type`` of an exception: its canonical status, or its class name."""
+    from ..errors import InterlockError
+
+    return exc.status if isinstance(exc, InterlockError) else type(exc).__qualname__
+
+
+def outgoing_trace() -> dict[str, str]:
+    """The W3C trace-context headers (``traceparent``) of the current span, for an HTTP request; ``{}`` untraced."""
+    if not tracing():
+        return {}
+    assert _trace is not None
+    return span_carrier(_trace.get_current_span())
+
+
+@contextlib.contextmanager
+def incoming_trace(headers: Mapping[str, str]) -> Generator[None, None, None]:
+    """Make the caller's span (a request's ``traceparent`` header) the parent of the spans made in the block."""
+    if _context is None or _tracecontext is None or "traceparent" not in headers or not tracing():
+        yield
+        return
+    extracted = _tracecontext.TraceContextTextMapPropagator().extract(dict(headers))
+    token = _context.attach(extracted)
+    try:
+        yield
+    finally:
+        _context.detach(token)
