@@ -21,7 +21,17 @@ from typing import Any, cast
 from ..agents._agent import Agent
 from ..errors import InterlockError
 from ._arguments import seconds, whole
-from ._main import SERVE_EXTENSIONS, Command, CommandError, ServeExtension, ServeLoop, agents_of, load_target, register
+from ._main import (
+    SERVE_EXTENSIONS,
+    Command,
+    CommandError,
+    ServeExtension,
+    ServeLoop,
+    agents_of,
+    export_traces,
+    load_target,
+    register,
+)
 
 log = logging.getLogger("interlock.workers")
 
@@ -100,6 +110,7 @@ def _run(args: argparse.Namespace) -> int:
     agents = served_agents(load_target(cast(str, args.agents)))
     for agent in agents:
         _postgres_dsn(agent)
+    export_traces()  # as `serve` does: OTEL_* variables, when interlock[otel] is installed
     try:
         asyncio.run(_work(args, agents))
     except ModuleNotFoundError as exc:
