@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import importlib
 import inspect
+import json
 import logging
 import os
 import sys
@@ -68,10 +69,15 @@ ServeLoop = Callable[[asyncio.Event], Awaitable[None]]
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ServeExtension:
-    """Options of ``interlock serve`` a command module adds, and the loops they start (given the served agents)."""
+    """What a command module adds to ``interlock serve``.
+
+    Its options, the loops they start (given the served agents), and the wire protocols they
+    mount beside the Genkit routes (``--mcp``, ``--ag-ui``, ``--a2a``).
+    """
 
     configure: Callable[[argparse.ArgumentParser], None]
-    loops: Callable[[argparse.Namespace, list[Any]], list[ServeLoop]]
+    loops: Callable[[argparse.Namespace, list[Any]], list[ServeLoop]] = lambda args, agents: []
+    mounts: Callable[[argparse.Namespace], list[Any]] = lambda args: []
 
 
 SERVE_EXTENSIONS: list[ServeExtension] = []
@@ -118,6 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         importlib.import_module(module)
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     command = COMMANDS.get(args.command or "")
     if command is None:
         parser.print_help(sys.stderr)
@@ -156,22 +163,33 @@ def load_target(spec: str) -> Any:
     return value
 
 
-def as_app(target: object, *, base_path: str = "") -> Any:
-    """An ASGI app for an agent, a list or dict of agents, or an app (returned as is)."""
+def as_app(target: object, *, base_path: str = "", protocols: Sequence[Any] = ()) -> Any:
+    """An ASGI app for an agent, a list or dict of agents, or an app (returned as is).
+
+    ``protocols`` (:class:`~interlock.http._mounts.ProtocolMount`) are served beside the Genkit
+    routes of the agents; an app given as is cannot take them.
+    """
     from ..agents._agent import Agent
     from ..http._server import AgentServer
 
     if isinstance(target, Agent):
-        return AgentServer([target], base_path=base_path)
+        return AgentServer([target], base_path=base_path, protocols=protocols)
     if isinstance(target, AgentServer):
         if base_path:
             target.base_path = "/" + base_path.strip("/")
+        if protocols:
+            return AgentServer(target.agents, base_path=target.base_path, context=target.context, protocols=protocols)
         return target
     if is_asgi_app(target):
+        if protocols:
+            raise CommandError(
+                f"cannot add {', '.join(p.name for p in protocols)} to {_describe(target)}: serve the agents "
+                "(or an AgentServer), or mount the protocols in your own app"
+            )
         return target
     agents = agents_of(target)
     if agents:
-        return AgentServer(agents, base_path=base_path)
+        return AgentServer(agents, base_path=base_path, protocols=protocols)
     raise CommandError(
         f"cannot serve {_describe(target)}: it is not an ASGI app. Serve an agent, a list or dict of agents, "
         "an AgentServer, or an ASGI app (an async callable taking scope, receive and send)"
@@ -249,19 +267,27 @@ def _configure_serve(parser: argparse.ArgumentParser) -> None:
         extension.configure(parser)
 
 
-_TARGET_ENV, _BASE_PATH_ENV = "INTERLOCK_SERVE_TARGET", "INTERLOCK_SERVE_BASE_PATH"
-"""How ``serve --workers N`` tells each worker process what to serve."""
+_ARGS_ENV = "INTERLOCK_SERVE_ARGS"
+"""How ``serve --workers N`` tells each worker process what to serve: the command line, as JSON."""
 
 
 def worker_app() -> Any:
-    """The app a ``serve --workers N`` worker process serves: the target named in ``$INTERLOCK_SERVE_TARGET``."""
-    return as_app(load_target(os.environ[_TARGET_ENV]), base_path=os.environ.get(_BASE_PATH_ENV, ""))
+    """The app a ``serve --workers N`` worker process serves, from the command line in ``$INTERLOCK_SERVE_ARGS``."""
+    for module in COMMAND_MODULES:
+        importlib.import_module(module)
+    args = build_parser().parse_args(json.loads(os.environ[_ARGS_ENV]))
+    return _app_for(args)
+
+
+def _app_for(args: argparse.Namespace) -> Any:
+    protocols = [mount for extension in SERVE_EXTENSIONS for mount in extension.mounts(args)]
+    return as_app(load_target(args.target), base_path=args.base_path, protocols=protocols)
 
 
 def _serve(args: argparse.Namespace) -> int:
     from ..http._server import AgentServer
 
-    app = as_app(load_target(args.target), base_path=args.base_path)  # refuse a bad target before forking workers
+    app = _app_for(args)  # refuse a bad target before forking workers
     agents = list(app.agents.values()) if isinstance(app, AgentServer) else []
     loops = [loop for extension in SERVE_EXTENSIONS for loop in extension.loops(args, agents)]
     return run_app(app, args, loops)
@@ -289,7 +315,7 @@ def run_app(app: Any, args: argparse.Namespace, loops: Sequence[ServeLoop] = ())
     if workers > 1:  # workers import the app themselves, so uvicorn needs an import string
         if loops:
             raise CommandError("--webhooks and --deadlines run in one process: leave out --workers, or run them apart")
-        os.environ[_TARGET_ENV], os.environ[_BASE_PATH_ENV] = args.target, args.base_path
+        os.environ[_ARGS_ENV] = json.dumps(args.argv)
         del options["log_config"]  # worker processes log through uvicorn's own configuration
         uvicorn.run(f"{__name__}:worker_app", factory=True, workers=workers, **options)
         return 0

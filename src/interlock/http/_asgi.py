@@ -20,7 +20,7 @@ Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[ASGIMessage]]
 Send = Callable[[ASGIMessage], Awaitable[None]]
 Headers = list[tuple[bytes, bytes]]
-Action = Literal["turn", "getSnapshot", "abort", "waitForSnapshot", "inbox"]
+Action = Literal["turn", "getSnapshot", "abort", "waitForSnapshot", "inbox", "mcp", "ag-ui", "a2a"]
 
 # the server side ----------------------------------------------------------------------------
 

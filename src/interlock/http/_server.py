@@ -78,6 +78,7 @@ from ._asgi import (
     string_field,
 )
 from ._health import HEALTH_ROUTE, health_report
+from ._mounts import MountHost, ProtocolMount, mounted
 from ._service import Caller, RunningTurn, ServedAgents
 from ._sse import encode, frame
 from ._status import error_body, http_status
@@ -129,6 +130,9 @@ class AgentServer:
         body_timeout: seconds a request body may take to arrive (e.g. a ``Content-Length``
             larger than the body sent); later: 408 DEADLINE_EXCEEDED and the connection closed.
         health_timeout: seconds the health route waits for each store (later: 503, DEADLINE_EXCEEDED).
+        protocols: wire protocols served beside the Genkit routes, each under its own prefix
+            (:class:`~interlock.http._mounts.ProtocolMount`: MCP, AG-UI, A2A), over the same
+            agents, context provider and body limits.
     """
 
     def __init__(
@@ -143,6 +147,7 @@ class AgentServer:
         wait_timeout: float = 30.0,
         body_timeout: float = 30.0,
         health_timeout: float = 5.0,
+        protocols: Iterable[ProtocolMount] = (),
     ) -> None:
         if isinstance(agents, Agent):
             agents = [agents]
@@ -159,6 +164,9 @@ class AgentServer:
         self.body_timeout = body_timeout
         self.health_timeout = health_timeout
         self._followers: set[asyncio.Task[Any]] = set()
+        self.protocols = list(protocols)
+        host = MountHost(service=self.service, caller=self._caller, max_body=max_body, body_timeout=body_timeout)
+        self._mounts = {"/" + p.prefix.strip("/"): p.app(host) for p in self.protocols}
 
     def __repr__(self) -> str:
         return f"AgentServer({sorted(self.agents)!r}, base_path={self.base_path!r})"
@@ -175,12 +183,16 @@ class AgentServer:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http":
-            await self._http(scope, receive, send)
+            app = mounted(route_path(scope), self.base_path, self._mounts) if self._mounts else None
+            await (app or self._http)(scope, receive, send)
         elif kind == "lifespan":
-            while (message := await receive())["type"] != "lifespan.shutdown":
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-            await self.aclose()
+            async with contextlib.AsyncExitStack() as running:
+                while (message := await receive())["type"] != "lifespan.shutdown":
+                    if message["type"] == "lifespan.startup":
+                        for protocol in self.protocols:
+                            await running.enter_async_context(protocol.lifespan())
+                        await send({"type": "lifespan.startup.complete"})
+                await self.aclose()
             await send({"type": "lifespan.shutdown.complete"})
         elif kind == "websocket":
             await send({"type": "websocket.close", "code": 1008})
@@ -273,6 +285,25 @@ class AgentServer:
         ]
         await send({"type": "http.response.start", "status": 204, "headers": cors + allow})
         await send({"type": "http.response.body", "body": b""})
+
+    async def _caller(self, scope: Scope, agent: str) -> Caller:
+        """The caller of a mounted protocol's request (see :class:`~interlock.http._mounts.MountHost`)."""
+        path, name = route_path(scope), self._protocol_of(route_path(scope))
+        query = dict(parse_qsl(bytes(scope.get("query_string") or b"").decode("latin-1")))
+        method, client = str(scope.get("method") or "GET").upper(), cast("tuple[str, int] | None", scope.get("client"))
+        info = RequestInfo(
+            method=method, path=path, headers=read_headers(scope), query=query, client=client, agent=agent, action=name
+        )
+        try:
+            return Caller.of(await self._context_for(info))
+        except Reject as reject:
+            raise reject.error from None
+
+    def _protocol_of(self, path: str) -> Action:
+        for protocol in self.protocols:
+            if mounted(path, self.base_path, {"/" + protocol.prefix.strip("/"): self._http}):
+                return protocol.name
+        raise NotFoundError(f"no protocol is served at {path!r}")
 
     async def _context_for(self, info: RequestInfo) -> dict[str, Any]:
         if self.context is None:
