@@ -44,8 +44,8 @@ from pydantic import BaseModel
 
 from interlock import Message, PromptAgent, Resume, ToolContext, ToolRequestPart, tool
 from interlock._engine.invocation import Invocation
-from interlock.stores._sqlite_worker import Worker
 from interlock.stores.sqlite import SQLiteStore
+from interlock.stores.sqlite._worker import Worker
 from interlock.testing import ScriptedModel
 
 TARGET_RATIO = 1.3

@@ -1,7 +1,7 @@
 -- One interrupt cycle's SQL, as interlock's PostgreSQL store sends it (bench/pg_ceiling.py runs it
 -- with pgbench -M prepared; one pgbench "transaction" is one whole cycle). Each \startpipeline ...
 -- \endpipeline block is one round trip; BEGIN ... COMMIT are the store's transactions. Keep it in
--- step with src/interlock/stores/_pg_*.py (bench/pg_trips.py --verbose lists what a cycle sends).
+-- step with src/interlock/stores/postgres/*.py (bench/pg_trips.py --verbose lists what a cycle sends).
 \set n random(1, 1000000000000)
 \set created random(1700000000000000, 1800000000000000)
 \set mrev random(1, 140737488355327)

@@ -41,9 +41,9 @@ from interlock._stored_messages import stored_messages
 from interlock.messages import messages_from_json, messages_to_json
 from interlock.parts import ToolResponsePart
 from interlock.records._sessions import SessionState, Snapshot, new_id
-from interlock.stores._sqlite_codec import id_in
-from interlock.stores._sqlite_schema import MAX_CHAIN, SELECT_CHAIN
 from interlock.stores.sqlite import SQLiteStore
+from interlock.stores.sqlite._codec import id_in
+from interlock.stores.sqlite._schema import MAX_CHAIN, SELECT_CHAIN
 from interlock.testing import EchoModel
 
 BEFORE = {

@@ -25,7 +25,7 @@ from interlock.errors import (
 )
 from interlock.records._journal import JournalEntry
 from interlock.records._sessions import SessionState, Snapshot
-from interlock.stores._history import CHAIN_LIMIT, ROW_COST
+from interlock.stores._sql.history import CHAIN_LIMIT, ROW_COST
 from interlock.stores._urls import open_store
 from interlock.stores.postgres import PostgresStore
 
@@ -190,7 +190,7 @@ async def test_a_payload_too_long_to_notify_is_refused_before_writing() -> None:
 
 
 async def test_a_committed_save_whose_notification_fails_still_succeeds(monkeypatch: pytest.MonkeyPatch) -> None:
-    import interlock.stores._pg_plumbing as module
+    import interlock.stores.postgres._plumbing as module
 
     failing = "SELECT pg_notify(%s, p || repeat('x', 9000)) FROM unnest(%s::text[]) AS p"  # payload too long
     monkeypatch.setattr(module, "_NOTIFY", failing)

@@ -27,8 +27,8 @@ from http_helpers import serve_process
 from interlock import Message, Snapshot
 from interlock.errors import DataLossError, UnavailableError
 from interlock.records._sessions import SessionState
-from interlock.stores._sqlite_worker import Job
 from interlock.stores.sqlite import SQLiteStore
+from interlock.stores.sqlite._worker import Job
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 SESSIONS = 300

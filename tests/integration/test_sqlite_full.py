@@ -101,7 +101,7 @@ async def test_sqlite_full_is_resource_exhausted(tmp_path: pathlib.Path) -> None
 
 def test_other_io_errors_are_unavailable_not_busy(tmp_path: pathlib.Path) -> None:
     """A read or write error the disk's room does not explain: worth retrying, and not called busy."""
-    from interlock.stores._sqlite_errors import sqlite_error
+    from interlock.stores.sqlite._errors import sqlite_error
 
     for code in (sqlite3.SQLITE_IOERR_READ, sqlite3.SQLITE_IOERR_WRITE):
         exc = sqlite3.OperationalError("disk I/O error")

@@ -36,8 +36,8 @@ from interlock.stores import (
     SnapshotStore,
     StoreAdmin,
 )
-from interlock.stores._pg_schema import TABLE
 from interlock.stores.postgres import PostgresStore
+from interlock.stores.postgres._schema import TABLE
 from interlock.stores.sqlite import SQLiteStore
 
 CAPABILITIES: dict[type, set[str]] = {

@@ -11,11 +11,11 @@ from interlock import Message, Snapshot
 from interlock.errors import DataLossError
 from interlock.messages import messages_to_json
 from interlock.records._sessions import SessionState
-from interlock.stores._history import CHAIN_LIMIT, CHAIN_SLACK, ROW_COST, ChainCache
-from interlock.stores._row_codec import dumps
-from interlock.stores._sqlite_codec import id_in
-from interlock.stores._sqlite_schema import MAX_CHAIN, SELECT_CHAIN
+from interlock.stores._sql.history import CHAIN_LIMIT, CHAIN_SLACK, ROW_COST, ChainCache
+from interlock.stores._sql.row_codec import dumps
 from interlock.stores.sqlite import SQLiteStore
+from interlock.stores.sqlite._codec import id_in
+from interlock.stores.sqlite._schema import MAX_CHAIN, SELECT_CHAIN
 
 
 def chain_length(path: pathlib.Path, snapshot_id: str) -> int:

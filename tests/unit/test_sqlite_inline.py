@@ -22,8 +22,8 @@ from test_sqlite_group_commit import hold_worker
 
 from interlock.errors import ClaimConflictError
 from interlock.records._journal import JournalEntry
-from interlock.stores import _sqlite_journal
 from interlock.stores.sqlite import SQLiteStore
+from interlock.stores.sqlite import _journal as _sqlite_journal
 
 
 def entry(attempt: int = 1, status: Any = "running", output: object = None) -> JournalEntry:

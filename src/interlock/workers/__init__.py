@@ -39,9 +39,9 @@ from ..errors import FailedPreconditionError, InvalidArgumentError
 from ..records._sessions import Snapshot
 from ..records.snapshots import put_row
 from ..stores import SnapshotStore, Updater
-from ..stores._pg_errors import redacted
-from ..stores._pg_schema import LOCK_SCHEMA
 from ..stores.postgres import PostgresStore
+from ..stores.postgres._errors import redacted
+from ..stores.postgres._schema import LOCK_SCHEMA
 
 __all__ = ["QUEUE", "TASK", "WorkerQueue", "install_schema", "job_lock"]
 

@@ -5,10 +5,10 @@ the errors that say a row is corrupt, a snapshot row as decoded (:class:`Row`: i
 statuses as strings), a base chain's rows (:class:`Link`), a row's message tails, and the
 snapshot a row holds (:func:`decode`) or the values it is written as (:func:`bookkeeping`).
 
-Used by the SQLite store (:mod:`interlock.stores._sqlite_codec` adds its compact ids and
-statuses, and reads its rows) and by the PostgreSQL store (:mod:`interlock.stores._pg_rows`,
-whose columns are plain text), and by what they share (:mod:`interlock.stores._history`,
-:mod:`interlock.stores._index_rows`). It imports neither store's modules.
+Used by the SQLite store (:mod:`interlock.stores.sqlite._codec` adds its compact ids and
+statuses, and reads its rows) and by the PostgreSQL store (:mod:`interlock.stores.postgres._rows`,
+whose columns are plain text), and by what they share (:mod:`interlock.stores._sql.history`,
+:mod:`interlock.stores._sql.index_rows`). It imports neither store's modules.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple, cast
 
-from .._json_object import is_array
-from .._stored_messages import stored_messages
-from .._wire import artifact_from_json, artifact_to_json, error_from_json, error_to_json
-from ..errors import DataLossError, InvalidArgumentError
-from ..messages import Message
-from ..records._sessions import Artifact, SessionState, Snapshot, trusted_state
+from ..._json_object import is_array
+from ..._stored_messages import stored_messages
+from ..._wire import artifact_from_json, artifact_to_json, error_from_json, error_to_json
+from ...errors import DataLossError, InvalidArgumentError
+from ...messages import Message
+from ...records._sessions import Artifact, SessionState, Snapshot, trusted_state
 
 Messages = tuple[Message, ...]
 
@@ -242,7 +242,7 @@ def bookkeeping(
     In the order of both stores' ``UPDATE_BOOKKEEPING`` (after ``base_id``);
     ``row`` and ``old_artifacts`` (what the row held) let unchanged artifacts keep their JSON.
     ``ident`` and ``word`` encode ids and statuses: the SQLite store passes its compact forms
-    (:func:`~._sqlite_codec.id_or_none`, :func:`~._sqlite_codec.word_or_none`), the
+    (:func:`~._codec.id_or_none`, :func:`~._codec.word_or_none`), the
     PostgreSQL store :func:`plain`.
     """
     sid = new.snapshot_id

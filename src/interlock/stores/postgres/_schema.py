@@ -1,6 +1,6 @@
 """The PostgreSQL store's tables, their SQL, and their migrations.
 
-The layout mirrors the SQLite store's (see :mod:`interlock.stores._sqlite_schema`: a row
+The layout mirrors the SQLite store's (see :mod:`interlock.stores.sqlite._schema`: a row
 holds ``keep`` messages of its base plus a JSON ``tail``, so storage stays linear in the
 conversation) with PostgreSQL's types: ids, statuses and session ids are ``text``, JSON
 columns are ``text`` (written and parsed by the shared codec; nothing queries inside
@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import LiteralString
 
-from ._pg_index import LEAVES
-from ._pg_index import V3 as INDEX_V3
-from ._pg_outbox import V2 as OUTBOX_V2
-from ._versions import COMPONENT, SCHEMA_TABLE
+from .._sql.versions import COMPONENT, SCHEMA_TABLE
+from ._index import LEAVES
+from ._index import V3 as INDEX_V3
+from ._outbox import V2 as OUTBOX_V2
 
 TABLE = "interlock_snapshots"
 JOURNAL = "interlock_journal"
@@ -79,8 +79,8 @@ seconds on every worker, from the few pending rows instead of a scan of every sn
 MIGRATIONS: dict[int, tuple[LiteralString, ...]] = {1: V1, 2: OUTBOX_V2, 3: INDEX_V3, 4: V4}
 """Version → the statements that bring the previous version to it. Append only.
 
-Version 3 (each session's leaves and the index of open interrupts, :mod:`._pg_index`) also
-fills the index from the rows after its statements (:func:`._pg_index.backfill`).
+Version 3 (each session's leaves and the index of open interrupts, :mod:`._index`) also
+fills the index from the rows after its statements (:func:`._index.backfill`).
 """
 INDEX_VERSION = 3
 CURRENT = max(MIGRATIONS)

@@ -1,19 +1,19 @@
 """The SQLite store's message histories: base chains read in one recursive query.
 
-The cache and the assembly rules are :mod:`interlock.stores._history`'s (shared with the
+The cache and the assembly rules are :mod:`interlock.stores._sql.history`'s (shared with the
 PostgreSQL store): saving or loading a child of a recently seen snapshot neither re-reads
 nor re-parses the chain. A miss loads the whole base chain in one recursive query. Its ids
-are as stored (:data:`~._sqlite_codec.DbId`): :func:`~._sqlite_codec.id_out` decodes them.
+are as stored (:data:`~._codec.DbId`): :func:`~._codec.id_out` decodes them.
 """
 
 from __future__ import annotations
 
 import sqlite3
 
-from ._history import ChainCache
-from ._row_codec import Messages, Row
-from ._sqlite_codec import id_in, id_out, link_of
-from ._sqlite_schema import MAX_CHAIN, SELECT_CHAIN
+from .._sql.history import ChainCache
+from .._sql.row_codec import Messages, Row
+from ._codec import id_in, id_out, link_of
+from ._schema import MAX_CHAIN, SELECT_CHAIN
 
 
 class MessageChains(ChainCache):

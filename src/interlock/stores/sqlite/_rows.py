@@ -1,7 +1,7 @@
 """The SQLite store's row logic, run on its worker thread: reads, writes (as deltas on a base), deletes.
 
 A new row's messages are stored as a delta on its parent's when they share a prefix
-(histories come from :mod:`interlock.stores._sqlite_chain`); before a row's messages
+(histories come from :mod:`interlock.stores.sqlite._chain`); before a row's messages
 change or it is deleted, the rows based on it are rewritten as full checkpoints. Every
 method takes the connection, inside a transaction the caller opened (see
 :mod:`interlock.stores.sqlite`).
@@ -15,18 +15,18 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple, cast
 
-from .._json_object import is_object
-from ..errors import DataLossError
-from ..messages import messages_to_json
-from ..records._interrupt_index import InterruptQuery, OpenInterrupt
-from ..records._sessions import Artifact, Snapshot
-from . import SnapshotInfo, Updater, apply_update, choose_leaf
-from . import _sqlite_index as index
-from ._history import common_prefix
-from ._prune import prunable
-from ._row_codec import Messages, Row, bookkeeping, corrupt, decode, dumps, from_after, from_us, loads, same
-from ._sqlite_chain import MessageChains
-from ._sqlite_codec import (
+from ..._json_object import is_object
+from ...errors import DataLossError
+from ...messages import messages_to_json
+from ...records._interrupt_index import InterruptQuery, OpenInterrupt
+from ...records._sessions import Artifact, Snapshot
+from .. import SnapshotInfo, Updater, apply_update, choose_leaf
+from .._prune import prunable
+from .._sql.history import common_prefix
+from .._sql.row_codec import Messages, Row, bookkeeping, corrupt, decode, dumps, from_after, from_us, loads, same
+from . import _index as index
+from ._chain import MessageChains
+from ._codec import (
     DbId,
     id_in,
     id_or_none,
@@ -38,8 +38,8 @@ from ._sqlite_codec import (
     word_out,
     word_out_or_none,
 )
-from ._sqlite_journal import delete_for as delete_journal_for
-from ._sqlite_schema import (
+from ._journal import delete_for as delete_journal_for
+from ._schema import (
     BOOKKEEPING,
     DROP_SESSION,
     INSERT_SESSION,

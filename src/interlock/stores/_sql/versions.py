@@ -13,7 +13,7 @@ On open, a store compares the stored version with the one its code writes:
 
 from __future__ import annotations
 
-from ..errors import FailedPreconditionError
+from ...errors import FailedPreconditionError
 
 SCHEMA_TABLE = "interlock_schema"
 COMPONENT = "interlock"

@@ -1,7 +1,7 @@
 """Message histories stored as deltas: the rules both SQL stores share.
 
 A row keeps ``keep`` messages of its base and adds a ``tail`` (see
-:mod:`interlock.stores._sqlite_schema`). This module is the part that does not touch a
+:mod:`interlock.stores.sqlite._schema`). This module is the part that does not touch a
 database: the LRU cache of assembled histories keyed by each row's content revision
 (``mrev``, so an entry is never stale, whichever process wrote the row), assembling a
 history from a base chain already read, and how much of a parent's history a new row
@@ -15,8 +15,8 @@ from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from typing import NamedTuple, cast
 
-from ..messages import Message
-from ._row_codec import Link, Messages, Row, corrupt, parse_tail, parse_tails
+from ...messages import Message
+from .row_codec import Link, Messages, Row, corrupt, parse_tail, parse_tails
 
 
 def common_prefix(new: Sequence[Message], base: Messages) -> int:

@@ -1,4 +1,4 @@
-"""The SQLite store's file layout: its tables and its SQL (values: :mod:`._sqlite_codec`, :mod:`._row_codec`).
+"""The SQLite store's file layout: its tables and its SQL (values: :mod:`._codec` and the shared row codec).
 
 Tables
 ------
@@ -23,7 +23,7 @@ error and metadata are JSON columns (``state_session`` is ``NULL`` when the stat
 session id is the row's, else JSON).
 
 Each session's leaves and the index of open interrupts have their own tables
-(:mod:`._sqlite_index`); the session index is ``(session, parent_id)``, so it also finds a
+(:mod:`._index`); the session index is ``(session, parent_id)``, so it also finds a
 snapshot's children.
 
 ``interlock_sessions`` interns session ids: each ``(tenant, session_id)`` gets a small
@@ -45,7 +45,7 @@ hundred bytes:
   timezone-aware UTC datetime); ``updated_us``, ``heartbeat_us`` and ``claimed_us`` are
   microseconds *after* ``created_us`` (usually 0 or small, so one to four bytes);
 * ``status`` and ``finish_reason`` hold the small integer code of a common value (see
-  :data:`~._sqlite_codec.WORDS`: 0 is ``completed``, 1 is ``stop``, ...), else the TEXT itself;
+  :data:`~._codec.WORDS`: 0 is ``completed``, 1 is ``stop``, ...), else the TEXT itself;
 * ``NULL`` stands for every absent value, and costs one header byte (so do the integers
   0 and 1).
 
@@ -61,7 +61,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import TypeVar
 
-from ..errors import InvalidArgumentError
+from ...errors import InvalidArgumentError
 
 _T = TypeVar("_T")
 
@@ -125,7 +125,7 @@ BOOKKEEPING = (
     "claimed_us",
     "metadata",
 )
-"""The columns of :func:`~._row_codec.bookkeeping`'s values, in its order."""
+"""The columns of :func:`~interlock.stores._sql.row_codec.bookkeeping`'s values, in its order."""
 _CONTENT = ("session", "base_id", "keep", "tail", "mrev", "base_mrev")
 _COLUMNS = ("snapshot_id", *_CONTENT, *BOOKKEEPING)
 COLUMNS = ", ".join(_COLUMNS)

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, LiteralString
 
-from ..records._outbox import OutboxEvent, leased, retries
-from ._outbox_rows import event as event_of
-from ._outbox_rows import row, us
+from ...records._outbox import OutboxEvent, leased, retries
+from .._sql.outbox_rows import event as event_of
+from .._sql.outbox_rows import row, us
 
 if TYPE_CHECKING:  # psycopg is the optional extra: this module's SQL is imported without it
     from psycopg import AsyncConnection

@@ -5,7 +5,7 @@ from __future__ import annotations
 from psycopg import Error as PgError
 from psycopg import OperationalError, ProgrammingError, conninfo, errors
 
-from ..errors import (
+from ...errors import (
     FailedPreconditionError,
     InterlockError,
     InvalidArgumentError,

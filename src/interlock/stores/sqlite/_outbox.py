@@ -13,9 +13,9 @@ import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from ..records._outbox import OutboxEvent, leased, retries
-from ._outbox_rows import event as event_of
-from ._outbox_rows import row, us
+from ...records._outbox import OutboxEvent, leased, retries
+from .._sql.outbox_rows import event as event_of
+from .._sql.outbox_rows import row, us
 
 OUTBOX = "interlock_outbox"
 OUTBOX_SCHEMA = (

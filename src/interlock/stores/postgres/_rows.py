@@ -1,10 +1,10 @@
 """The PostgreSQL store's row logic: reads, writes (as deltas on a base), deletes.
 
-The same storage rules as the SQLite store's (:mod:`interlock.stores._sqlite_rows`): a new
+The same storage rules as the SQLite store's (:mod:`interlock.stores.sqlite._rows`): a new
 row's messages are a delta on its parent's when they share a prefix, and before a row's
 messages change or it is deleted, the rows based on it are rewritten as full checkpoints.
-The codec (rows ↔ snapshots: :mod:`interlock.stores._row_codec`) and the history rules
-(:mod:`interlock.stores._history`) are shared; this module only reads and writes them the
+The codec (rows ↔ snapshots: :mod:`interlock.stores._sql.row_codec`) and the history rules
+(:mod:`interlock.stores._sql.history`) are shared; this module only reads and writes them the
 PostgreSQL way. Every method runs in a transaction the caller opened
 (:mod:`interlock.stores.postgres`).
 
@@ -15,7 +15,7 @@ its history and committing a delta on it. A save reads all its rows ``FOR UPDATE
 statement (:meth:`PgRows.begin`, in id order, so that two saves lock in the same order) and
 then sends its writes without waiting for each one's answer (the store pipelines them): a
 new row is inserted without ``ON CONFLICT``, so one created meanwhile by another
-transaction fails the insert on :data:`~._pg_schema.PRIMARY_KEY`, and the save runs again.
+transaction fails the insert on :data:`~._schema.PRIMARY_KEY`, and the save runs again.
 """
 
 from __future__ import annotations
@@ -28,16 +28,18 @@ from typing import Any, LiteralString, NamedTuple, cast
 
 from psycopg import AsyncConnection
 
-from .._json_object import is_object
-from .._wire import messages_to_json
-from ..errors import DataLossError
-from ..records._interrupt_index import InterruptQuery, OpenInterrupt
-from ..records._sessions import Artifact, Snapshot
-from . import SnapshotInfo, Updater, apply_update, choose_leaf
-from . import _pg_index as index
-from . import _pg_journal as journal
-from ._history import ChainCache, common_prefix
-from ._pg_schema import (
+from ..._json_object import is_object
+from ..._wire import messages_to_json
+from ...errors import DataLossError
+from ...records._interrupt_index import InterruptQuery, OpenInterrupt
+from ...records._sessions import Artifact, Snapshot
+from .. import SnapshotInfo, Updater, apply_update, choose_leaf
+from .._prune import prunable
+from .._sql.history import ChainCache, common_prefix
+from .._sql.row_codec import Link, Messages, Row, bookkeeping, corrupt, decode, dumps, from_us, loads, plain
+from . import _index as index
+from . import _journal as journal
+from ._schema import (
     CHECKPOINT,
     COLUMNS,
     INSERT,
@@ -54,8 +56,6 @@ from ._pg_schema import (
     UPDATE_BOOKKEEPING,
     UPSERT,
 )
-from ._prune import prunable
-from ._row_codec import Link, Messages, Row, bookkeeping, corrupt, decode, dumps, from_us, loads, plain
 
 Conn = AsyncConnection[tuple[Any, ...]]
 
@@ -98,7 +98,7 @@ class Tx:
 
 
 def _row(found: tuple[Any, ...]) -> Row:
-    """A :data:`~._pg_schema.SELECT_ROW` result as the shared codec's row (offsets made absolute)."""
+    """A :data:`~._schema.SELECT_ROW` result as the shared codec's row (offsets made absolute)."""
     (sid, session_id, parent, base, keep, tail, mrev, base_mrev, state_session, custom, artifacts) = found[:11]
     (created, updated, heartbeat, status, finish, error, version, claimed_by, claimed, metadata) = found[11:]
     return Row(

@@ -3,19 +3,19 @@
 This module is the public class and its plumbing (the worker thread, the connection,
 transactions). The rest lives in private modules:
 
-* :mod:`._sqlite_schema`: the file's layout (delta rows, interned sessions, compact ids
+* :mod:`._schema`: the file's layout (delta rows, interned sessions, compact ids
   and timestamps) and its SQL;
-* :mod:`._sqlite_codec`: its compact ids and statuses, and its rows read (the rest of the
-  codec, column values ↔ Python values and rows ↔ snapshots, is :mod:`._row_codec`'s,
+* :mod:`._codec`: its compact ids and statuses, and its rows read (the rest of the
+  codec, column values ↔ Python values and rows ↔ snapshots, is :mod:`interlock.stores._sql.row_codec`'s,
   shared with the PostgreSQL store);
-* :mod:`._sqlite_chain`: message histories from base chains, and their cache;
-* :mod:`._sqlite_rows`: reads, writes (as deltas), deletes and prunes;
-* :mod:`._sqlite_index`: each session's leaves and the index of open interrupts, written
+* :mod:`._chain`: message histories from base chains, and their cache;
+* :mod:`._rows`: reads, writes (as deltas), deletes and prunes;
+* :mod:`._index`: each session's leaves and the index of open interrupts, written
   with the rows.
 
 Threads
 -------
-Each store owns one connection, used by its worker thread (:mod:`._sqlite_worker`): the
+Each store owns one connection, used by its worker thread (:mod:`._worker`): the
 async methods queue work for it, so no blocking call runs on the event loop. One exception:
 a journal write that needs no flush (one statement with ``synchronous=NORMAL``, no fsync) runs on the
 caller's thread when the worker is idle and the file's write lock is free, never waiting
@@ -49,20 +49,20 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
-from ..errors import InvalidArgumentError, UnavailableError, UsageError
-from ..records._interrupt_index import InterruptQuery, OpenInterrupt
-from ..records._journal import Expecting, JournalEntry
-from ..records._outbox import OutboxEvent
-from ..records._sessions import TERMINAL, Snapshot
-from ..telemetry import _hooks as hooks
-from . import JournalUpdater, SnapshotInfo, Updater, check_tenant, run_steps
-from . import _sqlite_journal as journal
-from . import _sqlite_outbox as outbox
-from ._sqlite_errors import check_layout, is_busy, sqlite_error, stopped
-from ._sqlite_migrate import CURRENT, prepare
-from ._sqlite_rows import SnapshotRows
-from ._sqlite_schema import create_indexes, path_of
-from ._sqlite_worker import JobKind, Worker
+from ...errors import InvalidArgumentError, UnavailableError, UsageError
+from ...records._interrupt_index import InterruptQuery, OpenInterrupt
+from ...records._journal import Expecting, JournalEntry
+from ...records._outbox import OutboxEvent
+from ...records._sessions import TERMINAL, Snapshot
+from ...telemetry import _hooks as hooks
+from .. import JournalUpdater, SnapshotInfo, Updater, check_tenant, run_steps
+from . import _journal as journal
+from . import _outbox as outbox
+from ._errors import check_layout, is_busy, sqlite_error, stopped
+from ._migrate import CURRENT, prepare
+from ._rows import SnapshotRows
+from ._schema import create_indexes, path_of
+from ._worker import JobKind, Worker
 
 __all__ = ["SQLiteStep", "SQLiteStore"]
 
@@ -96,7 +96,7 @@ class SQLiteStore:
     """
 
     SCHEMA_VERSION = CURRENT
-    """The schema version this code writes (see :mod:`interlock.stores._sqlite_migrate`)."""
+    """The schema version this code writes (see :mod:`interlock.stores.sqlite._migrate`)."""
 
     def __init__(
         self,
@@ -393,7 +393,7 @@ class SQLiteStore:
 
 
 _OPERATIONS = {
-    (f"{__package__}._sqlite_rows", "read"): "load",
+    (f"{__name__}._rows", "read"): "load",
     (__name__, "nothing"): "ready",
     (journal.__name__, "put"): "journal_put",
     (journal.__name__, "get"): "journal_get",

@@ -1,6 +1,6 @@
-"""The PostgreSQL store's leaf rows and index of open interrupts (see :mod:`interlock.stores._index_rows`).
+"""The PostgreSQL store's leaf rows and index of open interrupts (see :mod:`interlock.stores._sql.index_rows`).
 
-The same tables and rules as the SQLite store's (:mod:`interlock.stores._sqlite_index`),
+The same tables and rules as the SQLite store's (:mod:`interlock.stores.sqlite._index`),
 keyed by ``(tenant, session_id)`` since sessions are not interned here. The open
 interrupts' ``snapshot_id`` is collated ``"C"`` so that SQL orders ids as Python orders
 strings (paging by cursor needs it). Every function runs in the caller's transaction, after
@@ -14,10 +14,10 @@ from typing import Any, LiteralString, cast
 
 from psycopg import AsyncConnection
 
-from ..records._interrupt_index import InterruptQuery, OpenInterrupt, entries_of
-from ..records._sessions import Snapshot
-from ._index_rows import ENTRY_COLUMNS, entry_of, entry_values, page_sql, plan, rest_sql
-from ._row_codec import to_us
+from ...records._interrupt_index import InterruptQuery, OpenInterrupt, entries_of
+from ...records._sessions import Snapshot
+from .._sql.index_rows import ENTRY_COLUMNS, entry_of, entry_values, page_sql, plan, rest_sql
+from .._sql.row_codec import to_us
 
 Conn = AsyncConnection[tuple[Any, ...]]
 Reader = Callable[[str], Awaitable[Snapshot | None]]
@@ -107,7 +107,7 @@ async def written(
     *,
     insert: Statement | None = None,
 ) -> None:
-    """Bring the leaves and the index in line after ``new`` was written (``before``: see :func:`~._index_rows.plan`).
+    """Bring the leaves and the index in line after ``new`` was written (``before``: see ``index_rows.plan``).
 
     ``insert`` is the new row's insert, not sent yet: it runs first, in the statement of the
     changes to the leaves when there are some (a statement's parts see the database as it was

@@ -12,9 +12,9 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import cast
 
-from ..errors import DataLossError
-from ..records._journal import JournalEntry, superseded
-from ._sqlite_schema import batches
+from ...errors import DataLossError
+from ...records._journal import JournalEntry, superseded
+from ._schema import batches
 
 JOURNAL = "interlock_journal"
 JOURNAL_SCHEMA = (

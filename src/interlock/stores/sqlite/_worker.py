@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ._sqlite_errors import is_busy
+from ._errors import is_busy
 
 JobKind = Literal["read", "write", "call"]
 

@@ -21,12 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from .._stored_messages import stored_part
-from ..errors import DataLossError
-from ..parts import ToolRequestPart, part_to_json
-from ..records._interrupt_index import InterruptQuery, OpenInterrupt
-from ..records._sessions import Snapshot
-from ._row_codec import corrupt, dumps, from_us, loads, to_us
+from ..._stored_messages import stored_part
+from ...errors import DataLossError
+from ...parts import ToolRequestPart, part_to_json
+from ...records._interrupt_index import InterruptQuery, OpenInterrupt
+from ...records._sessions import Snapshot
+from .row_codec import corrupt, dumps, from_us, loads, to_us
 
 ENTRY_COLUMNS = (
     "snapshot_id",

@@ -2,10 +2,10 @@
 
 Ids that are canonical UUIDs are stored as their 16 bytes (:func:`id_in` / :func:`id_out`),
 common statuses and finish reasons as small integers (:data:`WORDS`), and a
-:data:`~._sqlite_schema.SELECT_ROW` or :data:`~._sqlite_schema.SELECT_CHAIN` result is read
+:data:`~._schema.SELECT_ROW` or :data:`~._schema.SELECT_CHAIN` result is read
 as the shared codec's row (:func:`row_of`, :func:`link_of`). What the PostgreSQL store shares
-(timestamps, JSON, rows ↔ snapshots) is :mod:`interlock.stores._row_codec`'s.
-Used by the SQLite store's modules only; see :mod:`interlock.stores._sqlite_schema` for what
+(timestamps, JSON, rows ↔ snapshots) is :mod:`interlock.stores._sql.row_codec`'s.
+Used by the SQLite store's modules only; see :mod:`interlock.stores.sqlite._schema` for what
 each column holds.
 """
 
@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..errors import DataLossError
-from ._row_codec import Link, Row, corrupt
-from ._sqlite_schema import SESSIONS
+from ...errors import DataLossError
+from .._sql.row_codec import Link, Row, corrupt
+from ._schema import SESSIONS
 
 # ids ------------------------------------------------------------------------------------------
 
@@ -96,7 +96,7 @@ def word_out_or_none(value: object) -> str | None:
 
 
 def row_of(found: tuple[Any, ...]) -> Row:
-    """Decode a :data:`~._sqlite_schema.SELECT_ROW` result."""
+    """Decode a :data:`~._schema.SELECT_ROW` result."""
     (sid, session_id, session, parent, base, keep, tail, mrev, base_mrev, state_session, custom, artifacts) = found[:12]
     (created, updated, heartbeat, status, finish, error, version, claimed_by, claimed, metadata) = found[12:]
     snapshot_id = id_out(sid)
@@ -141,5 +141,5 @@ def row_of(found: tuple[Any, ...]) -> Row:
 
 
 def link_of(found: tuple[Any, ...]) -> Link:
-    """A :data:`~._sqlite_schema.SELECT_CHAIN` result (its ids are decoded only if needed: most never are)."""
+    """A :data:`~._schema.SELECT_CHAIN` result (its ids are decoded only if needed: most never are)."""
     return Link._make(found)

@@ -6,8 +6,8 @@ import json
 from datetime import datetime
 from typing import cast
 
-from ..errors import DataLossError
-from ..records._outbox import OutboxEvent
+from ...errors import DataLossError
+from ...records._outbox import OutboxEvent
 
 
 def us(at: datetime | None) -> int | None:

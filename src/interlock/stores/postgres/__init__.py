@@ -12,23 +12,23 @@ psycopg 3's async API and a connection pool:
   runs again, so its updater sees that row. A deadlock or serialization failure is retried
   the same way (updaters are pure). Nothing is serialised inside the process: concurrent
   saves run on different connections, and PostgreSQL's WAL group commit batches their commits.
-* **Two round trips per save.** The transaction is pipelined (:func:`~._pg_plumbing._transaction`): ``BEGIN``
+* **Two round trips per save.** The transaction is pipelined (:func:`~._plumbing._transaction`): ``BEGIN``
   and the locking reads go out together, then every write and ``COMMIT`` together.
 * **Reads** are single autocommitted statements when a row's history is a checkpoint or in
   the cache; a read that must follow a base chain (or a session's rows) runs in one
   repeatable-read transaction.
 * **Leaves and open interrupts.** Each session's leaves and the index of open interrupts
-  (:mod:`interlock.stores._pg_index`) are written in the transaction of the snapshot write,
+  (:mod:`interlock.stores.postgres._index`) are written in the transaction of the snapshot write,
   under the row locks above: ``latest`` reads a session's leaves' rows in one statement, and
   the inbox lists from the index.
 * **Watch by LISTEN/NOTIFY.** A save that changes a row's status notifies channel
   ``interlock_snapshots`` once it has committed (in the same round trip, see
-  :func:`~._pg_plumbing._transaction`); one listening
+  :func:`~._plumbing._transaction`); one listening
   connection per store wakes the watchers of that row, which then read its status. No
   polling: after a lost connection the listener reconnects and wakes every watcher once.
 * **Schema versions.** An empty database gets the current tables on open; an older one is
   refused with ``FAILED_PRECONDITION`` naming ``interlock db upgrade --store URL``, which
-  opens the store with ``upgrade=True`` (see :mod:`interlock.stores._versions`).
+  opens the store with ``upgrade=True`` (see :mod:`interlock.stores._sql.versions`).
 
 Errors are typed: an unreachable server is ``UNAVAILABLE`` (after ``pool_timeout``, 5 s by
 default, when no pooled connection can be had: calls never wait for the database without bound), a refused login
@@ -58,19 +58,19 @@ except ImportError as exc:  # pragma: no cover - exercised by the test that hide
         name=exc.name,
     ) from exc
 
-from ..errors import DataLossError, InvalidArgumentError, PermissionDeniedError, UsageError
-from ..records._interrupt_index import InterruptQuery, OpenInterrupt
-from ..records._journal import JournalEntry
-from ..records._outbox import OutboxEvent
-from ..records._sessions import TERMINAL, Snapshot
-from . import JournalUpdater, SnapshotInfo, Updater, check_tenant
-from . import _pg_journal as journal_rows
-from . import _pg_outbox as outbox
-from ._pg_listen import Listener
-from ._pg_plumbing import PgPlumbing, connect_seconds
-from ._pg_rows import Conn, PgRows
-from ._pg_schema import CURRENT, TABLE
-from ._row_codec import to_us
+from ...errors import DataLossError, InvalidArgumentError, PermissionDeniedError, UsageError
+from ...records._interrupt_index import InterruptQuery, OpenInterrupt
+from ...records._journal import JournalEntry
+from ...records._outbox import OutboxEvent
+from ...records._sessions import TERMINAL, Snapshot
+from .. import JournalUpdater, SnapshotInfo, Updater, check_tenant
+from .._sql.row_codec import to_us
+from . import _journal as journal_rows
+from . import _outbox as outbox
+from ._listen import Listener
+from ._plumbing import PgPlumbing, connect_seconds
+from ._rows import Conn, PgRows
+from ._schema import CURRENT, TABLE
 
 __all__ = ["PostgresStore", "TxStep"]
 
@@ -111,7 +111,7 @@ class PostgresStore(PgPlumbing):
     """
 
     SCHEMA_VERSION = CURRENT
-    """The schema version this code writes (see :mod:`interlock.stores._pg_schema`)."""
+    """The schema version this code writes (see :mod:`interlock.stores.postgres._schema`)."""
 
     def __init__(
         self,
@@ -383,7 +383,7 @@ def _key(tenant: str | None) -> str:
 
 
 def _register() -> None:
-    from ._urls import register_store_scheme
+    from .._urls import register_store_scheme
 
     def opener(url: str, *, upgrade: bool = False) -> contextlib.AbstractAsyncContextManager[PostgresStore]:
         return PostgresStore.from_url(url, upgrade=upgrade)

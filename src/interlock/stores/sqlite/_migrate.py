@@ -1,4 +1,4 @@
-"""The SQLite store's schema versions and forward migrations (the rule is :mod:`interlock.stores._versions`').
+"""The SQLite store's schema versions and forward migrations (the rule is :mod:`interlock.stores._sql.versions`').
 
 Versions:
 
@@ -8,7 +8,7 @@ Versions:
 2. ``interlock_schema`` records the version; the journal table is created if a file from
    before the journal lacks it.
 3. the webhook and deadline outbox (:mod:`interlock.records._outbox`).
-4. each session's leaves and the index of open interrupts (:mod:`._sqlite_index`),
+4. each session's leaves and the index of open interrupts (:mod:`._index`),
    filled from the rows; the session index becomes ``(session, parent_id)``, which finds
    a snapshot's children.
 
@@ -22,13 +22,13 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-from ..errors import FailedPreconditionError
-from . import _sqlite_index as index
-from ._sqlite_journal import create_journal
-from ._sqlite_outbox import create_outbox
-from ._sqlite_rows import SnapshotRows
-from ._sqlite_schema import SCHEMA, TABLE
-from ._versions import COMPONENT, SCHEMA_TABLE, plan_upgrade
+from ...errors import FailedPreconditionError
+from .._sql.versions import COMPONENT, SCHEMA_TABLE, plan_upgrade
+from . import _index as index
+from ._journal import create_journal
+from ._outbox import create_outbox
+from ._rows import SnapshotRows
+from ._schema import SCHEMA, TABLE
 
 
 def _record_versions(con: sqlite3.Connection) -> None:

@@ -1,6 +1,6 @@
 """The PostgreSQL store's LISTEN connection: status changes wake the watchers of their rows.
 
-A save that changes a row's status notifies :data:`~._pg_schema.CHANNEL` with
+A save that changes a row's status notifies :data:`~._schema.CHANNEL` with
 ``[tenant, snapshot_id]`` in its transaction (PostgreSQL delivers it at commit). One
 connection per store listens and sets the events of that row's watchers, which then read
 the row. After a lost connection it reconnects with a growing delay and wakes every watcher
@@ -19,8 +19,8 @@ from typing import Any
 import psycopg
 from psycopg import AsyncConnection
 
-from ._pg_plumbing import connect_seconds
-from ._pg_schema import CHANNEL
+from ._plumbing import connect_seconds
+from ._schema import CHANNEL
 
 Guard = Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]
 """Runs a coroutine function with PostgreSQL's failures as typed interlock errors (the store's)."""

@@ -16,7 +16,7 @@ import shutil
 import sqlite3
 import sys
 
-from ..errors import (
+from ...errors import (
     DataLossError,
     FailedPreconditionError,
     InterlockError,
@@ -24,7 +24,7 @@ from ..errors import (
     ResourceExhaustedError,
     UnavailableError,
 )
-from ._sqlite_schema import COLUMNS, SESSIONS, TABLE
+from ._schema import COLUMNS, SESSIONS, TABLE
 
 _BUSY = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_PROTOCOL})
 _WRITES = frozenset(

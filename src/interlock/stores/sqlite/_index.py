@@ -1,4 +1,4 @@
-"""The SQLite store's leaf rows and index of open interrupts (see :mod:`interlock.stores._index_rows`).
+"""The SQLite store's leaf rows and index of open interrupts (see :mod:`interlock.stores._sql.index_rows`).
 
 ``interlock_leaves`` holds ``(session, snapshot_id, created_us)`` of each session's leaves
 (``session`` is the interned key, so it implies the tenant). ``interlock_open_interrupts``
@@ -16,12 +16,12 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import cast
 
-from ..records._interrupt_index import InterruptQuery, OpenInterrupt, entries_of
-from ..records._sessions import Snapshot
-from ._index_rows import ENTRY_COLUMNS, entry_of, entry_values, page_sql, plan, rest_sql
-from ._row_codec import from_us, to_us
-from ._sqlite_codec import DbId, id_in, id_out, word_in
-from ._sqlite_schema import TABLE
+from ...records._interrupt_index import InterruptQuery, OpenInterrupt, entries_of
+from ...records._sessions import Snapshot
+from .._sql.index_rows import ENTRY_COLUMNS, entry_of, entry_values, page_sql, plan, rest_sql
+from .._sql.row_codec import from_us, to_us
+from ._codec import DbId, id_in, id_out, word_in
+from ._schema import TABLE
 
 LEAVES = "interlock_leaves"
 OPEN = "interlock_open_interrupts"

@@ -21,12 +21,13 @@ import psycopg
 from psycopg import AsyncConnection, errors
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from ..errors import FailedPreconditionError, InterlockError, InvalidArgumentError, UnavailableError, UsageError
-from . import _pg_index as index
-from . import _pg_journal as journal_rows
-from ._pg_errors import pg_error, redacted
-from ._pg_rows import Conn, PgRows
-from ._pg_schema import (
+from ...errors import FailedPreconditionError, InterlockError, InvalidArgumentError, UnavailableError, UsageError
+from .._sql.versions import SCHEMA_TABLE, plan_upgrade
+from . import _index as index
+from . import _journal as journal_rows
+from ._errors import pg_error, redacted
+from ._rows import Conn, PgRows
+from ._schema import (
     CHANNEL,
     CREATE_VERSIONS,
     CURRENT,
@@ -38,7 +39,6 @@ from ._pg_schema import (
     STAMP,
     TABLE,
 )
-from ._versions import SCHEMA_TABLE, plan_upgrade
 
 _R = TypeVar("_R")
 _RETRIES = 20

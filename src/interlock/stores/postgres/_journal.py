@@ -14,10 +14,10 @@ from typing import Any, cast
 
 from psycopg import AsyncConnection, AsyncCursor
 
-from ..errors import DataLossError
-from ..records._journal import JournalEntry, superseded
-from . import JournalUpdater
-from ._pg_schema import JOURNAL
+from ...errors import DataLossError
+from ...records._journal import JournalEntry, superseded
+from .. import JournalUpdater
+from ._schema import JOURNAL
 
 Conn = AsyncConnection[tuple[Any, ...]]
 Locked = dict[str, str | None]
@@ -25,7 +25,7 @@ Locked = dict[str, str | None]
 
 _COLUMNS = "tenant, key, session_id, snapshot_id, attempt, entry"
 LOCK = f"SELECT key, entry FROM {JOURNAL} WHERE tenant = %s AND key = ANY(%s) ORDER BY key FOR UPDATE"
-"""Read (and lock) a save's entries: a save with snapshot rows too locks both in one statement (``_pg_rows``)."""
+"""Read (and lock) a save's entries: a save with snapshot rows too locks both in one statement (``_rows``)."""
 _INSERT = f"INSERT INTO {JOURNAL} ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s)"
 _UPDATE = f"""UPDATE {JOURNAL} SET key = %s, session_id = %s, snapshot_id = %s, attempt = %s, entry = %s
     WHERE tenant = %s AND key = %s"""
