@@ -3,14 +3,38 @@
 The claim writes the intents of the calls a resume restarts in its own transaction; the commit
 writes the snapshot, the journal's deferred outcomes and the outbox events in one transaction,
 fenced by the claim (ABORTED if it lapsed); a turn that does not commit gives the interrupt back.
+
+The outbox events a commit owes (webhook notifications and deadline timers) are decided in
+one place, :func:`commit_events`, and written in the same transaction as the turn's snapshot
+(:mod:`interlock.records._outbox`):
+
+=========================  ===========================================================
+event (channel)            written when
+=========================  ===========================================================
+``interrupt.created``      a turn pauses: one per pending interrupt (agents built with
+(webhook)                  ``notify=True``); carries the resume token when the agent
+                           mints them, and the deadline when there is one
+``effect.in_doubt``        the same, for a call the effect journal paused
+(webhook)                  (:func:`interlock.metadata.is_in_doubt`)
+``interrupt.answered``     a resume commits: one per answered call (``notify=True``)
+(webhook)
+``interrupt.expired``      the same, for a call a passed deadline's policy answered
+(webhook)                  (:mod:`interlock.notify._deadlines`)
+``deadline.due``           a turn pauses on an interrupt with a deadline (every
+(deadline)                 server-managed agent); due at the deadline
+=========================  ===========================================================
+
+``interrupt.escalated`` is written by :mod:`interlock.notify._deadlines` itself, with the
+escalation marker it sets on the snapshot.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from .. import metadata as md
 from .._json_object import is_object
@@ -20,13 +44,12 @@ from ..interrupts._plan import Resume, ResumePlan
 from ..interrupts._tokens import mint_tokens
 from ..messages import Message
 from ..parts import ToolRequestPart, ToolResponsePart
-from ..records._outbox import OutboxEvent
+from ..records._outbox import DEADLINE, WEBHOOK, OutboxEvent, new_event
 from ..records._sessions import ErrorInfo, Session, Snapshot, utcnow
 from ..records.snapshots import put_row
 from ..stores import JournalStore, JournalUpdater, SnapshotStore, Updater
 from .claims import ClaimHold, Claims
 from .effects import Effects
-from .notifications import commit_events
 
 if TYPE_CHECKING:
     from .protocols import RunnableAgent
@@ -151,7 +174,7 @@ class TurnWriter:
         plan: ResumePlan | None,
         meta: dict[str, Any],
     ) -> list[OutboxEvent]:
-        """The outbox rows the turn's commit writes with it (:func:`interlock._engine.notifications.commit_events`)."""
+        """The outbox rows the turn's commit writes with it (:func:`commit_events`)."""
         record: Any = meta.get("resume")
         return commit_events(
             agent=self.agent.name,
@@ -209,3 +232,97 @@ def _restart_row(p: ToolRequestPart, decision: DecisionLabel | None) -> dict[str
     row = {"name": p.name, "ref": p.ref, "decision": decision, "payload": md.without_approval(p.meta(md.RESUMED))}
     reason = p.meta(md.REASON)
     return row if reason is None else {**row, "reason": reason}
+
+
+def interrupt_data(agent: str, session_id: str, snapshot_id: str, part: ToolRequestPart) -> dict[str, Any]:
+    """What a webhook says of a pending interrupt (the paused request ``part`` in ``snapshot_id``)."""
+    deadline = md.deadline_of(part) or {}
+    return {
+        "agent": agent,
+        "sessionId": session_id,
+        "snapshotId": snapshot_id,
+        "tool": part.name,
+        "ref": part.ref,
+        "input": part.input,
+        md.INTERRUPT: part.meta(md.INTERRUPT),
+        "inDoubt": md.is_in_doubt(part),
+        md.RESUME_TOKEN: md.resume_token(part),
+        "expiresAt": deadline.get("expiresAt"),
+    }
+
+
+def _passed(part: ToolRequestPart, now: datetime) -> bool:
+    at = (md.deadline_of(part) or {}).get("expiresAt")
+    try:
+        return isinstance(at, str) and datetime.fromisoformat(at) <= now
+    except ValueError:
+        return False
+
+
+def _answered(
+    agent: str, session_id: str, parent_id: str, turn_id: str, plan: ResumePlan, by: Any, tenant: str | None
+) -> list[OutboxEvent]:
+    now = utcnow()
+    events: list[OutboxEvent] = []
+    for call in plan.calls:
+        entry = call.response if call.verb == "respond" else call.restart
+        if entry is None:
+            continue
+        policy = md.expired_by(entry) if _passed(call.request, now) else None
+        data = {
+            "agent": agent,
+            "sessionId": session_id,
+            "snapshotId": parent_id,
+            "answeredIn": turn_id,
+            "tool": call.request.name,
+            "ref": call.request.ref,
+            "verb": call.verb,
+            "decision": call.decision or decision_of(entry),
+            "by": by,
+        }
+        if policy is not None:
+            events.append(new_event(WEBHOOK, "interrupt.expired", data | {"policy": policy}, tenant=tenant))
+        else:
+            events.append(new_event(WEBHOOK, "interrupt.answered", data, tenant=tenant))
+    return events
+
+
+def _paused(
+    agent: str, session_id: str, snapshot_id: str, messages: Sequence[Message], notify: bool, tenant: str | None
+) -> list[OutboxEvent]:
+    last = messages[-1] if messages else None
+    if last is None or last.role != "model":
+        return []
+    events: list[OutboxEvent] = []
+    for part in last.interrupts:
+        data = interrupt_data(agent, session_id, snapshot_id, part)
+        if notify:
+            kind = "effect.in_doubt" if data["inDoubt"] else "interrupt.created"
+            events.append(new_event(WEBHOOK, kind, data, tenant=tenant))
+        at = cast(str | None, data["expiresAt"])
+        if at is not None:
+            timer = {k: data[k] for k in ("agent", "sessionId", "snapshotId", "tool", "ref", "expiresAt")}
+            events.append(new_event(DEADLINE, "deadline.due", timer, tenant=tenant, due_at=datetime.fromisoformat(at)))
+    return events
+
+
+def commit_events(
+    *,
+    agent: str,
+    notify: bool,
+    tenant: str | None,
+    session_id: str,
+    turn_id: str,
+    parent_id: str | None,
+    finish: str | None,
+    messages: Sequence[Message],
+    plan: ResumePlan | None,
+    by: Any = None,
+) -> list[OutboxEvent]:
+    """The outbox rows of a turn's commit (see the module's table); ``by`` is the audit's answerer."""
+    events: list[OutboxEvent] = []
+    if notify and plan is not None and parent_id is not None:
+        events += _answered(agent, session_id, parent_id, turn_id, plan, by, tenant)
+    if finish == "interrupted":
+        events += _paused(agent, session_id, turn_id, messages, notify, tenant)
+    return events

@@ -22,17 +22,15 @@ from typing import Any
 from ..errors import UsageError
 from ..models import ModelChunk
 from ..records._sessions import ErrorInfo, Session, SessionState, Snapshot, new_id
-from ..stores import check_tenant
+from ..stores import SnapshotStore, check_tenant
 from ..telemetry import _hooks as hooks
 from .claims import ClaimHold, Claims
 from .commit import TurnWriter, error_info
 from .detached import DetachedRun
 from .handoff import handoff_metadata, handoff_named, read_handoff
-from .io import AgentInit, AgentInput, AgentOutput, AgentResult, StreamChunk, TurnEnd
+from .io import END, AgentInit, AgentInput, AgentOutput, AgentResult, Ended, StreamChunk, TurnEnd
 from .load import PreTurnFailure, load_state
-from .output import build_output
 from .protocols import RunnableAgent, SessionRunner, TurnHandler
-from .streams import END, Ended
 from .turn import QueuedTurn, Turn
 
 _background: set[asyncio.Task[Any]] = set()
@@ -343,3 +341,33 @@ def run_handed_off(agent: RunnableAgent, pending: Snapshot, lease: ClaimHold) ->
     invocation.named_snapshot = handoff_named(pending)
     invocation.enqueue_turn(input, pending.snapshot_id)
     return invocation
+
+
+def build_output(
+    agent: RunnableAgent,
+    store: SnapshotStore | None,
+    state: SessionState,
+    result: AgentResult | None,
+    tip: Snapshot | None,
+    error: ErrorInfo | None,
+    last_finish_reason: str | None,
+) -> AgentOutput:
+    """The invocation's output: the agent's result, else the history's last message and the last finish reason."""
+    message = (result.message if result else None) or (state.messages[-1] if state.messages else None)
+    finish = "failed" if error else ((result.finish_reason if result else None) or last_finish_reason)
+    return AgentOutput(
+        session_id=state.session_id,
+        snapshot_id=tip.snapshot_id if tip else None,
+        state=None if store is not None else outgoing(agent, state),
+        message=message,
+        artifacts=list(result.artifacts) if result and result.artifacts is not None else list(state.artifacts),
+        finish_reason=finish,
+        error=error,
+    )
+
+
+def outgoing(agent: RunnableAgent, state: SessionState) -> SessionState:
+    """Client-managed state as it leaves the agent: transformed, then signed (``state_signing``)."""
+    out = agent.transform_state(state.copy())
+    keyring = agent.host.state_signing
+    return out if keyring is None else keyring.sign_state(out)

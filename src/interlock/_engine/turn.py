@@ -16,18 +16,19 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..errors import FailedPreconditionError, ResumeError, SnapshotNotFoundError
 from ..interrupts._replay import spend_pause
 from ..interrupts._tokens import check_tokens
+from ..messages import Message
+from ..models import ModelChunk
 from ..records._sessions import new_id
 from ..telemetry import _hooks as hooks
 from .commit import TurnWriter, error_info, give_back
 from .effects import Effects, check_in_doubt_answers
 from .io import AgentInput, TurnContext, TurnEnd
 from .load import answered_earlier
-from .output import interrupts_chunk
 
 if TYPE_CHECKING:
     from ..interrupts._plan import ResumePlan
     from ..records._sessions import ErrorInfo, Session, Snapshot
-    from ..stores import SessionStore
+    from ..stores import SessionStore, SnapshotStore
     from .claims import ClaimHold
     from .detached import DetachedRun
     from .io import AgentInit, StreamChunk
@@ -210,3 +211,23 @@ class Turn:
         spent = inv.agent.host.spent_tokens
         if spent is not None and inv.store is None:
             await spend_pause(spent, inv.agent.name, inv.session.state, tenant=inv.tenant)
+
+
+def interrupts_chunk(
+    messages: list[Message], store: SnapshotStore | None, model_index: int | float | None
+) -> ModelChunk | None:
+    """The chunk that streams the paused requests (as committed: with their resume tokens) before the turn end.
+
+    Server-managed: a final ``role: "tool"`` model chunk, as Genkit JS and Go send it.
+    Client-managed: the same parts as a ``role: "model"`` chunk with the paused message's
+    index, because Genkit's Python client rebuilds the history it sends back from the
+    chunks: a model chunk folds into the paused message, which it then replaces with the
+    output's copy, so the state it returns stays exact (and signed state still verifies).
+    ``None`` when the last message has no interrupts.
+    """
+    interrupts = messages[-1].interrupts if messages else []
+    if not interrupts:
+        return None
+    if store is not None:
+        return ModelChunk(role="tool", content=list(interrupts))
+    return ModelChunk(role="model", index=model_index, content=list(interrupts))

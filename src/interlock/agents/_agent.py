@@ -15,9 +15,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
 from .._engine.invocation import Invocation, SessionRunner
-from .._engine.io import AgentInit, AgentInput, AgentResult, StreamChunk, TurnContext, TurnResult
+from .._engine.io import END, AgentInit, AgentInput, AgentResult, BaseConnection, StreamChunk, TurnContext, TurnResult
 from .._engine.loop import ToolErrorPolicy, ToolErrors, ToolLoop
-from .._engine.streams import END, BaseConnection
 from ..errors import InvalidArgumentError, SnapshotNotFoundError, UsageError
 from ..interrupts._plan import Resume, ResumePlan, plan_resume
 from ..interrupts._tokens import TokenDecision

@@ -80,7 +80,7 @@ class Host:
     """Refuse (PERMISSION_DENIED) every resume entry without a valid token for the interrupt it answers."""
     notify: bool = False
     """For a server-managed agent: write webhook events (``interrupt.created``, ``interrupt.answered``,
-    ...; :mod:`interlock._engine.notifications`) to the store's outbox in the same transaction as each turn's
+    ...; :func:`interlock._engine.commit.commit_events`) to the store's outbox in the same transaction as each turn's
     snapshot; :mod:`interlock.notify._webhooks` delivers them."""
     detach_to: DetachTarget | None = None
     """Where detached turns run (:class:`interlock.workers.WorkerQueue`: ``interlock worker``

@@ -26,8 +26,7 @@ from typing import Any, Literal, cast
 
 import httpx
 
-from .._engine.io import AgentInit, AgentInput, AgentOutput, StreamChunk
-from .._engine.streams import END, BaseConnection
+from .._engine.io import END, AgentInit, AgentInput, AgentOutput, BaseConnection, StreamChunk
 from .._json_object import is_object
 from .._wire import chunk_from_json, init_to_json, input_to_json, output_from_json, snapshot_from_json
 from ..agents._interface import AgentAPI

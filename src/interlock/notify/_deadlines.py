@@ -35,7 +35,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, TypeAlias, cast
 
 from .. import metadata as md
-from .._engine.notifications import interrupt_data
+from .._engine.commit import interrupt_data
 from ..errors import ClaimConflictError, FailedPreconditionError, InterlockError, SnapshotNotFoundError
 from ..inbox._inbox import Inbox, PendingInterrupt
 from ..inbox._items import ResumableAgent

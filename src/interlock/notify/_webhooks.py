@@ -1,6 +1,6 @@
 """Signed webhooks, delivered at least once from the store's outbox.
 
-Agents built with ``host=Host(notify=True)`` write their events (:mod:`interlock._engine.notifications`)
+Agents built with ``host=Host(notify=True)`` write their events (:func:`interlock._engine.commit.commit_events`)
 into the store's outbox in the same transaction as the state change. :class:`Webhooks`
 delivers them: it takes due rows with a lease (two deliverers never post one event at
 the same time), POSTs each to every endpoint subscribed to it, and marks it done once

@@ -7,7 +7,7 @@ taken over) or back to ``free`` (released). :func:`claim_state` is the one rule 
 interrupt taken": the runtime, the inbox, the index and the wire codec all read it.
 
 Every write of that state is one of the named changes below. Each returns an updater for
-``store.save`` / ``store.save_all`` (:data:`interlock.stores.Updater`): a pure function of the
+``store.save`` / ``store.save_all`` (:data:`Updater`): a pure function of the
 stored row (``None``: no such row) to the row to write (``None``: write nothing), which the
 store runs inside its transaction. An updater refuses by raising: nothing of the write
 commits. :class:`NoChange` means the row no longer qualifies (the caller drops its write);
@@ -18,6 +18,10 @@ commits. :class:`NoChange` means the row no longer qualifies (the caller drops i
 * a row: :func:`put_row`, :func:`heartbeat`, :func:`fail_pending`, :func:`fail_taken_over`,
   :func:`abort_pending`, :func:`finalize`, :func:`requeue` (with :func:`if_orphaned`),
   :func:`mark_escalated` and :func:`spend_nonce`.
+
+Every store runs each updater through :func:`apply_update`, which enforces the rules all
+stores share (a row keeps its id and session, a finished status never changes, the version
+is bumped, the times stamped).
 
 The record types (:class:`~interlock.records.Snapshot`, its :class:`~interlock.records.SnapshotStatus`
 and :data:`~interlock.records._sessions.EXPIRY`) are defined in :mod:`interlock.records._sessions`.
@@ -31,11 +35,19 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, TypeAlias
 
 from .._json_object import is_array, is_object
-from ..errors import ClaimConflictError, PermissionDeniedError, SnapshotNotFoundError
+from ..errors import (
+    ClaimConflictError,
+    FailedPreconditionError,
+    InvalidArgumentError,
+    PermissionDeniedError,
+    SnapshotNotFoundError,
+)
 from ..metadata import CONSUMED_TOKENS, ESCALATED, HANDOFF, RECLAIMED_FROM, REQUEUED
 from ._sessions import EXPIRY, ErrorInfo, SessionState, Snapshot, SnapshotStatus, utcnow
 
 __all__ = [
+    "Updater",
+    "apply_update",
     "EXPIRY",
     "ClaimState",
     "ClaimTake",
@@ -65,8 +77,42 @@ __all__ = [
     "take_claim",
 ]
 
-Update = Callable[[Snapshot | None], Snapshot | None]
-"""The same type as :data:`interlock.stores.Updater` (spelled here: the stores import this module)."""
+Updater = Callable[[Snapshot | None], Snapshot | None]
+"""A pure function from the current row (or ``None``) to the row to write (or ``None``: write nothing).
+
+It runs inside the store's transaction and may run again under contention, so it must
+not have side effects. Raising aborts the save and propagates.
+"""
+
+
+def apply_update(current: Snapshot | None, update: Updater, snapshot_id: str) -> Snapshot | None:
+    """Run an updater and enforce the rules every store shares.
+
+    The row keeps its id and session; a terminal status never changes; the version is
+    bumped; ``created_at`` is kept and ``updated_at`` stamped.
+    """
+    new = update(current)
+    if new is None:
+        return None
+    if new.snapshot_id != snapshot_id:
+        new = new.evolve(snapshot_id=snapshot_id)
+    if not new.session_id:
+        raise InvalidArgumentError(f"snapshot {snapshot_id!r} needs a session id")
+    if current is not None:
+        if new.session_id != current.session_id:
+            raise FailedPreconditionError(
+                f"snapshot {snapshot_id!r} belongs to session {current.session_id!r}; it cannot move to another"
+            )
+        if current.is_terminal and new.status != current.status:
+            raise FailedPreconditionError(
+                f"snapshot {snapshot_id!r} is {current.status}; a finished snapshot's status cannot change"
+            )
+        return new.evolve(version=current.version + 1, created_at=current.created_at, updated_at=utcnow())
+    return new.evolve(version=1, updated_at=new.updated_at or new.created_at)
+
+
+Update = Updater
+"""The named changes' return type: an :data:`Updater`."""
 
 ClaimState: TypeAlias = Literal["free", "held", "answered", "lapsed"]
 """``free``: nobody claimed it; ``held``: a resume is running; ``answered``: a resume committed;

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from ..errors import FailedPreconditionError, InvalidArgumentError, UsageError
 from ..records._journal import JournalEntry
 from ..records._outbox import OutboxEvent
-from ..records._sessions import Snapshot, utcnow
+from ..records._sessions import Snapshot
+from ..records.snapshots import Updater, apply_update
 
 if TYPE_CHECKING:  # the index module reads claims, which import this package
     from ..records._interrupt_index import InterruptQuery, OpenInterrupt
@@ -54,13 +55,6 @@ __all__ = [
     "run_steps",
 ]
 
-
-Updater = Callable[[Snapshot | None], Snapshot | None]
-"""A pure function from the current row (or ``None``) to the row to write (or ``None``: write nothing).
-
-It runs inside the store's transaction and may run again under contention, so it must
-not have side effects. Raising aborts the save and propagates.
-"""
 
 JournalUpdater = Callable[[JournalEntry | None], JournalEntry | None]
 """As :data:`Updater`, for the effect journal's entry of one idempotency key (``None``: none stored)."""
@@ -298,32 +292,6 @@ def check_tenant(tenant: object) -> str | None:
     raise InvalidArgumentError(
         f"a tenant must be None or a non-empty string, not {tenant!r}; check the context provider that sets it"
     )
-
-
-def apply_update(current: Snapshot | None, update: Updater, snapshot_id: str) -> Snapshot | None:
-    """Run an updater and enforce the rules every store shares.
-
-    The row keeps its id and session; a terminal status never changes; the version is
-    bumped; ``created_at`` is kept and ``updated_at`` stamped.
-    """
-    new = update(current)
-    if new is None:
-        return None
-    if new.snapshot_id != snapshot_id:
-        new = new.evolve(snapshot_id=snapshot_id)
-    if not new.session_id:
-        raise InvalidArgumentError(f"snapshot {snapshot_id!r} needs a session id")
-    if current is not None:
-        if new.session_id != current.session_id:
-            raise FailedPreconditionError(
-                f"snapshot {snapshot_id!r} belongs to session {current.session_id!r}; it cannot move to another"
-            )
-        if current.is_terminal and new.status != current.status:
-            raise FailedPreconditionError(
-                f"snapshot {snapshot_id!r} is {current.status}; a finished snapshot's status cannot change"
-            )
-        return new.evolve(version=current.version + 1, created_at=current.created_at, updated_at=utcnow())
-    return new.evolve(version=1, updated_at=new.updated_at or new.created_at)
 
 
 def choose_leaf(session_id: str, leaves: list[tuple[datetime, str]], *, reject_branching: bool) -> str:
