@@ -23,7 +23,7 @@ from test_sqlite_group_commit import hold_worker
 from interlock.errors import ClaimConflictError
 from interlock.records._journal import JournalEntry
 from interlock.stores.sqlite import SQLiteStore
-from interlock.stores.sqlite import _journal as _sqlite_journal
+from interlock.stores.sqlite import _rows as sqlite_rows
 
 
 def entry(attempt: int = 1, status: Any = "running", output: object = None) -> JournalEntry:
@@ -45,13 +45,13 @@ def entry(attempt: int = 1, status: Any = "running", output: object = None) -> J
 def put_threads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """The name of the thread each journal write ran on."""
     threads: list[str] = []
-    real = _sqlite_journal.put
+    real = sqlite_rows.put
 
     def spy(con: sqlite3.Connection, tenant: str, item: JournalEntry, expect: int) -> None:
         threads.append(threading.current_thread().name)
         real(con, tenant, item, expect)
 
-    monkeypatch.setattr(_sqlite_journal, "put", spy)
+    monkeypatch.setattr(sqlite_rows, "put", spy)
     yield threads
 
 

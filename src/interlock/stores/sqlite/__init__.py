@@ -9,9 +9,10 @@ transactions). The rest lives in private modules:
   codec, column values ↔ Python values and rows ↔ snapshots, is :mod:`interlock.stores._sql.row_codec`'s,
   shared with the PostgreSQL store);
 * :mod:`._chain`: message histories from base chains, and their cache;
-* :mod:`._rows`: reads, writes (as deltas), deletes and prunes;
-* :mod:`._index`: each session's leaves and the index of open interrupts, written
-  with the rows.
+* :mod:`._rows`: the write path: every row a save writes (snapshots as deltas, their leaf
+  and index rows, journal entries, outbox events), and a snapshot's read;
+* :mod:`._queries`: the rest of the snapshot table's queries (latest, list, delete, prune);
+* :mod:`._index`, :mod:`._journal`, :mod:`._outbox`: the other tables' DDL and queries.
 
 Threads
 -------
@@ -51,16 +52,17 @@ from typing import Any, TypeVar
 
 from ...errors import InvalidArgumentError, UnavailableError, UsageError
 from ...records._interrupt_index import InterruptQuery, OpenInterrupt
-from ...records._journal import Expecting, JournalEntry
+from ...records._journal import JournalEntry
 from ...records._outbox import OutboxEvent
 from ...records._sessions import TERMINAL, Snapshot
 from ...telemetry import _hooks as hooks
 from .. import JournalUpdater, SnapshotInfo, Updater, check_tenant, run_steps
 from . import _journal as journal
 from . import _outbox as outbox
+from . import _rows as rows
 from ._errors import check_layout, is_busy, sqlite_error, stopped
 from ._migrate import CURRENT, prepare
-from ._rows import SnapshotRows
+from ._queries import StoredRows
 from ._schema import create_indexes, path_of
 from ._worker import JobKind, Worker
 
@@ -118,7 +120,7 @@ class SQLiteStore:
         self.upgrade = upgrade
         self.upgraded_from: int | None = None
         """The schema version found on open when migrations ran (``None``: none were needed)."""
-        self._rows = SnapshotRows(cache_bytes)
+        self._rows = StoredRows(cache_bytes)
         self._con: sqlite3.Connection | None = None
         wal = None if self.path == ":memory:" else os.path.abspath(self.path) + "-wal"
         self._worker = Worker(
@@ -220,7 +222,7 @@ class SQLiteStore:
         return await self._write(outbox.prune, channel, settled_before)
 
     async def journal_get(self, key: str, *, tenant: str | None = None) -> JournalEntry | None:
-        return await self._read(journal.get, _key(tenant), key)
+        return await self._read(rows.get, _key(tenant), key)
 
     async def journal_put(
         self, entry: JournalEntry, *, expect: int, tenant: str | None = None, durable: bool = True
@@ -230,12 +232,12 @@ class SQLiteStore:
         args = (_key(tenant), entry, expect)
         if not durable and self._con is not None and not self._closed:
             try:
-                done, _ = self._worker.run_here(journal.put, args)
+                done, _ = self._worker.run_here(rows.put, args)
             except sqlite3.DatabaseError as exc:
-                raise self._error(exc, journal.put) from exc
+                raise self._error(exc, rows.put) from exc
             if done:
                 return
-        await self._run("write", journal.put, args, durable=durable)
+        await self._run("write", rows.put, args, durable=durable)
 
     async def journal_entries(self, *, session_id: str | None = None, tenant: str | None = None) -> list[JournalEntry]:
         return await self._read(journal.entries, _key(tenant), session_id)
@@ -381,22 +383,16 @@ class SQLiteStore:
         events: list[OutboxEvent],
         then: list[SQLiteStep],
     ) -> tuple[list[Snapshot | None], bool]:
-        results = [self._rows.save(con, tenant, sid, update) for sid, update in updates]
-        for key, update in entries:
-            if isinstance(update, Expecting):  # one conditional statement, no read
-                journal.put(con, tenant, update.entry, update.entry.attempt)
-            else:
-                journal.update(con, tenant, key, update)
-        outbox.insert(con, events)
+        written = self._rows.commit(con, tenant, updates, entries, events)
         run_steps(then, con)
-        return [written for written, _ in results], any(changed for _, changed in results)
+        return written
 
 
 _OPERATIONS = {
     (f"{__name__}._rows", "read"): "load",
     (__name__, "nothing"): "ready",
-    (journal.__name__, "put"): "journal_put",
-    (journal.__name__, "get"): "journal_get",
+    (rows.__name__, "put"): "journal_put",
+    (rows.__name__, "get"): "journal_get",
     (journal.__name__, "entries"): "journal_entries",
     (outbox.__name__, "claim"): "outbox_claim",
     (outbox.__name__, "settle"): "outbox_settle",

@@ -23,12 +23,14 @@ import sqlite3
 from collections.abc import Callable
 
 from ...errors import FailedPreconditionError
+from ...records._sessions import Snapshot
 from .._sql.versions import COMPONENT, SCHEMA_TABLE, plan_upgrade
 from . import _index as index
+from ._codec import id_out, word_in
 from ._journal import create_journal
 from ._outbox import create_outbox
-from ._rows import SnapshotRows
-from ._schema import SCHEMA, TABLE
+from ._rows import SnapshotRows, put_entries
+from ._schema import LEAVES, SCHEMA, TABLE
 
 
 def _record_versions(con: sqlite3.Connection) -> None:
@@ -45,7 +47,7 @@ def _index(con: sqlite3.Connection) -> None:
     for statement in index.DDL:
         con.execute(statement)
     rows = SnapshotRows(cache_bytes=4 << 20)
-    index.backfill(con, lambda tenant, snapshot_id: rows.read(con, tenant, snapshot_id))
+    _backfill(con, lambda tenant, snapshot_id: rows.read(con, tenant, snapshot_id))
 
 
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _record_versions, 3: create_outbox, 4: _index}
@@ -104,3 +106,20 @@ def _stamp(con: sqlite3.Connection) -> None:
         "ON CONFLICT (component) DO UPDATE SET version = excluded.version",
         (COMPONENT, CURRENT),
     )
+
+
+def _backfill(con: sqlite3.Connection, read: Callable[[str, str], Snapshot | None]) -> None:
+    """Fill both tables from the snapshot rows (a migration: every file written before them)."""
+    con.execute(
+        f"""INSERT OR REPLACE INTO {LEAVES} (session, snapshot_id, created_us)
+        SELECT s.session, s.snapshot_id, s.created_us FROM {TABLE} AS s
+        WHERE NOT EXISTS (SELECT 1 FROM {TABLE} AS c WHERE c.session = s.session AND c.parent_id = s.snapshot_id)"""
+    )
+    paused = con.execute(
+        f"SELECT tenant, snapshot_id, session FROM {TABLE} WHERE status = :completed AND finish_reason = :paused",
+        {"completed": word_in("completed"), "paused": word_in("interrupted")},
+    ).fetchall()
+    for tenant, raw, session in paused:
+        snap = read(tenant, id_out(raw))
+        if snap is not None:
+            put_entries(con, tenant, session, snap)

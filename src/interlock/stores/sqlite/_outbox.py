@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from ...records._outbox import OutboxEvent, leased, retries
 from .._sql.outbox_rows import event as event_of
 from .._sql.outbox_rows import row, us
+from ._schema import OUTBOX
 
-OUTBOX = "interlock_outbox"
 OUTBOX_SCHEMA = (
     f"""CREATE TABLE IF NOT EXISTS {OUTBOX} (
         seq          INTEGER PRIMARY KEY,
@@ -39,15 +39,6 @@ def create_outbox(con: sqlite3.Connection) -> None:
     """Create the outbox table and its index (idempotent), in the caller's write transaction."""
     for statement in OUTBOX_SCHEMA:
         con.execute(statement)
-
-
-def insert(con: sqlite3.Connection, events: Sequence[OutboxEvent]) -> None:
-    """Add ``events`` (in the caller's transaction)."""
-    con.executemany(
-        f"""INSERT INTO {OUTBOX} (id, tenant, channel, status, due_us, lease_holder, lease_us, event)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
-        [(e.id, e.tenant or "", e.channel, *row(e)) for e in events],
-    )
 
 
 def claim(

@@ -1,30 +1,34 @@
-"""The SQLite store's row logic, run on its worker thread: reads, writes (as deltas on a base), deletes.
+"""The SQLite store's write path, run on its worker thread: every row a save writes, in one module.
 
-A new row's messages are stored as a delta on its parent's when they share a prefix
-(histories come from :mod:`interlock.stores.sqlite._chain`); before a row's messages
-change or it is deleted, the rows based on it are rewritten as full checkpoints. Every
-method takes the connection, inside a transaction the caller opened (see
-:mod:`interlock.stores.sqlite`).
+:meth:`SnapshotRows.commit` is the body of a ``save_all`` transaction: the snapshot rows
+(read, updated, written as deltas on a base), their leaf and open-interrupt rows, the
+journal's entries and the outbox's events. A new row's messages are stored as a delta on its
+parent's when they share a prefix (histories come from :mod:`._chain`); before a row's
+messages change, the rows based on it are rewritten as full checkpoints. The tables' DDL
+and the rest of their queries live in :mod:`._index`, :mod:`._journal` and :mod:`._outbox`;
+the snapshot table's other queries (latest, list, delete, prune) in :mod:`._queries`. Every
+function takes the connection, inside a transaction the caller opened.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
 import sqlite3
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, cast
 
-from ..._json_object import is_object
 from ...errors import DataLossError
 from ...messages import messages_to_json
-from ...records._interrupt_index import InterruptQuery, OpenInterrupt
+from ...records._interrupt_index import entries_of
+from ...records._journal import Expecting, JournalEntry, superseded
+from ...records._outbox import OutboxEvent
 from ...records._sessions import Artifact, Snapshot
-from .. import SnapshotInfo, Updater, apply_update, choose_leaf
-from .._prune import prunable
+from .. import JournalUpdater, Updater, apply_update
 from .._sql.history import common_prefix
-from .._sql.row_codec import Messages, Row, bookkeeping, corrupt, decode, dumps, from_after, from_us, loads, same
-from . import _index as index
+from .._sql.index_rows import ENTRY_COLUMNS, entry_values, plan
+from .._sql.outbox_rows import row as outbox_row
+from .._sql.row_codec import Messages, Row, bookkeeping, corrupt, decode, dumps, loads, same, to_us
 from ._chain import MessageChains
 from ._codec import (
     DbId,
@@ -35,14 +39,14 @@ from ._codec import (
     row_of,
     word_in,
     word_or_none,
-    word_out,
-    word_out_or_none,
 )
-from ._journal import delete_for as delete_journal_for
 from ._schema import (
     BOOKKEEPING,
-    DROP_SESSION,
     INSERT_SESSION,
+    JOURNAL,
+    LEAVES,
+    OPEN,
+    OUTBOX,
     SELECT_PARENT,
     SELECT_ROW,
     SELECT_SESSION,
@@ -85,66 +89,29 @@ class SnapshotRows(MessageChains):
             return None
         return decode(row, self.messages_of(con, tenant, row))[0]
 
-    def latest(self, con: sqlite3.Connection, tenant: str, session_id: str, reject_branching: bool) -> Snapshot | None:
-        session = self.session_key(con, tenant, session_id)
-        if session is None:
-            return None
-        leaf = choose_leaf(session_id, index.leaves(con, session), reject_branching=reject_branching)
-        return self.read(con, tenant, leaf)
-
-    @staticmethod
-    def open_interrupts(con: sqlite3.Connection, tenant: str, query: InterruptQuery) -> list[OpenInterrupt]:
-        return index.page(con, tenant, query)
-
-    @staticmethod
-    def status(con: sqlite3.Connection, tenant: str, snapshot_id: str) -> str | None:
-        found = con.execute(
-            f"SELECT status FROM {TABLE} WHERE tenant = :tenant AND snapshot_id = :snapshot_id",
-            {"tenant": tenant, "snapshot_id": id_in(snapshot_id)},
-        ).fetchone()
-        return None if found is None else word_out(found[0])
-
-    def list(
-        self, con: sqlite3.Connection, tenant: str, session_id: str | None, finish_reason: str | None
-    ) -> list[SnapshotInfo]:
-        sql = (
-            "SELECT s.snapshot_id, n.session_id, s.parent_id, s.created_us, s.updated_us, s.status, s.finish_reason, "
-            f"s.metadata FROM {TABLE} AS s LEFT JOIN {SESSIONS} AS n ON n.id = s.session WHERE s.tenant = :tenant"
-        )
-        args: dict[str, Any] = {"tenant": tenant}
-        if session_id is not None:
-            session = self.session_key(con, tenant, session_id)
-            if session is None:
-                return []
-            sql += " AND s.session = :session"
-            args["session"] = session
-        if finish_reason is not None:
-            sql += " AND s.finish_reason = :finish_reason"
-            args["finish_reason"] = word_in(finish_reason)
-        out: list[SnapshotInfo] = []
-        for raw_sid, raw_session, parent, created, updated, status, finish, meta in con.execute(sql, args):
-            sid = id_out(raw_sid)
-            if raw_session is None:
-                raise corrupt(sid, f"its session is missing from {SESSIONS!r}")
-            metadata: Any = None if meta is None else loads(sid, "metadata", meta)
-            agent = metadata.get("agent") if is_object(metadata) else None
-            out.append(
-                SnapshotInfo(
-                    snapshot_id=sid,
-                    session_id=id_out(raw_session),
-                    parent_id=id_out_or_none(parent),
-                    created_at=from_us(created),
-                    updated_at=from_after(updated, created),
-                    status=word_out(status),
-                    finish_reason=word_out_or_none(finish),
-                    agent=agent if isinstance(agent, str) else None,
-                )
-            )
-        # sorted here, not in SQL: ids stored as UUID bytes and as text compare as their strings do
-        out.sort(key=lambda i: (i.created_at, i.snapshot_id), reverse=True)
-        return out
-
     # writing ----------------------------------------------------------------------------------
+
+    def commit(
+        self,
+        con: sqlite3.Connection,
+        tenant: str,
+        updates: list[tuple[str, Updater]],
+        entries: list[tuple[str, JournalUpdater]],
+        events: list[OutboxEvent],
+    ) -> tuple[list[Snapshot | None], bool]:
+        """Write every row of a ``save_all`` in the caller's write transaction; the snapshots, and if a status changed.
+
+        The snapshots (with their leaf and index rows), the journal's entries and the outbox's events.
+        """
+        results = [self.save(con, tenant, sid, update) for sid, update in updates]
+        for key, update in entries:
+            if isinstance(update, Expecting):  # one conditional statement, no read
+                put(con, tenant, update.entry, update.entry.attempt)
+            else:
+                update_entry(con, tenant, key, update)
+        if events:
+            insert(con, events)
+        return [written for written, _ in results], any(changed for _, changed in results)
 
     def save(
         self, con: sqlite3.Connection, tenant: str, snapshot_id: str, update: Updater
@@ -162,7 +129,7 @@ class SnapshotRows(MessageChains):
             return None, False
         session = self.write(con, tenant, row, old, old_artifacts, new)
         before = None if row is None else (row.parent_id, row.status, row.finish_reason)
-        index.written(con, tenant, session, before, new, lambda sid: self.read(con, tenant, sid))
+        written(con, tenant, session, before, new, lambda sid: self.read(con, tenant, sid))
         return new, row is None or row.status != new.status
 
     def write(
@@ -323,47 +290,170 @@ class SnapshotRows(MessageChains):
                 {"tail": dumps(full), "tenant": tenant, "snapshot_id": raw_sid},
             )
 
-    def delete(self, con: sqlite3.Connection, tenant: str, ids: list[str]) -> int:
-        """Delete rows, first checkpointing the rows based on them; drops sessions left without rows."""
-        if not ids:
-            return 0
-        bases: dict[str, Messages | None] = {sid: None for sid in ids}
-        self.checkpoint_dependents(con, tenant, bases, exclude=ids)
-        gone: list[tuple[DbId, int, DbId | None]] = []
-        for marks, chunk in batches([id_in(sid) for sid in ids]):
-            gone += con.execute(
-                f"DELETE FROM {TABLE} WHERE tenant = ? AND snapshot_id IN ({marks}) "
-                "RETURNING snapshot_id, session, parent_id",
-                (tenant, *chunk),
-            ).fetchall()
-        delete_journal_for(con, tenant, ids)
-        self.forget(tenant, ids)
-        for raw, session, _ in gone:
-            index.forget(con, tenant, session, id_out(raw))
-        dropped = set(ids)
-        for session, parent in {(s, id_out(p)) for _, s, p in gone if p is not None}:
-            if parent not in dropped:  # a child of it went away: it may be a leaf again, and wait again
-                index.refresh(con, tenant, session, parent, lambda sid: self.read(con, tenant, sid))
-        for session in {s for _, s, _ in gone}:
-            con.execute(DROP_SESSION, {"session": session})
-        return len(gone)
 
-    def prune(
-        self,
-        con: sqlite3.Connection,
-        tenant: str,
-        session_id: str | None,
-        keep_last: int | None,
-        older_than: datetime | None,
-    ) -> int:
-        sql = f"SELECT snapshot_id, parent_id, created_us, status FROM {TABLE} WHERE tenant = :tenant"
-        args: dict[str, Any] = {"tenant": tenant}
-        if session_id is not None:
-            session = self.session_key(con, tenant, session_id)
-            if session is None:
-                return self.delete(con, tenant, prunable([], keep_last=keep_last, older_than=older_than))
-            sql += " AND session = :session"
-            args["session"] = session
-        found = cast(list[tuple[DbId, DbId | None, int, int | str]], con.execute(sql, args).fetchall())
-        rows = [(id_out(s), id_out_or_none(p), from_us(us), word_out(status)) for s, p, us, status in found]
-        return self.delete(con, tenant, prunable(rows, keep_last=keep_last, older_than=older_than))
+# the leaf and index rows a write keeps in line (tables: ._index) ---------------------------------
+
+
+_DROP_LEAF = f"DELETE FROM {LEAVES} WHERE session = :session AND snapshot_id = :snapshot_id"
+
+
+_ADD_LEAF = f"""INSERT OR REPLACE INTO {LEAVES} (session, snapshot_id, created_us)
+    SELECT :session, :snapshot_id, :created_us
+    WHERE NOT EXISTS (SELECT 1 FROM {TABLE} WHERE session = :session AND parent_id = :snapshot_id)"""
+
+
+_DROP_ENTRIES = f"DELETE FROM {OPEN} WHERE tenant = :tenant AND snapshot_id = :snapshot_id"
+
+
+_DROP_ENTRIES_IN = _DROP_ENTRIES + " AND session_id = :session_id"
+
+
+_WENT_ON = f"""SELECT 1 FROM {TABLE} WHERE session = :session AND parent_id = :snapshot_id AND status = :completed
+    LIMIT 1"""
+
+
+_INSERT_ENTRY = (
+    f"INSERT INTO {OPEN} (tenant, {', '.join(ENTRY_COLUMNS)}) "
+    f"VALUES (:tenant, {', '.join(':' + c for c in ENTRY_COLUMNS)})"
+)
+
+
+_COMPLETED = word_in("completed")
+
+
+Reader = Callable[[str], Snapshot | None]
+"""Reads a snapshot (full state) in the caller's transaction."""
+
+
+def written(
+    con: sqlite3.Connection,
+    tenant: str,
+    session: int,
+    before: tuple[str | None, str, str | None] | None,
+    new: Snapshot,
+    read: Reader,
+) -> None:
+    """Bring the leaves and the index in line after ``new`` was written (``before``: see :func:`plan`)."""
+    p = plan(before, new)
+    sid = id_in(new.snapshot_id)
+    if p.unlink is not None:
+        refresh(con, tenant, session, p.unlink, read)
+    if p.drop_parent_leaf is not None:
+        con.execute(_DROP_LEAF, {"session": session, "snapshot_id": id_in(p.drop_parent_leaf)})
+    if p.add_leaf:
+        con.execute(_ADD_LEAF, {"session": session, "snapshot_id": sid, "created_us": to_us(new.created_at)})
+    if p.drop_parent_entries is not None:
+        con.execute(
+            _DROP_ENTRIES_IN,
+            {"tenant": tenant, "snapshot_id": p.drop_parent_entries, "session_id": new.session_id},
+        )
+    if p.own_entries:
+        put_entries(con, tenant, session, new)
+
+
+def refresh(con: sqlite3.Connection, tenant: str, session: int, snapshot_id: str, read: Reader) -> None:
+    """Recompute one snapshot's leaf row and entries from the rows (a child of it in ``session`` went away).
+
+    A snapshot of another session (the child forked a session from it) is left alone: its own
+    session's rows decide its leaf and whether its calls wait.
+    """
+    raw = id_in(snapshot_id)
+    found = con.execute(
+        f"SELECT created_us, finish_reason FROM {TABLE} WHERE tenant = :tenant AND snapshot_id = :snapshot_id "
+        "AND session = :session",
+        {"tenant": tenant, "snapshot_id": raw, "session": session},
+    ).fetchone()
+    if found is None:
+        return
+    con.execute(_DROP_LEAF, {"session": session, "snapshot_id": raw})
+    con.execute(_ADD_LEAF, {"session": session, "snapshot_id": raw, "created_us": found[0]})
+    if found[1] == word_in("interrupted"):
+        snap = read(snapshot_id)
+        if snap is not None:
+            put_entries(con, tenant, session, snap)
+
+
+def put_entries(con: sqlite3.Connection, tenant: str, session: int, snap: Snapshot) -> None:
+    con.execute(_DROP_ENTRIES, {"tenant": tenant, "snapshot_id": snap.snapshot_id})
+    entries = entries_of(snap)
+    if not entries:
+        return
+    went_on = {"session": session, "snapshot_id": id_in(snap.snapshot_id), "completed": _COMPLETED}
+    if con.execute(_WENT_ON, went_on).fetchone() is None:
+        con.executemany(_INSERT_ENTRY, [entry_values(tenant, e) for e in entries])
+
+
+def forget(con: sqlite3.Connection, tenant: str, session: int, snapshot_id: str) -> None:
+    """Drop a deleted snapshot's leaf row and entries."""
+    con.execute(_DROP_LEAF, {"session": session, "snapshot_id": id_in(snapshot_id)})
+    con.execute(_DROP_ENTRIES, {"tenant": tenant, "snapshot_id": snapshot_id})
+
+
+# the journal's rows (table: ._journal) ---------------------------------------------------------
+
+
+def stored_entry(raw: object, key: str) -> JournalEntry:
+    try:
+        return JournalEntry.from_json(json.loads(cast(str, raw)))
+    except (TypeError, ValueError, KeyError) as exc:
+        raise DataLossError(f"the journal entry {key!r} of the SQLite store is damaged: {exc}") from None
+
+
+def get(con: sqlite3.Connection, tenant: str, key: str) -> JournalEntry | None:
+    row = con.execute(f"SELECT entry FROM {JOURNAL} WHERE tenant = ? AND key = ?", (tenant, key)).fetchone()
+    return None if row is None else stored_entry(row[0], key)
+
+
+def put(con: sqlite3.Connection, tenant: str, entry: JournalEntry, expect: int) -> None:
+    """Write ``entry`` if the stored attempt is ``expect`` (0: none stored), else raise ABORTED.
+
+    One statement (so it may run as its own transaction: ``Worker.run_here``): the insert of a
+    new call, or the update of the attempt ``expect``.
+    """
+    text = json.dumps(entry.to_json())
+    if expect == 0:
+        sql = f"""INSERT INTO {JOURNAL} (tenant, key, session_id, snapshot_id, attempt, entry)
+            VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, key) DO NOTHING"""
+        written = con.execute(sql, (tenant, entry.key, entry.session_id, entry.snapshot_id, entry.attempt, text))
+    else:
+        sql = f"UPDATE {JOURNAL} SET attempt = ?, entry = ? WHERE tenant = ? AND key = ? AND attempt = ?"
+        written = con.execute(sql, (entry.attempt, text, tenant, entry.key, expect))
+    if written.rowcount != 1:
+        raise superseded(entry, get(con, tenant, entry.key), expect)
+
+
+def update_entry(
+    con: sqlite3.Connection, tenant: str, key: str, fn: Callable[[JournalEntry | None], JournalEntry | None]
+) -> None:
+    """Apply ``fn`` to the entry of ``key`` (``None``: none stored) and write what it returns, if anything."""
+    new = fn(get(con, tenant, key))
+    if new is not None:
+        _write(con, tenant, new)
+
+
+def _write(con: sqlite3.Connection, tenant: str, entry: JournalEntry) -> None:
+    con.execute(
+        f"""INSERT INTO {JOURNAL} (tenant, key, session_id, snapshot_id, attempt, entry)
+        VALUES (:tenant, :key, :session_id, :snapshot_id, :attempt, :entry)
+        ON CONFLICT (tenant, key) DO UPDATE SET attempt = excluded.attempt, entry = excluded.entry""",
+        {
+            "tenant": tenant,
+            "key": entry.key,
+            "session_id": entry.session_id,
+            "snapshot_id": entry.snapshot_id,
+            "attempt": entry.attempt,
+            "entry": json.dumps(entry.to_json()),
+        },
+    )
+
+
+# the outbox's rows (table: ._outbox) -----------------------------------------------------------
+
+
+def insert(con: sqlite3.Connection, events: Sequence[OutboxEvent]) -> None:
+    """Add ``events`` (in the caller's transaction)."""
+    con.executemany(
+        f"""INSERT INTO {OUTBOX} (id, tenant, channel, status, due_us, lease_holder, lease_us, event)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+        [(e.id, e.tenant or "", e.channel, *outbox_row(e)) for e in events],
+    )

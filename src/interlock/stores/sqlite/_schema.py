@@ -188,3 +188,10 @@ def path_of(url: str | os.PathLike[str]) -> str:
     if not text:
         raise InvalidArgumentError("the SQLite store needs a database path")
     return text
+
+
+# the tables beside the snapshot rows (their DDL lives with their queries: ._index, ._journal, ._outbox)
+LEAVES = "interlock_leaves"
+OPEN = "interlock_open_interrupts"
+JOURNAL = "interlock_journal"
+OUTBOX = "interlock_outbox"
