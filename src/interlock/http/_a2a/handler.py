@@ -321,4 +321,3 @@ def _error_of(info: Any) -> Exception:
     if info is None:
         return InvalidArgumentError("the turn did not start")
     return error_from_status(info.status, info.message)
-

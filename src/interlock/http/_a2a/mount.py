@@ -139,4 +139,3 @@ def agent_card(host: MountHost, agent: str, url: str) -> AgentCard:
 def a2a(*, prefix: str = "/a2a", wait: float = 300.0) -> A2A:
     """The A2A protocol mount for :class:`~interlock.http.AgentServer` (``protocols=[a2a()]``)."""
     return A2A(prefix=prefix, wait=wait)
-
