@@ -3,8 +3,9 @@
 :class:`~interlock.http.AgentServer` serves agents to any Genkit client (JS, Python,
 interlock's own); :class:`~interlock.http.RemoteAgent` drives any Genkit-compatible
 server with the local :class:`~interlock.Agent` interface. :class:`~interlock.http.InboxApp`
-and :func:`~interlock.http.mount_inbox` serve the approval inbox (the ``inbox`` extra: they are
-loaded on first use, so this package imports without starlette and jinja2).
+and :func:`~interlock.http.mount_inbox` serve the approval inbox (the ``inbox`` extra), and
+:class:`~interlock.http.A2A` serves agents over A2A (``AgentServer(protocols=[A2A()])``, the ``a2a``
+extra): they are loaded on first use, so this package imports without starlette, jinja2 or a2a-sdk.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from ._client import RemoteAgent, RemoteConnection
 from ._server import AgentServer, ContextProvider, RequestInfo
 
 if TYPE_CHECKING:
+    from ._a2a import A2A as A2A
     from ._inbox import InboxApp as InboxApp
     from ._inbox import mount_inbox as mount_inbox
 
-_LAZY = {"InboxApp": "._inbox", "mount_inbox": "._inbox"}
+_LAZY = {"A2A": "._a2a", "InboxApp": "._inbox", "mount_inbox": "._inbox"}
 
 __all__ = [
+    "A2A",
     "AgentServer",
     "ContextProvider",
     "InboxApp",

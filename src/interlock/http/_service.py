@@ -26,7 +26,7 @@ from .._engine.io import AgentInit, AgentInput, AgentOutput, StreamChunk, as_inp
 from ..agents._agent import Agent
 from ..agents._interface import SETTLED
 from ..errors import InvalidArgumentError, NotFoundError
-from ..inbox._answers import Answer
+from ..inbox._answers import Answer, answer_options
 from ..inbox._inbox import Inbox, PendingInterrupt
 from ..records._sessions import Snapshot, check_state
 
@@ -133,6 +133,14 @@ class AgentService(Protocol):
         """The interrupts waiting for an answer in a snapshot, or in a session's latest; ``[]`` for none."""
         ...
 
+    def options(self, agent: str, item: PendingInterrupt) -> dict[str, dict[str, Any]]:
+        """The answers ``item`` takes, each with the JSON Schema of what it carries (``None``: any JSON).
+
+        The inbox's own (:func:`interlock.inbox._answers.answer_options`); an adapter turns them into its
+        protocol's question, e.g. one schema with :func:`interlock.inbox._answers.answer_schema`.
+        """
+        ...
+
 
 class ServedAgents:
     """:class:`AgentService` over agents in this process, by served name (``agents`` is kept, not copied)."""
@@ -211,6 +219,10 @@ class ServedAgents:
         inbox = Inbox(found.store, agents={found.name: found})
         items = await inbox.pending(agent=found.name, session_id=snap.session_id, tenant=caller.tenant)
         return [i for i in items if i.snapshot_id == snap.snapshot_id]
+
+    def options(self, agent: str, item: PendingInterrupt) -> dict[str, dict[str, Any]]:
+        found = self._agent(agent)
+        return answer_options({found.name: found}, item)
 
     def _agent(self, name: str) -> Agent:
         found = self.agents.get(name)

@@ -212,3 +212,111 @@ def _payload_dict(payload: object, item: PendingInterrupt) -> dict[str, Any]:
     if not is_object(value):
         raise InvalidArgumentError(f"the approval of hold {item.label} takes a JSON object as payload, not {value!r}")
     return value
+
+
+# the answers a pending interrupt takes, and an answer read from JSON (every surface's) ------------
+
+DECISIONS = ("approve", "reject", "respond", "restart", "edit")
+"""The decisions an answer names, in the order they are offered."""
+ANSWER_KEYS = ("decision", "ref", "tool", "payload", "output", "input", "reason", "resume_token")
+"""The fields of an answer object (:func:`parse_answer`)."""
+
+
+def answer_options(agents: Mapping[str, object], item: PendingInterrupt) -> dict[str, dict[str, Any]]:
+    """The answers ``item`` takes, each with the JSON Schema of what it carries (``None``: any JSON).
+
+    The one source of the decisions and schemas every surface offers: the inbox's forms and
+    API, and the protocol adapters (through :meth:`interlock.http._service.AgentService.options`).
+    ``agents`` are the agents by name (the one that paused ``item`` among them).
+    """
+    agent = agents.get(item.agent or "") if item.agent else None
+    found = tool_for(agent, item.part) if isinstance(agent, PromptAgent) else None
+    output = found.definition.output_schema if found else None
+    resume = found.resume_schema if found else None
+    options: dict[str, dict[str, Any]] = {"respond": {"output_schema": output}}
+    if found is not None and found.is_interrupt_only:
+        return options
+    options["approve"] = {"payload_schema": resume}
+    options["reject"] = {"payload_schema": None if item.in_doubt else resume, "reason": True}
+    if not item.is_hold:
+        options["restart"] = {"payload_schema": resume}
+    if getattr(agent, "allow_replaced_input", False) and not item.in_doubt:
+        options["edit"] = {"input_schema": found.definition.input_schema if found else None, "payload_schema": resume}
+    return {k: options[k] for k in DECISIONS if k in options}
+
+
+_CARRIES = {"payload_schema": "payload", "output_schema": "output", "input_schema": "input"}
+
+
+def answer_schema(options: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The JSON Schema of an answer object (:func:`parse_answer`) that ``options`` (:func:`answer_options`) allow.
+
+    One alternative per decision: ``{"decision": <it>}`` with the field it carries (``output``
+    for respond, ``payload`` for the others, ``input`` for edit) under that option's schema,
+    ``reason`` (text) for reject, and ``resume_token`` (text).
+    """
+    ways: list[dict[str, Any]] = []
+    for decision, option in options.items():
+        props: dict[str, Any] = {"decision": {"const": decision}, "resume_token": {"type": "string"}}
+        required = ["decision"]
+        for key, field in _CARRIES.items():
+            if key in option:
+                props[field] = option[key] if option[key] is not None else {}
+        if decision == "respond":
+            required.append("output")
+        if decision == "edit":
+            required.append("input")
+        if option.get("reason"):
+            props["reason"] = {"type": "string"}
+        ways.append({"type": "object", "properties": props, "required": required, "additionalProperties": False})
+    return ways[0] if len(ways) == 1 else {"oneOf": ways}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AnswerRequest:
+    """A parsed answer: the decision, which call, and the resume token it carries."""
+
+    answer: Answer
+    decision: str
+    ref: str | None
+    tool: str | None
+    token: str | None
+
+
+def parse_answer(body: Mapping[str, Any]) -> AnswerRequest:
+    """``{"decision": ..., ...}`` as an answer; INVALID_ARGUMENT for a missing or wrong field."""
+    unknown = sorted(set(body) - set(ANSWER_KEYS))
+    if unknown:
+        raise InvalidArgumentError(f"unknown field {unknown[0]!r}; an answer takes {', '.join(ANSWER_KEYS)}")
+    decision = body.get("decision")
+    if decision not in DECISIONS:
+        raise InvalidArgumentError(f"decision must be one of {', '.join(DECISIONS)}, not {decision!r}")
+    text = {k: _text(body, k) for k in ("ref", "tool", "reason", "resume_token")}
+    payload, output = body.get("payload"), body.get("output")
+    if decision == "respond" and "output" not in body:
+        raise InvalidArgumentError("a respond answer needs an 'output' (the call's result)")
+    if decision == "edit" and "input" not in body:
+        raise InvalidArgumentError("an edit answer needs an 'input' (the revised tool input)")
+    built: Answer
+    if decision == "approve":
+        built = Approve(payload)
+    elif decision == "reject":
+        built = Reject(payload, output, reason=text["reason"])
+    elif decision == "respond":
+        built = Respond(output)
+    elif decision == "restart":
+        built = Restart(payload)
+    else:
+        built = Edit(body.get("input"), payload)
+    return AnswerRequest(
+        answer=built, decision=cast(str, decision), ref=text["ref"], tool=text["tool"], token=text["resume_token"]
+    )
+
+
+def _text(body: Mapping[str, Any], key: str) -> str | None:
+    value = body.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"'{key}' must be a string, not {type(value).__name__}")
+    return value

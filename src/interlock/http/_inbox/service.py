@@ -12,27 +12,26 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
 from ... import metadata as md
 from ..._durations import parse_duration, parse_whole
 from ..._engine.io import AgentOutput
 from ..._json_object import is_array, is_object
 from ..._wire import messages_to_json, output_to_json, part_to_json
-from ...agents._agent import PromptAgent
-from ...agents._delegation import tool_for
 from ...errors import AbortedError, ClaimConflictError, InvalidArgumentError, SnapshotNotFoundError
-from ...inbox._inbox import Answer, Approve, AuditEntry, Edit, Inbox, PendingInterrupt, Reject, Respond, Restart
+from ...inbox._answers import DECISIONS as DECISIONS
+from ...inbox._answers import AnswerRequest as AnswerRequest
+from ...inbox._answers import answer_options as options_for
+from ...inbox._answers import parse_answer as parse_answer
+from ...inbox._inbox import Answer, AuditEntry, Inbox, PendingInterrupt
 from ...records.snapshots import claim_state
-from ...tools._tool import Tool
 
 MAX_LIMIT = 500
 """The most interrupts one page lists."""
 RECENT_MESSAGES = 20
 """How many of a session's latest messages a detail carries."""
-DECISIONS = ("approve", "reject", "respond", "restart", "edit")
 _FILTERS = ("agent", "tool", "session", "older_than", "newer_than", "in_doubt", "order", "limit", "cursor")
-_ANSWER_KEYS = ("decision", "ref", "tool", "payload", "output", "input", "reason", "resume_token")
 MAX_ANSWERS = 100
 """The most answers one request gives (one per interrupt of a snapshot)."""
 
@@ -145,28 +144,9 @@ def item_json(inbox: Inbox, item: PendingInterrupt) -> dict[str, Any]:
     }
 
 
-def _tool(inbox: Inbox, item: PendingInterrupt) -> Tool[Any, Any, Any] | None:
-    """The tool that paused ``item``: its agent's, or a sub-agent's for a surfaced interrupt."""
-    agent = inbox.agents.get(item.agent or "") if item.agent else None
-    return tool_for(agent, item.part) if isinstance(agent, PromptAgent) else None
-
-
 def answer_options(inbox: Inbox, item: PendingInterrupt) -> dict[str, dict[str, Any]]:
-    """The answers ``item`` takes, each with the JSON Schema of what it carries (``None``: any JSON)."""
-    agent = inbox.agents.get(item.agent or "") if item.agent else None
-    found = _tool(inbox, item)
-    output = found.definition.output_schema if found else None
-    resume = found.resume_schema if found else None
-    options: dict[str, dict[str, Any]] = {"respond": {"output_schema": output}}
-    if found is not None and found.is_interrupt_only:
-        return options
-    options["approve"] = {"payload_schema": resume}
-    options["reject"] = {"payload_schema": None if item.in_doubt else resume, "reason": True}
-    if not item.is_hold:
-        options["restart"] = {"payload_schema": resume}
-    if getattr(agent, "allow_replaced_input", False) and not item.in_doubt:
-        options["edit"] = {"input_schema": found.definition.input_schema if found else None, "payload_schema": resume}
-    return {k: options[k] for k in DECISIONS if k in options}
+    """The answers ``item`` takes, each with the JSON Schema of what it carries (``inbox._answers.answer_options``)."""
+    return options_for(inbox.agents, item)
 
 
 async def waiting(inbox: Inbox, snapshot_id: str, tenant: str | None) -> list[PendingInterrupt]:
@@ -222,47 +202,6 @@ async def answered(inbox: Inbox, snapshot_id: str, tenant: str | None, exc: Abor
 # answering -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class AnswerRequest:
-    """A parsed answer: the decision, which call, and the resume token it carries."""
-
-    answer: Answer
-    decision: str
-    ref: str | None
-    tool: str | None
-    token: str | None
-
-
-def parse_answer(body: Mapping[str, Any]) -> AnswerRequest:
-    """``{"decision": ..., ...}`` as an answer; INVALID_ARGUMENT for a missing or wrong field."""
-    unknown = sorted(set(body) - set(_ANSWER_KEYS))
-    if unknown:
-        raise InvalidArgumentError(f"unknown field {unknown[0]!r}; an answer takes {', '.join(_ANSWER_KEYS)}")
-    decision = body.get("decision")
-    if decision not in DECISIONS:
-        raise InvalidArgumentError(f"decision must be one of {', '.join(DECISIONS)}, not {decision!r}")
-    text = {k: _text(body, k) for k in ("ref", "tool", "reason", "resume_token")}
-    payload, output = body.get("payload"), body.get("output")
-    if decision == "respond" and "output" not in body:
-        raise InvalidArgumentError("a respond answer needs an 'output' (the call's result)")
-    if decision == "edit" and "input" not in body:
-        raise InvalidArgumentError("an edit answer needs an 'input' (the revised tool input)")
-    built: Answer
-    if decision == "approve":
-        built = Approve(payload)
-    elif decision == "reject":
-        built = Reject(payload, output, reason=text["reason"])
-    elif decision == "respond":
-        built = Respond(output)
-    elif decision == "restart":
-        built = Restart(payload)
-    else:
-        built = Edit(body.get("input"), payload)
-    return AnswerRequest(
-        answer=built, decision=cast(str, decision), ref=text["ref"], tool=text["tool"], token=text["resume_token"]
-    )
-
-
 def parse_answers(body: Mapping[str, Any]) -> AnswerRequest | list[AnswerRequest]:
     """One answer (``{"decision": ...}``), or one per interrupt (``{"answers": [{...}, ...]}``)."""
     if "answers" not in body:
@@ -282,15 +221,6 @@ def parse_answers(body: Mapping[str, Any]) -> AnswerRequest | list[AnswerRequest
             raise InvalidArgumentError(f"answers[{n}] must be an object with a 'decision', not {type(item).__name__}")
         parsed.append(parse_answer(item))
     return parsed
-
-
-def _text(body: Mapping[str, Any], key: str) -> str | None:
-    value = body.get(key)
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise InvalidArgumentError(f"'{key}' must be a string, not {type(value).__name__}")
-    return value
 
 
 async def answer(
