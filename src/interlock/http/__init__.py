@@ -3,8 +3,9 @@
 :class:`~interlock.http.AgentServer` serves agents to any Genkit client (JS, Python,
 interlock's own); :class:`~interlock.http.RemoteAgent` drives any Genkit-compatible
 server with the local :class:`~interlock.Agent` interface. :class:`~interlock.http.InboxApp`
-and :func:`~interlock.http.mount_inbox` serve the approval inbox (the ``inbox`` extra: they are
-loaded on first use, so this package imports without starlette and jinja2).
+and :func:`~interlock.http.mount_inbox` serve the approval inbox (the ``inbox`` extra);
+:func:`~interlock.http.mcp_tools` gives an agent the tools of a remote MCP server (the ``mcp``
+extra). Those are loaded on first use, so this package imports without their extras.
 """
 
 from __future__ import annotations
@@ -18,16 +19,20 @@ from ._server import AgentServer, ContextProvider, RequestInfo
 if TYPE_CHECKING:
     from ._inbox import InboxApp as InboxApp
     from ._inbox import mount_inbox as mount_inbox
+    from ._mcp_tools import McpTool as McpTool
+    from ._mcp_tools import mcp_tools as mcp_tools
 
-_LAZY = {"InboxApp": "._inbox", "mount_inbox": "._inbox"}
+_LAZY = {"InboxApp": "._inbox", "mount_inbox": "._inbox", "McpTool": "._mcp_tools", "mcp_tools": "._mcp_tools"}
 
 __all__ = [
     "AgentServer",
     "ContextProvider",
     "InboxApp",
+    "McpTool",
     "RemoteAgent",
     "RemoteConnection",
     "RequestInfo",
+    "mcp_tools",
     "mount_inbox",
 ]
 
