@@ -1,9 +1,9 @@
 """An MCP server built with the official SDK (PyPI ``mcp``): the third party interlock's MCP client talks to.
 
 Run it as ``python -m uvicorn mcp_server:app --port 0`` with ``MCP_RUNS`` naming an append-only
-file (one line per completed run of ``book``) and, optionally, ``MCP_HOLD`` naming a file: while
-it exists, a retry that carries answers waits before it completes (so a test can kill the client
-mid-retry), and ``MCP_HOLD.reached`` is created when one is waiting.
+file (one line per completed run of ``book`` or ``pay``) and, optionally, ``MCP_HOLD`` naming a
+file: while it exists, a retry that carries answers waits before it completes (so a test can kill
+the client mid-retry); each such retry appends a line to ``MCP_HOLD.reached`` first.
 
 Tools (revision 2026-07-28, multi round-trip requests):
 
@@ -11,6 +11,8 @@ Tools (revision 2026-07-28, multi round-trip requests):
   (``room``: a form with an enum and a boolean; ``payment``: a form with a string and an integer),
   with a ``requestState``; the retry carrying both answers completes, a declined one ends with
   "declined". The request state is checked to be the one this call was given.
+* ``pay(amount)``: asks one question (``card``: the payment form); the retry carrying it completes
+  (a line ``paid AMOUNT CARD``), a declined one ends with "declined".
 * ``echo(text)``: no questions; returns the text.
 """
 
@@ -58,8 +60,8 @@ async def _hold() -> None:
     if not hold:
         return
     path = pathlib.Path(hold)
-    if path.exists():
-        pathlib.Path(f"{hold}.reached").touch()
+    with open(f"{hold}.reached", "a", encoding="utf-8") as reached:  # one line per retry that got here
+        reached.write("retry\n")
     while path.exists():
         await asyncio.sleep(0.02)
 
@@ -87,6 +89,23 @@ async def book(city: str, nights: int, ctx: Context) -> InputRequiredResult | st
     payment: dict[str, Any] = results["payment"].content or {}
     _record(f"booked {city} {room.get('kind')} {payment.get('card')}")
     return f"booked {nights} nights in {city}: {room.get('kind')} room, card {payment.get('card')}"
+
+
+@server.tool(description="Pay an amount; asks which card.")
+async def pay(amount: int, ctx: Context) -> InputRequiredResult | str:
+    answer = (ctx.input_responses or {}).get("card")
+    if not isinstance(answer, ElicitResult):
+        card = ElicitRequestFormParams(message=f"Which card pays {amount}?", requested_schema=PAYMENT)
+        return InputRequiredResult(input_requests={"card": ElicitRequest(params=card)}, request_state=f"pay:{amount}")
+    if ctx.request_state != f"pay:{amount}":
+        raise ValueError("requestState is not this call's")
+    await _hold()
+    if answer.action != "accept":
+        _record(f"declined pay {amount}")
+        return "declined"
+    content: dict[str, Any] = answer.content or {}
+    _record(f"paid {amount} {content.get('card')}")
+    return f"paid {amount} with card {content.get('card')}"
 
 
 @server.tool(description="Echo the text back.")
