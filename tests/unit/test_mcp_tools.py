@@ -74,7 +74,7 @@ async def paused(store: SessionStore) -> tuple[PromptAgent, AgentOutput]:
 
 async def test_tools_carry_the_servers_names_descriptions_and_input_schemas() -> None:
     found = {t.name: t for t in await tools()}
-    assert sorted(found) == ["book", "echo"]
+    assert sorted(found) == ["book", "echo", "pay"]
     assert found["book"].description == "Book a hotel; asks which room and how to pay."
     schema = found["book"].definition.input_schema or {}
     assert schema["required"] == ["city", "nights"]
