@@ -3,7 +3,8 @@
 The server (``tests/kit/mcp_server.py``) runs under uvicorn; its ``pay`` tool answers
 ``InputRequiredResult`` (one question, with a ``requestState``) and completes when retried with
 the answer, appending one line per completed run to an append-only file. The turn pauses here;
-``interlock inbox respond``, another process, answers it from the SQLite store.
+``interlock inbox respond``, another process, answers it from the SQLite store; and a Genkit client
+answers it over HTTP.
 """
 
 from __future__ import annotations
@@ -17,11 +18,15 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from http_helpers import serve_process
+from http_helpers import serve, serve_process
 from mcp_client_app import PAY, agents
 from where import KIT, UNIT
 
-from interlock import AgentOutput
+from interlock import AgentOutput, Resume
+from interlock import metadata as md
+from interlock.errors import InvalidArgumentError
+from interlock.http import AgentServer, RemoteAgent
+from interlock.interrupts import Decision
 from interlock.stores.sqlite import SQLiteStore
 
 LAUNCH = "import interlock.cli._inbox, runpy; runpy.run_module('interlock', run_name='__main__', alter_sys=True)"
@@ -87,4 +92,24 @@ def test_a_paused_mcp_call_answered_from_another_process_completes_once(tmp_path
 
     again = answer(db, paused.snapshot_id or "", "4242")
     assert again.returncode == 1
+    assert runs.read_text() == "paid 30 4242\n"
+
+
+async def test_a_genkit_client_answers_the_mcp_question_over_http(tmp_path: pathlib.Path, mcp_url: str) -> None:
+    """The agent served by ``AgentServer``: interlock's Genkit client sees the question and answers it."""
+    runs = tmp_path / "runs.txt"
+    async with SQLiteStore(tmp_path / "sessions.db") as store:
+        [agent] = await agents(store, [PAY, "done"])
+        async with serve(AgentServer([agent])) as base, RemoteAgent(f"{base}/travel") as remote:
+            paused = await remote.run("pay 30")
+            assert paused.finish_reason == "interrupted", paused.error
+            [question] = paused.interrupts
+            assert question.meta(md.INTERRUPT)["requestedSchema"]["required"] == ["card"]
+            wrong = Resume(respond=[Decision.respond({"card": 4242}).answer(question)])  # a number: refused
+            with pytest.raises(InvalidArgumentError, match="card"):
+                await remote.run(resume=wrong, snapshot_id=paused.snapshot_id)
+            assert runs.read_text() == ""
+            right = Resume(respond=[Decision.respond({"card": "4242"}).answer(question)])
+            done = await remote.run(resume=right, snapshot_id=paused.snapshot_id)
+            assert done.finish_reason == "stop", done.error
     assert runs.read_text() == "paid 30 4242\n"
