@@ -22,7 +22,7 @@ from http_helpers import serve, serve_process
 from mcp_client_app import PAY, agents
 from where import KIT, UNIT
 
-from interlock import AgentOutput, Resume
+from interlock import AgentOutput, Resume, ToolRequestPart, ToolResponsePart
 from interlock import metadata as md
 from interlock.errors import InvalidArgumentError
 from interlock.http import AgentServer, RemoteAgent
@@ -95,6 +95,12 @@ def test_a_paused_mcp_call_answered_from_another_process_completes_once(tmp_path
     assert runs.read_text() == "paid 30 4242\n"
 
 
+def responding(question: ToolRequestPart, output: object) -> Resume:
+    entry = Decision.respond(output).answer(question)
+    assert isinstance(entry, ToolResponsePart)
+    return Resume(respond=[entry])
+
+
 async def test_a_genkit_client_answers_the_mcp_question_over_http(tmp_path: pathlib.Path, mcp_url: str) -> None:
     """The agent served by ``AgentServer``: interlock's Genkit client sees the question and answers it."""
     runs = tmp_path / "runs.txt"
@@ -105,11 +111,9 @@ async def test_a_genkit_client_answers_the_mcp_question_over_http(tmp_path: path
             assert paused.finish_reason == "interrupted", paused.error
             [question] = paused.interrupts
             assert question.meta(md.INTERRUPT)["requestedSchema"]["required"] == ["card"]
-            wrong = Resume(respond=[Decision.respond({"card": 4242}).answer(question)])  # a number: refused
-            with pytest.raises(InvalidArgumentError, match="card"):
-                await remote.run(resume=wrong, snapshot_id=paused.snapshot_id)
+            with pytest.raises(InvalidArgumentError, match="card"):  # a number: refused
+                await remote.run(resume=responding(question, {"card": 4242}), snapshot_id=paused.snapshot_id)
             assert runs.read_text() == ""
-            right = Resume(respond=[Decision.respond({"card": "4242"}).answer(question)])
-            done = await remote.run(resume=right, snapshot_id=paused.snapshot_id)
+            done = await remote.run(resume=responding(question, {"card": "4242"}), snapshot_id=paused.snapshot_id)
             assert done.finish_reason == "stop", done.error
     assert runs.read_text() == "paid 30 4242\n"
