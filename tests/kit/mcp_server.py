@@ -13,6 +13,9 @@ Tools (revision 2026-07-28, multi round-trip requests):
   "declined". The request state is checked to be the one this call was given.
 * ``pay(amount)``: asks one question (``card``: the payment form); the retry carrying it completes
   (a line ``paid AMOUNT CARD``), a declined one ends with "declined".
+* ``buy(item)``: the SDK's own way to ask (a ``Resolve(Elicit)`` parameter; the SDK seals what it
+  asked into the ``requestState``): asks ``Confirm`` (``ok``, ``note``), completes with a line
+  ``bought ITEM OK``.
 * ``echo(text)``: no questions; returns the text.
 """
 
@@ -21,10 +24,11 @@ from __future__ import annotations
 import asyncio
 import os
 import pathlib
-from typing import Any
+from typing import Annotated, Any
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
 from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
+from pydantic import BaseModel
 
 server = MCPServer("bookings")
 
@@ -106,6 +110,21 @@ async def pay(amount: int, ctx: Context) -> InputRequiredResult | str:
     content: dict[str, Any] = answer.content or {}
     _record(f"paid {amount} {content.get('card')}")
     return f"paid {amount} with card {content.get('card')}"
+
+
+class Confirm(BaseModel):
+    ok: bool
+    note: str = ""
+
+
+async def confirm(item: str) -> Elicit[Confirm]:
+    return Elicit(f"Buy {item}?", Confirm)
+
+
+@server.tool(description="Buy an item once confirmed.")
+async def buy(item: str, confirmed: Annotated[Confirm, Resolve(confirm)]) -> str:
+    _record(f"bought {item} {confirmed.ok}")
+    return f"bought {item}" if confirmed.ok else f"not bought: {confirmed.note}"
 
 
 @server.tool(description="Echo the text back.")

@@ -25,7 +25,7 @@ from interlock import metadata as md
 from interlock.errors import InvalidArgumentError, ToolInputError, ToolOutputError
 from interlock.http import McpTool
 from interlock.http._inbox.service import answer_options
-from interlock.http._mcp_tools import McpServer
+from interlock.http._mcp_tools import McpServer, _mid_call  # pyright: ignore[reportPrivateUsage]
 from interlock.inbox import Inbox, Reject, Respond
 from interlock.interrupts import interrupt_as
 from interlock.stores import SessionStore
@@ -44,7 +44,7 @@ class InProcess(McpServer):
 
     @contextlib.asynccontextmanager
     async def connect(self) -> AsyncGenerator[Client]:
-        async with Client(self.app) as client:
+        async with Client(self.app, elicitation_callback=_mid_call) as client:  # as McpServer's: it can be asked
             yield client
 
 
@@ -74,7 +74,7 @@ async def paused(store: SessionStore) -> tuple[PromptAgent, AgentOutput]:
 
 async def test_tools_carry_the_servers_names_descriptions_and_input_schemas() -> None:
     found = {t.name: t for t in await tools()}
-    assert sorted(found) == ["book", "echo", "pay"]
+    assert sorted(found) == ["book", "buy", "echo", "pay"]
     assert found["book"].description == "Book a hotel; asks which room and how to pay."
     schema = found["book"].definition.input_schema or {}
     assert schema["required"] == ["city", "nights"]
@@ -173,6 +173,22 @@ async def test_the_tools_interrupted_gives_a_call_typed_by_the_question(store: S
     assert room.restart(ROOM).meta(md.RESUMED) == ROOM
     with pytest.raises(InvalidArgumentError, match="kind"):
         room.restart({"kind": 1, "breakfast": True})
+
+
+async def test_a_question_asked_the_sdks_own_way_pauses_and_its_answer_completes_the_call(
+    store: SessionStore, runs: pathlib.Path
+) -> None:
+    """``buy`` asks with a ``Resolve(Elicit[Confirm])`` parameter: the SDK builds and seals the request itself."""
+    call = Message(role="model", content=[ToolRequestPart(name="buy", ref="b1", input={"item": "tea"})])
+    agent = await travel(store, call, "bought")
+    out = await agent.run("buy tea")
+    assert out.finish_reason == "interrupted", out.error
+    [question] = out.interrupts
+    asked = interrupt_as(ElicitRequestFormParams, question)
+    assert asked.message == "Buy tea?" and set(asked.requested_schema["properties"]) == {"ok", "note"}
+    done = await Inbox(store, agents=[agent]).answer_all(out.snapshot_id or "", Respond({"ok": True}))
+    assert done.finish_reason == "stop", done.error
+    assert runs.read_text() == "bought tea True\n"
 
 
 async def test_without_the_mcp_extra_the_import_error_names_it(monkeypatch: pytest.MonkeyPatch) -> None:

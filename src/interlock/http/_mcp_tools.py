@@ -26,8 +26,17 @@ from typing import Any
 try:
     import httpx2
     from mcp import Client
+    from mcp.client import ClientRequestContext
     from mcp.client.streamable_http import streamable_http_client
-    from mcp_types import CallToolResult, ElicitResult, InputRequiredResult, TextContent
+    from mcp_types import (
+        INVALID_REQUEST,
+        CallToolResult,
+        ElicitRequestParams,
+        ElicitResult,
+        ErrorData,
+        InputRequiredResult,
+        TextContent,
+    )
     from mcp_types import Tool as Listed
 except ModuleNotFoundError as exc:  # the ``mcp`` extra
     raise ImportError(f"MCP tools need the official MCP SDK ({exc.name}): pip install 'interlock[mcp]'") from exc
@@ -59,13 +68,31 @@ class McpServer:
         """A connected client (the SDK's): one per use, so nothing is shared across turns or processes."""
         timeout = httpx2.Timeout(30.0, read=self.timeout)
         async with httpx2.AsyncClient(headers=dict(self.headers), timeout=timeout) as http:
-            async with Client(streamable_http_client(self.url, http_client=http)) as client:
+            transport = streamable_http_client(self.url, http_client=http)
+            async with Client(transport, elicitation_callback=_mid_call) as client:
                 yield client
 
     async def list_tools(self) -> list[Listed]:
         """Every tool the server lists (all pages)."""
         async with self.connect() as client:
             return await _listed(client)
+
+
+async def _mid_call(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult | ErrorData:
+    """A server-to-client ``elicitation/create`` (servers before 2026-07-28): refused, not guessed at.
+
+    Passing it declares the elicitation capability, so servers ask (in an ``InputRequiredResult``,
+    which pauses the turn); a question asked in the middle of a call cannot outlive this process,
+    so it is answered with an error that says so, and the server's tool fails rather than
+    going on as if a person had cancelled.
+    """
+    return ErrorData(
+        code=INVALID_REQUEST,
+        message=(
+            "interlock pauses for a person only on an InputRequiredResult (MCP 2026-07-28); "
+            "it cannot answer an elicitation/create sent in the middle of a call"
+        ),
+    )
 
 
 async def _listed(client: Client) -> list[Listed]:
