@@ -18,16 +18,23 @@ import mcp_server
 import pytest
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
-from mcp_types import ElicitRequestFormParams
+from mcp_types import (
+    CreateMessageRequest,
+    CreateMessageRequestParams,
+    ElicitRequestFormParams,
+    InputRequiredResult,
+)
 
-from interlock import AgentError, AgentOutput, Message, PromptAgent, ToolRequestPart
+from interlock import AgentError, AgentOutput, Message, PromptAgent, ToolRequestPart, ToolResponsePart
 from interlock import metadata as md
-from interlock.errors import InvalidArgumentError, ToolInputError, ToolOutputError
+from interlock._engine.surfacing import Pause
+from interlock.errors import InvalidArgumentError, ToolError, ToolInputError, ToolOutputError
 from interlock.http import McpTool
 from interlock.http._inbox.service import answer_options
+from interlock.http._mcp_questions import Question, answers_of, pause_for
 from interlock.http._mcp_tools import McpServer, _mid_call  # pyright: ignore[reportPrivateUsage]
 from interlock.inbox import Inbox, Reject, Respond
-from interlock.interrupts import interrupt_as
+from interlock.interrupts import Decision, interrupt_as
 from interlock.stores import SessionStore
 from interlock.testing import ScriptedModel
 
@@ -197,3 +204,51 @@ async def test_without_the_mcp_extra_the_import_error_names_it(monkeypatch: pyte
     monkeypatch.setitem(sys.modules, "mcp", None)
     with pytest.raises(ImportError, match=r"interlock\[mcp\]"):
         importlib.import_module("interlock.http._mcp_tools")
+
+
+def _question(key: str, data: dict[str, Any]) -> ToolRequestPart:
+    return ToolRequestPart(name="book", ref=key, input={}, metadata={md.INTERRUPT: data})
+
+
+def test_answers_become_elicitation_results_accept_with_content_or_decline() -> None:
+    form = {"mode": "form", "message": "Which room?", "requestedSchema": mcp_server.ROOM}
+    url = {"mode": "url", "message": "Sign in", "url": "https://example.com/login"}
+    asked = (_question("a", form), _question("b", form), _question("c", form), _question("d", form))
+    pause = Pause(agent="book", state={"requestState": "s1"}, interrupts=(*asked, _question("e", url)))
+    entries = [
+        Decision.respond(ROOM).answer(asked[0]),  # accept, with the answer
+        Decision.deny().answer(asked[1]),  # a denial: decline
+        Decision.restart(ROOM).answer(asked[2]),  # a restart's payload is the answer too
+        Decision.restart({"approved": False}, decision="deny").answer(asked[3]),  # the inbox's reject
+        Decision.restart().answer(pause.interrupts[4]),  # a URL question: accepted, no content
+    ]
+    resume = {
+        "respond": [e.to_json() for e in entries if isinstance(e, ToolResponsePart)],
+        "restart": [e.to_json() for e in entries if isinstance(e, ToolRequestPart)],
+    }
+    responses, state = answers_of({"delegation": pause.to_json(), "resume": resume})
+    assert state == "s1"
+    assert {k: (r.action, r.content) for k, r in responses.items()} == {
+        "a": ("accept", ROOM),
+        "b": ("decline", None),
+        "c": ("accept", ROOM),
+        "d": ("decline", None),
+        "e": ("accept", None),
+    }
+
+
+def test_a_request_for_sampling_fails_the_call_naming_it() -> None:
+    sampling = CreateMessageRequest(params=CreateMessageRequestParams(messages=[], max_tokens=10))
+    with pytest.raises(ToolError, match="sampling/createMessage"):
+        pause_for("book", {}, InputRequiredResult(input_requests={"s": sampling}, request_state="x"))
+
+
+def test_a_question_refuses_a_payload_off_its_schema_and_takes_a_denial() -> None:
+    asked = ElicitRequestFormParams(message="Which room?", requested_schema=mcp_server.ROOM)
+    question = Question("book", asked)
+    assert question.validate_resume({"approved": False, md.APPROVAL: False}) is None
+    assert question.validate_respond(None) is None
+    with pytest.raises(ToolInputError, match="breakfast"):
+        question.validate_resume({"kind": "single", "breakfast": 1})
+    with pytest.raises(ToolOutputError, match="not an object"):
+        question.validate_respond("single")
