@@ -213,6 +213,10 @@ def tool_for(agent: object, part: ToolRequestPart) -> Tool[Any, Any, Any] | None
     current: object = agent
     for name in md.agent_path(part):
         tools: Sequence[Tool[Any, Any, Any]] = getattr(current, "tools", ())
+        asker = next((t for t in tools if t.name == name), None)
+        question = None if asker is None else asker.question(part)
+        if question is not None:  # a question the call of one of its tools asked (an MCP tool's)
+            return question
         subs = [_SUB_AGENTS[t] for t in tools if t in _SUB_AGENTS]
         current = next((a for a in subs if a.name == name), None)
         if current is None:

@@ -3,9 +3,10 @@
 :class:`~interlock.http.AgentServer` serves agents to any Genkit client (JS, Python,
 interlock's own); :class:`~interlock.http.RemoteAgent` drives any Genkit-compatible
 server with the local :class:`~interlock.Agent` interface. :class:`~interlock.http.InboxApp`
-and :func:`~interlock.http.mount_inbox` serve the approval inbox (the ``inbox`` extra), and
+and :func:`~interlock.http.mount_inbox` serve the approval inbox (the ``inbox`` extra);
 :class:`~interlock.http.A2A` serves agents over A2A (``AgentServer(protocols=[A2A()])``, the ``a2a``
-extra): they are loaded on first use, so this package imports without starlette, jinja2 or a2a-sdk.
+extra); :func:`~interlock.http.mcp_tools` gives an agent the tools of a remote MCP server (the
+``mcp`` extra). Those are loaded on first use, so this package imports without their extras.
 """
 
 from __future__ import annotations
@@ -20,17 +21,27 @@ if TYPE_CHECKING:
     from ._a2a import A2A as A2A
     from ._inbox import InboxApp as InboxApp
     from ._inbox import mount_inbox as mount_inbox
+    from ._mcp_tools import McpTool as McpTool
+    from ._mcp_tools import mcp_tools as mcp_tools
 
-_LAZY = {"A2A": "._a2a", "InboxApp": "._inbox", "mount_inbox": "._inbox"}
+_LAZY = {
+    "A2A": "._a2a",
+    "InboxApp": "._inbox",
+    "McpTool": "._mcp_tools",
+    "mcp_tools": "._mcp_tools",
+    "mount_inbox": "._inbox",
+}
 
 __all__ = [
     "A2A",
     "AgentServer",
     "ContextProvider",
     "InboxApp",
+    "McpTool",
     "RemoteAgent",
     "RemoteConnection",
     "RequestInfo",
+    "mcp_tools",
     "mount_inbox",
 ]
 

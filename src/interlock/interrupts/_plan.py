@@ -278,7 +278,7 @@ def plan_resume(
     for i, part in enumerate(latest.content if latest else ()):
         if not isinstance(part, ToolRequestPart):
             continue
-        found = None if md.surfaced_from(part) is not None else by_name.get(part.name)  # a sub-agent's tool
+        found = _answering(by_name, part)
         if part.metadata and md.PENDING_OUTPUT in part.metadata:
             calls.append(PlannedCall(index=i, request=part, verb="pending"))
         elif (response := _entry_for(resume.respond, part)) is not None:
@@ -290,6 +290,15 @@ def plan_resume(
         elif (restart := _entry_for(resume.restart, part)) is not None:
             calls.append(_plan_restart(i, part, restart, found))
     return ResumePlan(resume=resume, calls=tuple(calls), schemas_checked=bool(tools))
+
+
+def _answering(by_name: dict[str, Tool[Any, Any, Any]], part: ToolRequestPart) -> Tool[Any, Any, Any] | None:
+    """The tool whose schemas an answer to ``part`` must fit (``None``: checked where it goes, a sub-agent's)."""
+    src = md.surfaced_from(part)
+    if src is None:
+        return by_name.get(part.name)
+    asker = by_name.get(str(src.get("name")))
+    return None if asker is None else asker.question(part)  # a question of the call's own (an MCP tool's)
 
 
 def _entry_for(entries: Sequence[ToolRequestPart] | Sequence[ToolResponsePart], part: ToolRequestPart) -> Any:

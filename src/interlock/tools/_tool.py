@@ -178,6 +178,16 @@ class Tool(Generic[I, O, R]):
         result = await self.fn(*args) if self._is_async else await asyncio.to_thread(self.fn, *args)
         return self.validate_output(result)
 
+    def question(self, part: ToolRequestPart) -> Tool[Any, Any, Any] | None:
+        """The tool that answers ``part``, a question this tool's call surfaced (``None``: none of its own).
+
+        A call may pause on several questions of its own, each surfaced as an interrupt (as a
+        delegation's sub-agent's are, :mod:`interlock._engine.surfacing`) whose schema comes with
+        the call, not the tool (an MCP tool's input requests). Its answers are validated by the
+        tool this returns before anything is claimed, and the inbox renders its schemas.
+        """
+        return None
+
     def interrupted(self, part: object) -> InterruptedCall[I, O, R] | None:
         """Claim an interrupt raised by this tool, typed; ``None`` for any other part.
 
