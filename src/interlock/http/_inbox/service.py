@@ -19,26 +19,21 @@ from ..._durations import parse_duration, parse_whole
 from ..._engine.io import AgentOutput
 from ..._json_object import is_array, is_object
 from ..._wire import messages_to_json, output_to_json, part_to_json
-from ...agents._agent import PromptAgent
-from ...agents._delegation import tool_for
 from ...errors import AbortedError, ClaimConflictError, InvalidArgumentError, SnapshotNotFoundError
 from ...inbox._inbox import Answer, Approve, AuditEntry, Edit, Inbox, PendingInterrupt, Reject, Respond, Restart
-from ...records.snapshots import claim_state
-from ...tools._tool import Tool
+from ...inbox._options import DECISIONS as DECISIONS
+from ...inbox._options import AnsweredError as AnsweredError
+from ...inbox._options import answer_options as answer_options
+from ...inbox._options import answered as answered
 
 MAX_LIMIT = 500
 """The most interrupts one page lists."""
 RECENT_MESSAGES = 20
 """How many of a session's latest messages a detail carries."""
-DECISIONS = ("approve", "reject", "respond", "restart", "edit")
 _FILTERS = ("agent", "tool", "session", "older_than", "newer_than", "in_doubt", "order", "limit", "cursor")
 _ANSWER_KEYS = ("decision", "ref", "tool", "payload", "output", "input", "reason", "resume_token")
 MAX_ANSWERS = 100
 """The most answers one request gives (one per interrupt of a snapshot)."""
-
-
-class AnsweredError(ClaimConflictError):
-    """The interrupt was already answered (or is being answered): ABORTED, with who and when in ``details``."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -145,30 +140,6 @@ def item_json(inbox: Inbox, item: PendingInterrupt) -> dict[str, Any]:
     }
 
 
-def _tool(inbox: Inbox, item: PendingInterrupt) -> Tool[Any, Any, Any] | None:
-    """The tool that paused ``item``: its agent's, or a sub-agent's for a surfaced interrupt."""
-    agent = inbox.agents.get(item.agent or "") if item.agent else None
-    return tool_for(agent, item.part) if isinstance(agent, PromptAgent) else None
-
-
-def answer_options(inbox: Inbox, item: PendingInterrupt) -> dict[str, dict[str, Any]]:
-    """The answers ``item`` takes, each with the JSON Schema of what it carries (``None``: any JSON)."""
-    agent = inbox.agents.get(item.agent or "") if item.agent else None
-    found = _tool(inbox, item)
-    output = found.definition.output_schema if found else None
-    resume = found.resume_schema if found else None
-    options: dict[str, dict[str, Any]] = {"respond": {"output_schema": output}}
-    if found is not None and found.is_interrupt_only:
-        return options
-    options["approve"] = {"payload_schema": resume}
-    options["reject"] = {"payload_schema": None if item.in_doubt else resume, "reason": True}
-    if not item.is_hold:
-        options["restart"] = {"payload_schema": resume}
-    if getattr(agent, "allow_replaced_input", False) and not item.in_doubt:
-        options["edit"] = {"input_schema": found.definition.input_schema if found else None, "payload_schema": resume}
-    return {k: options[k] for k in DECISIONS if k in options}
-
-
 async def waiting(inbox: Inbox, snapshot_id: str, tenant: str | None) -> list[PendingInterrupt]:
     """:meth:`Inbox.get`, with an answered snapshot refused as :class:`AnsweredError` (who answered, when)."""
     try:
@@ -191,32 +162,6 @@ async def detail(inbox: Inbox, snapshot_id: str, tenant: str | None) -> dict[str
         "interrupts": [item_json(inbox, i) | {"part": part_to_json(i.part)} for i in items],
         "messages": messages_to_json(messages),
     }
-
-
-async def answered(inbox: Inbox, snapshot_id: str, tenant: str | None, exc: AbortedError) -> AbortedError:
-    """The refusal of an answer that lost: who answered first and when (the claim, then the audit trail).
-
-    The one rule for a losing answer's status, however the loss was found (the snapshot read
-    as claimed, the claim refused, a spent resume token): the snapshot's claim names the
-    winning turn, whose audit entry names who answered. An ``exc`` with no claim behind it
-    is returned as it is.
-    """
-    snap = await inbox.store.load(snapshot_id, tenant=tenant) if inbox.store else None
-    if snap is None or claim_state(snap) not in ("held", "answered"):
-        return exc
-    winner = snap.claimed_by
-    child = await inbox.store.load(winner, tenant=tenant) if winner and inbox.store else None
-    entry = AuditEntry.from_snapshot(child) if child is not None else None
-    by, at = (entry.by, entry.at.isoformat() if entry.at else None) if entry else (None, None)
-    if by is not None:
-        message = f"snapshot {snapshot_id} was already answered by {by}" + (f" at {at}" if at else "")
-    elif entry is not None:
-        message = f"snapshot {snapshot_id} was already answered" + (f" at {at}" if at else "")
-    else:
-        message = f"snapshot {snapshot_id} is being answered (turn {winner}); each interrupt is answered once"
-    error = AnsweredError(message, winner=winner)
-    error.details = {"winner": winner, "answered_by": by, "answered_at": at}
-    return error
 
 
 # answering -----------------------------------------------------------------------------------
