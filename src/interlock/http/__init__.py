@@ -3,8 +3,10 @@
 :class:`~interlock.http.AgentServer` serves agents to any Genkit client (JS, Python,
 interlock's own); :class:`~interlock.http.RemoteAgent` drives any Genkit-compatible
 server with the local :class:`~interlock.Agent` interface. :class:`~interlock.http.InboxApp`
-and :func:`~interlock.http.mount_inbox` serve the approval inbox (the ``inbox`` extra: they are
-loaded on first use, so this package imports without starlette and jinja2).
+and :func:`~interlock.http.mount_inbox` serve the approval inbox (the ``inbox`` extra), and
+:func:`~interlock.http.mcp_protocol` the agents as MCP tools (``AgentServer(agents,
+protocols=[mcp_protocol()])``, the ``mcp`` extra): they are loaded on first use, so this
+package imports without starlette, jinja2 and mcp.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from ._server import AgentServer, ContextProvider, RequestInfo
 if TYPE_CHECKING:
     from ._inbox import InboxApp as InboxApp
     from ._inbox import mount_inbox as mount_inbox
+    from ._mcp import mcp_protocol as mcp_protocol
 
-_LAZY = {"InboxApp": "._inbox", "mount_inbox": "._inbox"}
+_LAZY = {"InboxApp": "._inbox", "mount_inbox": "._inbox", "mcp_protocol": "._mcp"}
 
 __all__ = [
     "AgentServer",
@@ -28,6 +31,7 @@ __all__ = [
     "RemoteAgent",
     "RemoteConnection",
     "RequestInfo",
+    "mcp_protocol",
     "mount_inbox",
 ]
 
