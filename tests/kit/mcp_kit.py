@@ -45,12 +45,13 @@ class McpServer:
 
 
 @contextlib.contextmanager
-def mcp_server(work: pathlib.Path, *extra: str, db: pathlib.Path | None = None) -> Generator[McpServer]:
-    """``interlock serve inbox_served:server --mcp`` over ``work/sessions.db`` (or ``db``)."""
-    db = db or work / "sessions.db"
-    runs = work / "runs.log"
-    env = {"INTERLOCK_STORE": str(db), "INBOX_RUNS_LOG": str(runs), "INTERLOCK_MCP_KEYS": KEY}
-    command = [sys.executable, "-m", "interlock", "serve", "inbox_served:server", "--mcp", "--port", "0"]
+def mcp_server(
+    work: pathlib.Path, *extra: str, target: str = "inbox_served:server", env: dict[str, str] | None = None
+) -> Generator[McpServer]:
+    """``interlock serve TARGET --mcp`` over ``work/sessions.db``, with ``env`` set for it."""
+    db, runs = work / "sessions.db", work / "runs.log"
+    env = {"INTERLOCK_STORE": str(db), "INBOX_RUNS_LOG": str(runs), "INTERLOCK_MCP_KEYS": KEY, **(env or {})}
+    command = [sys.executable, "-m", "interlock", "serve", target, "--mcp", "--port", "0"]
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
