@@ -24,8 +24,6 @@ if TYPE_CHECKING:
 
 _LAZY = {"InboxApp": ".app", "mount_inbox": ".app", "answer_url": ".links"}
 
-__all__ = ["InboxApp", "answer_url", "mount_inbox"]
-
 
 def __getattr__(name: str) -> Any:
     where = _LAZY.get(name)
