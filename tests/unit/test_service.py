@@ -7,8 +7,8 @@ another tenant's caller sees NOT_FOUND; racing resumes have one winner (ABORTED 
 from __future__ import annotations
 
 import asyncio
-import re
 import pathlib
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
