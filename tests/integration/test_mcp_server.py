@@ -167,3 +167,12 @@ async def test_an_expired_state_is_refused_and_nothing_runs(tmp_path: pathlib.Pa
                 await retry(client, first, APPROVE)
         assert reason(refused.value) == "expired" and short.transfers() == []
         assert await pending(short, snapshot_of(first)) == ["transfer#t1"]
+
+
+async def test_a_client_of_an_older_revision_is_told_where_the_paused_turn_waits(server: McpServer) -> None:
+    async with mcp_client(server.url, mode="legacy") as client:
+        assert client.protocol_version != "2026-07-28"
+        got = await client.call_tool("bank", {"message": "pay fred 4"})
+    assert not got.is_error and got.structured_content["finishReason"] == "interrupted"
+    assert "answer it in the inbox" in got.content[0].text  # type: ignore[union-attr]
+    assert await pending(server, got.structured_content["snapshotId"]) == ["transfer#t1"]
