@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import pathlib
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -147,9 +148,22 @@ async def test_racing_resumes_have_one_winner(service: AgentService) -> None:
     lost = [r for r in results if not isinstance(r, AgentOutput)]
     assert len(won) == 1 and won[0].text == "done: paid carol"
     assert len(lost) == 7 and all(isinstance(e, AbortedError) for e in lost), lost
+    assert all(re.search(r"already answered by alice|is being answered \(turn", str(e)) for e in lost), lost
     assert RUNS == ["carol"]
+    with pytest.raises(AbortedError, match=f"snapshot {sid} was already answered by alice at ") as late:
+        await answer()
+    assert late.value.details["answered_by"] == "alice"
     inbox = Inbox(_agent(service).store, agents=[_agent(service)])
     assert len(await inbox.audit(out.session_id or "", tenant="acme")) == 1
+
+
+async def test_options_are_the_answers_the_inbox_offers_with_the_tools_schemas(service: AgentService) -> None:
+    out = await paused(service)
+    [item] = await service.pending("payments", snapshot_id=out.snapshot_id, caller=ALICE)
+    options = service.options("payments", item)
+    assert list(options) == ["approve", "reject", "respond", "restart"]
+    assert options["restart"]["payload_schema"] == pay.resume_schema
+    assert options["respond"]["output_schema"] == pay.definition.output_schema
 
 
 async def test_refusals_before_any_agent_work(service: AgentService) -> None:

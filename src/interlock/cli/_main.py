@@ -18,7 +18,8 @@ log (a line per request) is off unless ``--access-log``: the server logs one lin
 codes: 0 success, 1 runtime failure, 2 bad usage (e.g. a target that cannot be imported),
 130 interrupted. ``--webhooks module:attr`` (a
 :class:`~interlock.notify.Webhooks`) and ``--deadlines`` run the outbox's delivery and
-deadline loops in the same process.
+deadline loops in the same process. ``--mcp`` also serves each agent as an MCP tool at ``/mcp``
+(:mod:`interlock.cli._mcp`).
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ COMMAND_MODULES: list[str] = [
     "interlock.cli._notify",
     "interlock.cli._worker",
     "interlock.cli._a2a",
+    "interlock.cli._mcp",
 ]
 """Modules that register sub-commands; :func:`main` imports them first."""
 

@@ -3,10 +3,11 @@
 :class:`~interlock.http.AgentServer` serves agents to any Genkit client (JS, Python,
 interlock's own); :class:`~interlock.http.RemoteAgent` drives any Genkit-compatible
 server with the local :class:`~interlock.Agent` interface. :class:`~interlock.http.InboxApp`
-and :func:`~interlock.http.mount_inbox` serve the approval inbox (the ``inbox`` extra);
-:class:`~interlock.http.A2A` serves agents over A2A (``AgentServer(protocols=[A2A()])``, the ``a2a``
-extra); :func:`~interlock.http.mcp_tools` gives an agent the tools of a remote MCP server (the
-``mcp`` extra). Those are loaded on first use, so this package imports without their extras.
+and :func:`~interlock.http.mount_inbox` serve the approval inbox (the ``inbox`` extra). The other
+wire protocols are served beside the Genkit routes (``AgentServer(agents, protocols=[...])``):
+:func:`~interlock.http.mcp_protocol` (MCP, the ``mcp`` extra) and :class:`~interlock.http.A2A`
+(the ``a2a`` extra); :func:`~interlock.http.mcp_tools` gives an agent the tools of a remote MCP
+server. They are loaded on first use, so this package imports without their extras.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from ._a2a import A2A as A2A
     from ._inbox import InboxApp as InboxApp
     from ._inbox import mount_inbox as mount_inbox
+    from ._mcp import mcp_protocol as mcp_protocol
     from ._mcp_tools import McpTool as McpTool
     from ._mcp_tools import mcp_tools as mcp_tools
 
@@ -28,6 +30,7 @@ _LAZY = {
     "A2A": "._a2a",
     "InboxApp": "._inbox",
     "McpTool": "._mcp_tools",
+    "mcp_protocol": "._mcp",
     "mcp_tools": "._mcp_tools",
     "mount_inbox": "._inbox",
 }
@@ -41,6 +44,7 @@ __all__ = [
     "RemoteAgent",
     "RemoteConnection",
     "RequestInfo",
+    "mcp_protocol",
     "mcp_tools",
     "mount_inbox",
 ]

@@ -19,16 +19,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from .._engine.io import AgentInit, AgentInput, AgentOutput, StreamChunk, as_input
 from ..agents._agent import Agent
 from ..agents._interface import SETTLED
-from ..errors import InvalidArgumentError, NotFoundError
-from ..inbox._answers import Answer, answer_options
+from ..errors import AbortedError, InvalidArgumentError, NotFoundError
+from ..inbox._answers import Answer
 from ..inbox._inbox import Inbox, PendingInterrupt
-from ..records._sessions import Snapshot, check_state
+from ..inbox._options import answer_options, answered
+from ..records._sessions import ErrorInfo, Snapshot, check_state
 
 _NOT_CONTEXT = ("identity", "tenant")
 
@@ -134,10 +135,11 @@ class AgentService(Protocol):
         ...
 
     def options(self, agent: str, item: PendingInterrupt) -> dict[str, dict[str, Any]]:
-        """The answers ``item`` takes, each with the JSON Schema of what it carries (``None``: any JSON).
+        """The answers a pending interrupt takes, each with the JSON Schema of what it carries (``None``: any JSON).
 
-        The inbox's own (:func:`interlock.inbox._answers.answer_options`); an adapter turns them into its
-        protocol's question, e.g. one schema with :func:`interlock.inbox._answers.answer_schema`.
+        The inbox's own (:func:`~interlock.inbox._options.answer_options`): ``respond`` (its
+        ``output_schema``), and unless the tool only asks, ``approve``/``reject``/``restart``
+        (their ``payload_schema``: the tool's resume type) and ``edit``.
         """
         ...
 
@@ -174,11 +176,21 @@ class ServedAgents:
         caller: Caller,
         tokens: Mapping[str, str] | None = None,
     ) -> RunningTurn:
+        """As :meth:`AgentService.resume`; an answer that lost is refused naming who answered first.
+
+        Lost before the turn starts (the snapshot reads as claimed), it raises the
+        :class:`~interlock.inbox._options.AnsweredError`; lost at the claim, the turn's output
+        carries it (``ABORTED``, who and when in ``details``).
+        """
         found = self._agent(agent)
         snap = await self.read(agent, snapshot_id=snapshot_id, caller=caller)  # this agent's, this tenant's
         inbox = Inbox(found.store, agents={found.name: found})
-        _, resume = await inbox.resume_for(snap.snapshot_id, answers, tenant=caller.tenant, tokens=tokens)
-        return await self.start(agent, AgentInput(resume=resume), AgentInit(snapshot_id=snapshot_id), caller=caller)
+        try:
+            _, resume = await inbox.resume_for(snap.snapshot_id, answers, tenant=caller.tenant, tokens=tokens)
+        except AbortedError as exc:
+            raise await answered(inbox, snapshot_id, caller.tenant, exc) from None
+        turn = await self.start(agent, AgentInput(resume=resume), AgentInit(snapshot_id=snapshot_id), caller=caller)
+        return _Answering(turn, inbox, snapshot_id, caller.tenant)
 
     async def read(
         self, agent: str, *, snapshot_id: str | None = None, session_id: str | None = None, caller: Caller
@@ -229,6 +241,30 @@ class ServedAgents:
         if found is None:
             raise NotFoundError(f"no agent named {name!r} is served here (served: {', '.join(self.agents) or 'none'})")
         return found
+
+
+class _Answering:
+    """A resumed turn whose lost claim (an ``ABORTED`` output) names who answered first."""
+
+    def __init__(self, turn: RunningTurn, inbox: Inbox, snapshot_id: str, tenant: str | None) -> None:
+        self._turn, self._inbox, self._snapshot_id, self._tenant = turn, inbox, snapshot_id, tenant
+
+    def __aiter__(self) -> AsyncIterator[StreamChunk]:
+        return aiter(self._turn)
+
+    def cancel(self) -> None:
+        self._turn.cancel()
+
+    async def output(self) -> AgentOutput:
+        try:
+            out = await self._turn.output()
+        except AbortedError as exc:
+            raise await answered(self._inbox, self._snapshot_id, self._tenant, exc) from None
+        if out.error is None or out.error.status != "ABORTED":
+            return out
+        lost = AbortedError(out.error.message, details=out.error.details)
+        named = await answered(self._inbox, self._snapshot_id, self._tenant, lost)
+        return replace(out, error=ErrorInfo(status=named.status, message=named.message, details=named.details))
 
 
 def check_start(input: AgentInput, init: AgentInit) -> AgentInput:

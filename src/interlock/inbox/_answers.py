@@ -214,35 +214,12 @@ def _payload_dict(payload: object, item: PendingInterrupt) -> dict[str, Any]:
     return value
 
 
-# the answers a pending interrupt takes, and an answer read from JSON (every surface's) ------------
+# an answer read from JSON, and the schema of one (every surface's) --------------------------------
 
 DECISIONS = ("approve", "reject", "respond", "restart", "edit")
 """The decisions an answer names, in the order they are offered."""
 ANSWER_KEYS = ("decision", "ref", "tool", "payload", "output", "input", "reason", "resume_token")
 """The fields of an answer object (:func:`parse_answer`)."""
-
-
-def answer_options(agents: Mapping[str, object], item: PendingInterrupt) -> dict[str, dict[str, Any]]:
-    """The answers ``item`` takes, each with the JSON Schema of what it carries (``None``: any JSON).
-
-    The one source of the decisions and schemas every surface offers: the inbox's forms and
-    API, and the protocol adapters (through :meth:`interlock.http._service.AgentService.options`).
-    ``agents`` are the agents by name (the one that paused ``item`` among them).
-    """
-    agent = agents.get(item.agent or "") if item.agent else None
-    found = tool_for(agent, item.part) if isinstance(agent, PromptAgent) else None
-    output = found.definition.output_schema if found else None
-    resume = found.resume_schema if found else None
-    options: dict[str, dict[str, Any]] = {"respond": {"output_schema": output}}
-    if found is not None and found.is_interrupt_only:
-        return options
-    options["approve"] = {"payload_schema": resume}
-    options["reject"] = {"payload_schema": None if item.in_doubt else resume, "reason": True}
-    if not item.is_hold:
-        options["restart"] = {"payload_schema": resume}
-    if getattr(agent, "allow_replaced_input", False) and not item.in_doubt:
-        options["edit"] = {"input_schema": found.definition.input_schema if found else None, "payload_schema": resume}
-    return {k: options[k] for k in DECISIONS if k in options}
 
 
 _CARRIES = {"payload_schema": "payload", "output_schema": "output", "input_schema": "input"}

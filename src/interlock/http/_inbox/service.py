@@ -22,10 +22,11 @@ from ..._wire import messages_to_json, output_to_json, part_to_json
 from ...errors import AbortedError, ClaimConflictError, InvalidArgumentError, SnapshotNotFoundError
 from ...inbox._answers import DECISIONS as DECISIONS
 from ...inbox._answers import AnswerRequest as AnswerRequest
-from ...inbox._answers import answer_options as options_for
 from ...inbox._answers import parse_answer as parse_answer
 from ...inbox._inbox import Answer, AuditEntry, Inbox, PendingInterrupt
-from ...records.snapshots import claim_state
+from ...inbox._options import AnsweredError as AnsweredError
+from ...inbox._options import answer_options as options_for
+from ...inbox._options import answered as answered
 
 MAX_LIMIT = 500
 """The most interrupts one page lists."""
@@ -34,10 +35,6 @@ RECENT_MESSAGES = 20
 _FILTERS = ("agent", "tool", "session", "older_than", "newer_than", "in_doubt", "order", "limit", "cursor")
 MAX_ANSWERS = 100
 """The most answers one request gives (one per interrupt of a snapshot)."""
-
-
-class AnsweredError(ClaimConflictError):
-    """The interrupt was already answered (or is being answered): ABORTED, with who and when in ``details``."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -145,7 +142,7 @@ def item_json(inbox: Inbox, item: PendingInterrupt) -> dict[str, Any]:
 
 
 def answer_options(inbox: Inbox, item: PendingInterrupt) -> dict[str, dict[str, Any]]:
-    """The answers ``item`` takes, each with the JSON Schema of what it carries (``inbox._answers.answer_options``)."""
+    """The answers ``item`` takes, each with the JSON Schema of what it carries (``inbox._options.answer_options``)."""
     return options_for(inbox.agents, item)
 
 
@@ -171,32 +168,6 @@ async def detail(inbox: Inbox, snapshot_id: str, tenant: str | None) -> dict[str
         "interrupts": [item_json(inbox, i) | {"part": part_to_json(i.part)} for i in items],
         "messages": messages_to_json(messages),
     }
-
-
-async def answered(inbox: Inbox, snapshot_id: str, tenant: str | None, exc: AbortedError) -> AbortedError:
-    """The refusal of an answer that lost: who answered first and when (the claim, then the audit trail).
-
-    The one rule for a losing answer's status, however the loss was found (the snapshot read
-    as claimed, the claim refused, a spent resume token): the snapshot's claim names the
-    winning turn, whose audit entry names who answered. An ``exc`` with no claim behind it
-    is returned as it is.
-    """
-    snap = await inbox.store.load(snapshot_id, tenant=tenant) if inbox.store else None
-    if snap is None or claim_state(snap) not in ("held", "answered"):
-        return exc
-    winner = snap.claimed_by
-    child = await inbox.store.load(winner, tenant=tenant) if winner and inbox.store else None
-    entry = AuditEntry.from_snapshot(child) if child is not None else None
-    by, at = (entry.by, entry.at.isoformat() if entry.at else None) if entry else (None, None)
-    if by is not None:
-        message = f"snapshot {snapshot_id} was already answered by {by}" + (f" at {at}" if at else "")
-    elif entry is not None:
-        message = f"snapshot {snapshot_id} was already answered" + (f" at {at}" if at else "")
-    else:
-        message = f"snapshot {snapshot_id} is being answered (turn {winner}); each interrupt is answered once"
-    error = AnsweredError(message, winner=winner)
-    error.details = {"winner": winner, "answered_by": by, "answered_at": at}
-    return error
 
 
 # answering -----------------------------------------------------------------------------------
