@@ -89,6 +89,7 @@ COMMAND_MODULES: list[str] = [
     "interlock.cli._inbox_serve",
     "interlock.cli._notify",
     "interlock.cli._worker",
+    "interlock.cli._agui",
 ]
 """Modules that register sub-commands; :func:`main` imports them first."""
 

@@ -20,15 +20,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal, Protocol
 
+from .. import metadata as md
 from .._engine.io import AgentInit, AgentInput, AgentOutput, StreamChunk, as_input
 from ..agents._agent import Agent
 from ..agents._interface import SETTLED
-from ..errors import InvalidArgumentError, NotFoundError
-from ..inbox._answers import Answer
+from ..errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
+from ..inbox._answers import Answer, Approve, Reject, Respond, match_all, options
 from ..inbox._inbox import Inbox, PendingInterrupt
-from ..records._sessions import Snapshot, check_state
+from ..records._sessions import Snapshot, check_state, utcnow
 
 _NOT_CONTEXT = ("identity", "tenant")
 
@@ -74,6 +76,50 @@ class RunningTurn(Protocol):
     def cancel(self) -> None: ...
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Acceptance:
+    """What a protocol's plain "here is the answer" (AG-UI ``resolved``, MCP ``accept``) means for one interrupt.
+
+    ``respond`` for a call that only asks (the value is its output), else ``approve`` (the
+    value is the resume payload); ``schema`` is the JSON Schema of the value (``None``: any
+    JSON). A protocol's "no" (AG-UI ``cancelled``, MCP ``decline``) is :class:`Reject`.
+    """
+
+    decision: Literal["respond", "approve"]
+    schema: dict[str, Any] | None
+
+    def answer(self, value: Any) -> Answer:
+        """The inbox answer carrying ``value``."""
+        return Respond(value) if self.decision == "respond" else Approve(value)
+
+
+def acceptance(answers: Mapping[str, Mapping[str, Any]]) -> Acceptance:
+    """The :class:`Acceptance` of an interrupt, from the answers it takes (:meth:`AgentService.answer_options`)."""
+    if "approve" in answers:
+        return Acceptance(decision="approve", schema=answers["approve"].get("payload_schema"))
+    return Acceptance(decision="respond", schema=answers["respond"].get("output_schema"))
+
+
+def expires_at(item: PendingInterrupt) -> datetime | None:
+    """When ``item`` stops taking answers other than a rejection (its deadline), or ``None``."""
+    at = (md.deadline_of(item.part) or {}).get("expiresAt")
+    try:
+        return datetime.fromisoformat(at) if isinstance(at, str) else None
+    except ValueError:
+        return None
+
+
+def refuse_expired(snapshot_id: str, pairs: list[tuple[PendingInterrupt, Answer]], now: datetime) -> None:
+    """FAILED_PRECONDITION when an answer other than :class:`Reject` reaches an interrupt past its deadline."""
+    for item, answer in pairs:
+        at = expires_at(item)
+        if at is not None and at <= now and not isinstance(answer, Reject):
+            raise FailedPreconditionError(
+                f"interrupt {item.label} of snapshot {snapshot_id} expired at {at.isoformat()}; "
+                "it can only be rejected (cancelled) now"
+            )
+
+
 class AgentService(Protocol):
     """The engine-facing interface every protocol adapter calls (see ``docs/architecture.md``).
 
@@ -93,6 +139,13 @@ class AgentService(Protocol):
         """Start one turn: a message, a resume (``input.resume``, Genkit's respond/restart parts), or a detach."""
         ...
 
+    def answer_options(self, agent: str, item: PendingInterrupt) -> dict[str, dict[str, Any]]:
+        """The answers ``item`` takes, each with the JSON Schema of what it carries (the inbox's forms use the same).
+
+        :func:`acceptance` picks the one a protocol's plain "yes" stands for.
+        """
+        ...
+
     async def resume(
         self,
         agent: str,
@@ -102,7 +155,10 @@ class AgentService(Protocol):
         caller: Caller,
         tokens: Mapping[str, str] | None = None,
     ) -> RunningTurn:
-        """Answer a paused snapshot's interrupts (one answer for all, or by ref) and start the resumed turn."""
+        """Answer a paused snapshot's interrupts (one answer for all, or by ref) and start the resumed turn.
+
+        Every interrupt needs an answer; one past its deadline takes only a rejection (FAILED_PRECONDITION).
+        """
         ...
 
     async def read(
@@ -147,6 +203,9 @@ class ServedAgents:
     def names(self) -> list[str]:
         return list(self.agents)
 
+    def answer_options(self, agent: str, item: PendingInterrupt) -> dict[str, dict[str, Any]]:
+        return options(self._agent(agent), item)
+
     async def start(self, agent: str, input: AgentInput, init: AgentInit, *, caller: Caller) -> RunningTurn:
         found = self._agent(agent)
         input = check_start(input, init)
@@ -169,6 +228,8 @@ class ServedAgents:
         found = self._agent(agent)
         snap = await self.read(agent, snapshot_id=snapshot_id, caller=caller)  # this agent's, this tenant's
         inbox = Inbox(found.store, agents={found.name: found})
+        items = await inbox.get(snap.snapshot_id, tenant=caller.tenant)
+        refuse_expired(snap.snapshot_id, match_all(snap.snapshot_id, items, answers), utcnow())
         _, resume = await inbox.resume_for(snap.snapshot_id, answers, tenant=caller.tenant, tokens=tokens)
         return await self.start(agent, AgentInput(resume=resume), AgentInit(snapshot_id=snapshot_id), caller=caller)
 

@@ -83,6 +83,31 @@ class Respond:
 Answer: TypeAlias = Approve | Reject | Respond | Restart | Edit
 """One decision on one interrupt."""
 
+DECISIONS = ("approve", "reject", "respond", "restart", "edit")
+"""The decisions an answer names, in the order forms list them."""
+
+
+def options(agent: ResumableAgent | None, item: PendingInterrupt) -> dict[str, dict[str, Any]]:
+    """The answers ``item`` takes, each with the JSON Schema of what it carries (``None``: any JSON).
+
+    The one source of answer schemas: the inbox's forms and API, and every protocol adapter
+    (through :meth:`interlock.http._service.AgentService.answer_options`). ``agent`` is the
+    agent whose tool paused ``item`` (its sub-agent's tool for a surfaced interrupt).
+    """
+    found = tool_for(agent, item.part) if isinstance(agent, PromptAgent) else None
+    output = found.definition.output_schema if found else None
+    resume = found.resume_schema if found else None
+    out: dict[str, dict[str, Any]] = {"respond": {"output_schema": output}}
+    if found is not None and found.is_interrupt_only:
+        return out
+    out["approve"] = {"payload_schema": resume}
+    out["reject"] = {"payload_schema": None if item.in_doubt else resume, "reason": True}
+    if not item.is_hold:
+        out["restart"] = {"payload_schema": resume}
+    if getattr(agent, "allow_replaced_input", False) and not item.in_doubt:
+        out["edit"] = {"input_schema": found.definition.input_schema if found else None, "payload_schema": resume}
+    return {k: out[k] for k in DECISIONS if k in out}
+
 
 def skip_note(item: PendingInterrupt) -> dict[str, Any]:
     """What the model sees for an in-doubt call a person rejected: it was skipped, not run again."""

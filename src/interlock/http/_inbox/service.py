@@ -19,18 +19,15 @@ from ..._durations import parse_duration, parse_whole
 from ..._engine.io import AgentOutput
 from ..._json_object import is_array, is_object
 from ..._wire import messages_to_json, output_to_json, part_to_json
-from ...agents._agent import PromptAgent
-from ...agents._delegation import tool_for
 from ...errors import AbortedError, ClaimConflictError, InvalidArgumentError, SnapshotNotFoundError
+from ...inbox._answers import DECISIONS, options
 from ...inbox._inbox import Answer, Approve, AuditEntry, Edit, Inbox, PendingInterrupt, Reject, Respond, Restart
 from ...records.snapshots import claim_state
-from ...tools._tool import Tool
 
 MAX_LIMIT = 500
 """The most interrupts one page lists."""
 RECENT_MESSAGES = 20
 """How many of a session's latest messages a detail carries."""
-DECISIONS = ("approve", "reject", "respond", "restart", "edit")
 _FILTERS = ("agent", "tool", "session", "older_than", "newer_than", "in_doubt", "order", "limit", "cursor")
 _ANSWER_KEYS = ("decision", "ref", "tool", "payload", "output", "input", "reason", "resume_token")
 MAX_ANSWERS = 100
@@ -145,28 +142,9 @@ def item_json(inbox: Inbox, item: PendingInterrupt) -> dict[str, Any]:
     }
 
 
-def _tool(inbox: Inbox, item: PendingInterrupt) -> Tool[Any, Any, Any] | None:
-    """The tool that paused ``item``: its agent's, or a sub-agent's for a surfaced interrupt."""
-    agent = inbox.agents.get(item.agent or "") if item.agent else None
-    return tool_for(agent, item.part) if isinstance(agent, PromptAgent) else None
-
-
 def answer_options(inbox: Inbox, item: PendingInterrupt) -> dict[str, dict[str, Any]]:
-    """The answers ``item`` takes, each with the JSON Schema of what it carries (``None``: any JSON)."""
-    agent = inbox.agents.get(item.agent or "") if item.agent else None
-    found = _tool(inbox, item)
-    output = found.definition.output_schema if found else None
-    resume = found.resume_schema if found else None
-    options: dict[str, dict[str, Any]] = {"respond": {"output_schema": output}}
-    if found is not None and found.is_interrupt_only:
-        return options
-    options["approve"] = {"payload_schema": resume}
-    options["reject"] = {"payload_schema": None if item.in_doubt else resume, "reason": True}
-    if not item.is_hold:
-        options["restart"] = {"payload_schema": resume}
-    if getattr(agent, "allow_replaced_input", False) and not item.in_doubt:
-        options["edit"] = {"input_schema": found.definition.input_schema if found else None, "payload_schema": resume}
-    return {k: options[k] for k in DECISIONS if k in options}
+    """The answers ``item`` takes and their JSON Schemas (:func:`interlock.inbox._answers.options`)."""
+    return options(inbox.agents.get(item.agent or "") if item.agent else None, item)
 
 
 async def waiting(inbox: Inbox, snapshot_id: str, tenant: str | None) -> list[PendingInterrupt]:
