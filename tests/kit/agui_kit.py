@@ -15,9 +15,10 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -81,7 +82,18 @@ def served(tmp: pathlib.Path, *extra: str) -> Generator[Served]:
             patch.setenv(key, value)
         command = [INTERLOCK, "serve", "agui_app:server", "--port", "0", "--ag-ui", *extra]
         with serve_process(command, cwd=KIT) as server:
+            _ready(server.url)
             yield Served(url=server.url, runs_log=log)
+
+
+def _ready(url: str) -> None:
+    """Wait until the server answers (``--workers`` listens before its workers have started)."""
+    for _ in range(600):
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{url}/healthz", timeout=5).status_code == 200:
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"{url} did not answer /healthz within a minute")
 
 
 def drive(env: dict[str, str], url: str, plan: list[Any]) -> list[Any]:
@@ -91,7 +103,7 @@ def drive(env: dict[str, str], url: str, plan: list[Any]) -> list[Any]:
     assert done.returncode == 0, done.stderr
     runs: list[Any] = json.loads(done.stdout)
     for run in runs:
-        group: list[dict[str, Any]] = run if isinstance(run, list) else [run]
+        group = cast(list[dict[str, Any]], run if isinstance(run, list) else [run])
         for one in group:
             events: list[Any] = one["events"]
             one["parsed"] = [EVENT.validate_python(e) for e in events]
