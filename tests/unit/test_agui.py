@@ -6,6 +6,7 @@ drives a real server in ``tests/integration/test_agui.py``.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -233,3 +234,40 @@ def test_acceptance_is_respond_for_a_call_that_only_asks_else_approve() -> None:
     assert asks.answer("x") == Respond("x")
     approves = acceptance({"respond": {"output_schema": None}, "approve": {"payload_schema": None}})
     assert approves.answer(None) == Approve(None)
+
+
+@pytest.fixture
+async def client_http() -> Any:
+    """A client-managed bank (no store) that signs its state."""
+    from inbox_apps import plan, transfer
+
+    from interlock.agents._host import Host
+    from interlock.interrupts._signing import Keyring
+    from interlock.testing import ScriptedModel
+
+    host = Host(state_signing=Keyring({"k1": b"agui-test-key-0123456789abcdef!!"}))
+    agent = PromptAgent("cbank", ScriptedModel([plan] * 100), tools=[transfer], host=host)
+    app = AgentServer([agent], protocols=[AgUiMount()])
+    RUNS.clear()
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+        yield client
+
+
+async def test_a_client_managed_session_travels_signed_in_state(client_http: httpx.AsyncClient) -> None:
+    paused = await run(client_http, "cbank", messages=say("pay bob 5"))
+    (asked,) = outcome_of(paused).interrupts
+    state = next(e.snapshot for e in paused if e.type.value == "STATE_SNAPSHOT")
+    assert state["messages"] and state["custom"]["$interlock"]["sig"]
+    resume = [{"interruptId": asked.id, "status": "resolved", "payload": {"approved": True}}]
+
+    forged = json.loads(json.dumps(state).replace('"amount": 5.0', '"amount": 500.0'))  # a bigger transfer
+    assert forged != state
+    assert error_of(await run(client_http, "cbank", state=forged, resume=resume)).code == "PERMISSION_DENIED"
+    assert RUNS == []
+    assert error_of(await run(client_http, "cbank", resume=resume)).code == "INVALID_ARGUMENT"  # no state
+
+    done = await run(client_http, "cbank", forwardedProps={"interlockState": state}, resume=resume)
+    assert types(done)[-1] == "RUN_FINISHED" and done[-1].outcome is None
+    assert RUNS == [{"to": "bob", "amount": 5.0}]
+    after = next(e.snapshot for e in done if e.type.value == "STATE_SNAPSHOT")
+    assert len(after["messages"]) > len(state["messages"])

@@ -28,9 +28,13 @@ from .._engine.io import AgentInit, AgentInput, AgentOutput, StreamChunk, as_inp
 from ..agents._agent import Agent
 from ..agents._interface import SETTLED
 from ..errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
-from ..inbox._answers import Answer, Approve, Reject, Respond, match_all, options
+from ..inbox._answers import Answer, Approve, Reject, Respond, entry, match_all, options
 from ..inbox._inbox import Inbox, PendingInterrupt
-from ..records._sessions import Snapshot, check_state, utcnow
+from ..inbox._items import pending_item
+from ..interrupts._plan import Resume
+from ..parts import ToolResponsePart
+from ..records._interrupt_index import entries_of
+from ..records._sessions import SessionState, Snapshot, check_state, utcnow
 
 _NOT_CONTEXT = ("identity", "tenant")
 
@@ -161,6 +165,20 @@ class AgentService(Protocol):
         """
         ...
 
+    def pending_in(self, agent: str, state: SessionState) -> list[PendingInterrupt]:
+        """The interrupts a client-managed session waits on, read from its ``state`` (``[]`` for none)."""
+        ...
+
+    async def resume_state(
+        self, agent: str, state: SessionState, answers: Answer | Mapping[str, Answer], *, caller: Caller
+    ) -> RunningTurn:
+        """:meth:`resume` for a client-managed agent: answer the interrupts its ``state`` waits on, start the turn.
+
+        The same rules as :meth:`resume`; the engine checks the state (its signature, when the agent
+        signs state) and the answers against its history, as for any client-managed resume.
+        """
+        ...
+
     async def read(
         self, agent: str, *, snapshot_id: str | None = None, session_id: str | None = None, caller: Caller
     ) -> Snapshot:
@@ -232,6 +250,35 @@ class ServedAgents:
         refuse_expired(snap.snapshot_id, match_all(snap.snapshot_id, items, answers), utcnow())
         _, resume = await inbox.resume_for(snap.snapshot_id, answers, tenant=caller.tenant, tokens=tokens)
         return await self.start(agent, AgentInput(resume=resume), AgentInit(snapshot_id=snapshot_id), caller=caller)
+
+    def pending_in(self, agent: str, state: SessionState) -> list[PendingInterrupt]:
+        found = self._agent(agent)
+        paused = Snapshot(
+            snapshot_id="",
+            session_id=state.session_id or "",
+            finish_reason="interrupted",
+            state=state,
+            metadata={"agent": found.name},
+        )
+        now = utcnow()
+        return [pending_item(e, now, None, found.name) for e in entries_of(paused)]
+
+    async def resume_state(
+        self, agent: str, state: SessionState, answers: Answer | Mapping[str, Answer], *, caller: Caller
+    ) -> RunningTurn:
+        found = self._agent(agent)
+        items = self.pending_in(agent, state)
+        where = f"of session {state.session_id or '(new)'}"
+        if not items:
+            raise FailedPreconditionError(f"the state {where} waits on no interrupt: its last turn did not pause")
+        pairs = match_all(where, items, answers)
+        refuse_expired(where, pairs, utcnow())
+        entries = [entry(item, answer, found) for item, answer in pairs]
+        resume = Resume(
+            respond=[e for e in entries if isinstance(e, ToolResponsePart)],
+            restart=[e for e in entries if not isinstance(e, ToolResponsePart)],
+        )
+        return await self.start(agent, AgentInput(resume=resume), AgentInit(state=state), caller=caller)
 
     async def read(
         self, agent: str, *, snapshot_id: str | None = None, session_id: str | None = None, caller: Caller

@@ -35,4 +35,3 @@ class AgUiMount:
 
     def lifespan(self) -> contextlib.AbstractAsyncContextManager[None]:
         return no_lifespan()
-

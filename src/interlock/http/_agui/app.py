@@ -144,7 +144,10 @@ class AgUiApp:
             await stream.emit(events.finished())
             return
         service = self.host.service
-        items = await service.pending(agent, snapshot_id=output.snapshot_id, caller=caller)
+        if events.client:
+            items = service.pending_in(agent, output.state) if output.state is not None else []
+        else:
+            items = await service.pending(agent, snapshot_id=output.snapshot_id, caller=caller)
         if not items:  # answered already (another client was quicker than this stream)
             await stream.emit(events.finished())
             return

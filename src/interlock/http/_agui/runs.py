@@ -9,7 +9,9 @@ The resume goes to :meth:`~interlock.http._service.AgentService.resume`, which r
 before anything runs or is claimed, an uncovered interrupt, an unknown id, an answered
 snapshot (a replay, or the loser of a race) and an answer past a deadline; this module
 checks nothing of that itself. A client-managed agent's session travels in ``state`` (the
-session JSON, signed when the agent signs state), or in ``forwardedProps.interlockState``.
+session JSON the last run's ``STATE_SNAPSHOT`` gave, signed when the agent signs state), or in
+``forwardedProps.interlockState``; its resume goes to
+:meth:`~interlock.http._service.AgentService.resume_state` with that session.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from pydantic import ValidationError
 from ..._engine.io import AgentInit, AgentInput
 from ..._json_object import is_object
 from ..._wire import state_from_json
-from ...errors import InterlockError, InvalidArgumentError, UnimplementedError
+from ...errors import InterlockError, InvalidArgumentError
 from ...inbox._answers import Answer, Reject
+from ...inbox._items import PendingInterrupt
 from ...messages import Message
 from ...parts import TextPart as Text
 from ...records._sessions import SessionState
@@ -53,12 +56,7 @@ async def begin(service: AgentService, agent: str, run: RunAgentInput, caller: C
     """Start the turn ``run`` asks for (see the module's docs)."""
     client = service.describe(agent).state_management == "client"
     if run.resume:
-        if client:
-            raise UnimplementedError(
-                f"agent {agent!r} keeps its session on the client; answer its interrupts with a message run "
-                "carrying the session state (AG-UI resume entries need a server-managed agent)"
-            )
-        return await _resume(service, agent, run, caller)
+        return await (_resume_state if client else _resume)(service, agent, run, caller)
     message = new_message(run)
     init = AgentInit(state=client_state(run)) if client else AgentInit(session_id=run.thread_id)
     return await service.start(agent, AgentInput(message=message), init, caller=caller)
@@ -97,14 +95,40 @@ def client_state(run: RunAgentInput) -> SessionState | None:
         raise InvalidArgumentError(f"'state' is not an interlock session: {exc}") from None
 
 
-async def _resume(service: AgentService, agent: str, run: RunAgentInput, caller: Caller) -> RunningTurn:
-    entries = run.resume or []
+def _ids(entries: list[ResumeEntry]) -> set[str]:
     ids = [e.interrupt_id for e in entries]
     twice = sorted({i for i in ids if ids.count(i) > 1})
     if twice:
         raise InvalidArgumentError(f"interrupt {twice[0]!r} is answered twice in one resume; answer each once")
-    snapshot_id = await paused_at(service, agent, run.thread_id, set(ids), caller)
-    items = {call_id(i.ref, i.tool): i for i in await service.pending(agent, snapshot_id=snapshot_id, caller=caller)}
+    return set(ids)
+
+
+async def _resume(service: AgentService, agent: str, run: RunAgentInput, caller: Caller) -> RunningTurn:
+    entries = run.resume or []
+    snapshot_id = await paused_at(service, agent, run.thread_id, _ids(entries), caller)
+    items = await service.pending(agent, snapshot_id=snapshot_id, caller=caller)
+    answers, tokens = _answers(service, agent, entries, items)
+    return await service.resume(agent, snapshot_id, answers, caller=caller, tokens=tokens or None)
+
+
+async def _resume_state(service: AgentService, agent: str, run: RunAgentInput, caller: Caller) -> RunningTurn:
+    entries = run.resume or []
+    _ids(entries)
+    state = client_state(run)
+    if state is None:
+        raise InvalidArgumentError(
+            f"agent {agent!r} keeps its session on the client: send the session the paused run's STATE_SNAPSHOT "
+            "gave in 'state' (or forwardedProps.interlockState) with the resume"
+        )
+    answers, _ = _answers(service, agent, entries, service.pending_in(agent, state))
+    return await service.resume_state(agent, state, answers, caller=caller)
+
+
+def _answers(
+    service: AgentService, agent: str, entries: list[ResumeEntry], pending: list[PendingInterrupt]
+) -> tuple[dict[str, Answer], dict[str, str]]:
+    """The answer of each entry by interrupt id, and the resume tokens entries carry (``metadata.resumeToken``)."""
+    items = {call_id(i.ref, i.tool): i for i in pending}
     answers: dict[str, Answer] = {}
     tokens: dict[str, str] = {}
     for entry in entries:
@@ -113,10 +137,10 @@ async def _resume(service: AgentService, agent: str, run: RunAgentInput, caller:
         token = _token(entry.metadata)
         if token is not None and item is not None and item.ref:
             tokens[item.ref] = token
-    return await service.resume(agent, snapshot_id, answers, caller=caller, tokens=tokens or None)
+    return answers, tokens
 
 
-def _answer(service: AgentService, agent: str, entry: ResumeEntry, item: Any) -> Answer:
+def _answer(service: AgentService, agent: str, entry: ResumeEntry, item: PendingInterrupt | None) -> Answer:
     if entry.status == "cancelled" or item is None:  # an unknown id is refused by the resume, never run
         return Reject()
     return acceptance(service.answer_options(agent, item)).answer(entry.payload)
