@@ -10,11 +10,15 @@ reference client checks coverage itself only for the interrupts it saw.
 
 from __future__ import annotations
 
+import pathlib
+import subprocess
 from collections.abc import Generator
 from typing import Any
 
 import pytest
-from agui_kit import Served, clients, drive, error, kinds, outcome, served
+from agui_kit import INTERLOCK, INTEROP_DIR, Served, clients, drive, error, kinds, outcome, served
+from http_helpers import serve_process
+from where import ROOT
 
 pytestmark = [pytest.mark.slow]
 
@@ -119,3 +123,27 @@ def test_unknown_threads_and_agents_are_run_errors(env: dict[str, str], server: 
     nobody = run("x", "t") | {"agent": "nobody", "message": "hi"}
     missing, unknown = drive(env, server.url, [run("m", "never", resume=[{"interruptId": "t1", **YES}]), nobody])
     assert error(missing)["code"] == "NOT_FOUND" and error(unknown)["code"] == "NOT_FOUND"
+
+
+def test_the_docs_example_runs_as_documented(env: dict[str, str], tmp_path: pathlib.Path) -> None:
+    """docs/ag-ui.md: ``interlock serve agui_app:agent --ag-ui`` in examples/, ``node agui_client.cjs URL``."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AGUI_STORE", str(tmp_path / "agui.sqlite3"))
+        command = [INTERLOCK, "serve", "agui_app:agent", "--port", "0", "--ag-ui"]
+        with serve_process(command, cwd=ROOT / "examples") as server:
+            node_env = env | {"NODE_PATH": str(INTEROP_DIR / "js" / "node_modules")}
+            done = subprocess.run(
+                ["node", str(ROOT / "examples" / "agui_client.cjs"), server.url],
+                env=node_env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "paused: pay-1 Send 25 to Bob? answer schema: approved",
+        'tool: {"status":"sent","to":"Bob","amount":25.0}',
+        "reply: Done: sent.",
+        "pending: 0",
+    ]

@@ -271,3 +271,9 @@ async def test_a_client_managed_session_travels_signed_in_state(client_http: htt
     assert RUNS == [{"to": "bob", "amount": 5.0}]
     after = next(e.snapshot for e in done if e.type.value == "STATE_SNAPSHOT")
     assert len(after["messages"]) > len(state["messages"])
+
+
+async def test_a_call_that_only_asks_cannot_be_cancelled(http: httpx.AsyncClient) -> None:
+    await run(http, "helpdesk", threadId="c", messages=say("ask why"))
+    error = error_of(await run(http, "helpdesk", threadId="c", resume=[{"interruptId": "q1", "status": "cancelled"}]))
+    assert error.code == "FAILED_PRECONDITION" and "respond" in error.message
