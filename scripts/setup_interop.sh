@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Install the published Genkit clients that tests/integration/test_interop.py drives interlock's server with:
-#   1. npm `genkit`, exactly as pinned by tests/kit/interop/package.json + package-lock.json, into .interop/js
+# Install the published clients that tests/integration/test_interop.py (Genkit) and test_agui.py (AG-UI) drive
+# interlock's server with:
+#   1. npm `genkit` and `@ag-ui/client`, exactly as pinned by tests/kit/interop/package.json + package-lock.json, into .interop/js
 #      (`npm ci --omit=optional --ignore-scripts`: ~15 s and ~90 MB; the optional firebase packages are not
 #      needed by the client),
 #   2. PyPI `genkit`, as pinned by tests/kit/interop/requirements.txt, into its own venv .interop/py
@@ -47,12 +48,13 @@ node_major="${node_major%%.*}"
 
 JS="$DIR/js"
 js_pin="$(sed -n 's/.*"genkit": *"\([^"]*\)".*/\1/p' "$SRC/package.json" | head -1)"
+agui_pin="$(sed -n 's/.*"@ag-ui\/client": *"\([^"]*\)".*/\1/p' "$SRC/package.json" | head -1)"
 js_want="$( (cat "$SRC/package.json" "$SRC/package-lock.json" && echo "$node_version") | digest)"
-js_check="require('node:module').createRequire('$JS/package.json')('genkit/beta/client').remoteAgent"
+js_check="const r = require('node:module').createRequire('$JS/package.json'); r('genkit/beta/client').remoteAgent && r('@ag-ui/client').HttpAgent"
 if [ "$(cat "$JS/.stamp" 2>/dev/null)" = "$js_want" ] && "$NODE" -e "$js_check" >/dev/null 2>&1; then
-    say "JS client: npm genkit@$js_pin already installed in $JS"
+    say "JS clients: npm genkit@$js_pin and @ag-ui/client@$agui_pin already installed in $JS"
 else
-    say "JS client: installing npm genkit@$js_pin into $JS (npm ci from tests/kit/interop/package-lock.json; ~15 s)"
+    say "JS clients: installing npm genkit@$js_pin and @ag-ui/client@$agui_pin into $JS (npm ci from tests/kit/interop/package-lock.json; ~15 s)"
     t0=$(date +%s)
     rm -rf "$JS"
     mkdir -p "$JS"

@@ -92,6 +92,7 @@ COMMAND_MODULES: list[str] = [
     "interlock.cli._worker",
     "interlock.cli._a2a",
     "interlock.cli._mcp",
+    "interlock.cli._agui",
 ]
 """Modules that register sub-commands; :func:`main` imports them first."""
 

@@ -5,9 +5,10 @@ interlock's own); :class:`~interlock.http.RemoteAgent` drives any Genkit-compati
 server with the local :class:`~interlock.Agent` interface. :class:`~interlock.http.InboxApp`
 and :func:`~interlock.http.mount_inbox` serve the approval inbox (the ``inbox`` extra). The other
 wire protocols are served beside the Genkit routes (``AgentServer(agents, protocols=[...])``):
-:func:`~interlock.http.mcp_protocol` (MCP, the ``mcp`` extra) and :class:`~interlock.http.A2A`
-(the ``a2a`` extra); :func:`~interlock.http.mcp_tools` gives an agent the tools of a remote MCP
-server. They are loaded on first use, so this package imports without their extras.
+:func:`~interlock.http.mcp_protocol` (MCP, the ``mcp`` extra), :class:`~interlock.http.AgUiMount`
+(AG-UI 1.0, the ``ag-ui`` extra) and :class:`~interlock.http.A2A` (the ``a2a`` extra);
+:func:`~interlock.http.mcp_tools` gives an agent the tools of a remote MCP server. They are
+loaded on first use, so this package imports without their extras.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ._server import AgentServer, ContextProvider, RequestInfo
 
 if TYPE_CHECKING:
     from ._a2a import A2A as A2A
+    from ._agui import AgUiMount as AgUiMount
     from ._inbox import InboxApp as InboxApp
     from ._inbox import mount_inbox as mount_inbox
     from ._mcp import mcp_protocol as mcp_protocol
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "A2A": "._a2a",
+    "AgUiMount": "._agui",
     "InboxApp": "._inbox",
     "McpTool": "._mcp_tools",
     "mcp_protocol": "._mcp",
@@ -37,6 +40,7 @@ _LAZY = {
 
 __all__ = [
     "A2A",
+    "AgUiMount",
     "AgentServer",
     "ContextProvider",
     "InboxApp",

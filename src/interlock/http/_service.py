@@ -20,16 +20,22 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any, Literal, Protocol
 
+from .. import metadata as md
 from .._engine.io import AgentInit, AgentInput, AgentOutput, StreamChunk, as_input
 from ..agents._agent import Agent
 from ..agents._interface import SETTLED
-from ..errors import AbortedError, InvalidArgumentError, NotFoundError
-from ..inbox._answers import Answer
+from ..errors import AbortedError, FailedPreconditionError, InvalidArgumentError, NotFoundError
+from ..inbox._answers import Answer, Approve, Reject, Respond, entry, match_all
 from ..inbox._inbox import Inbox, PendingInterrupt
+from ..inbox._items import pending_item
 from ..inbox._options import answer_options, answered
-from ..records._sessions import ErrorInfo, Snapshot, check_state
+from ..interrupts._plan import Resume
+from ..parts import ToolResponsePart
+from ..records._interrupt_index import entries_of
+from ..records._sessions import ErrorInfo, SessionState, Snapshot, check_state, utcnow
 
 _NOT_CONTEXT = ("identity", "tenant")
 
@@ -75,6 +81,50 @@ class RunningTurn(Protocol):
     def cancel(self) -> None: ...
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Acceptance:
+    """What a protocol's plain "here is the answer" (AG-UI ``resolved``, MCP ``accept``) means for one interrupt.
+
+    ``respond`` for a call that only asks (the value is its output), else ``approve`` (the
+    value is the resume payload); ``schema`` is the JSON Schema of the value (``None``: any
+    JSON). A protocol's "no" (AG-UI ``cancelled``, MCP ``decline``) is :class:`Reject`.
+    """
+
+    decision: Literal["respond", "approve"]
+    schema: dict[str, Any] | None
+
+    def answer(self, value: Any) -> Answer:
+        """The inbox answer carrying ``value``."""
+        return Respond(value) if self.decision == "respond" else Approve(value)
+
+
+def acceptance(answers: Mapping[str, Mapping[str, Any]]) -> Acceptance:
+    """The :class:`Acceptance` of an interrupt, from the answers it takes (:meth:`AgentService.options`)."""
+    if "approve" in answers:
+        return Acceptance(decision="approve", schema=answers["approve"].get("payload_schema"))
+    return Acceptance(decision="respond", schema=answers["respond"].get("output_schema"))
+
+
+def expires_at(item: PendingInterrupt) -> datetime | None:
+    """When ``item`` stops taking answers other than a rejection (its deadline), or ``None``."""
+    at = (md.deadline_of(item.part) or {}).get("expiresAt")
+    try:
+        return datetime.fromisoformat(at) if isinstance(at, str) else None
+    except ValueError:
+        return None
+
+
+def refuse_expired(snapshot_id: str, pairs: list[tuple[PendingInterrupt, Answer]], now: datetime) -> None:
+    """FAILED_PRECONDITION when an answer other than :class:`Reject` reaches an interrupt past its deadline."""
+    for item, answer in pairs:
+        at = expires_at(item)
+        if at is not None and at <= now and not isinstance(answer, Reject):
+            raise FailedPreconditionError(
+                f"interrupt {item.label} of snapshot {snapshot_id} expired at {at.isoformat()}; "
+                "it can only be rejected (cancelled) now"
+            )
+
+
 class AgentService(Protocol):
     """The engine-facing interface every protocol adapter calls (see ``docs/architecture.md``).
 
@@ -103,7 +153,24 @@ class AgentService(Protocol):
         caller: Caller,
         tokens: Mapping[str, str] | None = None,
     ) -> RunningTurn:
-        """Answer a paused snapshot's interrupts (one answer for all, or by ref) and start the resumed turn."""
+        """Answer a paused snapshot's interrupts (one answer for all, or by ref) and start the resumed turn.
+
+        Every interrupt needs an answer; one past its deadline takes only a rejection (FAILED_PRECONDITION).
+        """
+        ...
+
+    def pending_in(self, agent: str, state: SessionState) -> list[PendingInterrupt]:
+        """The interrupts a client-managed session waits on, read from its ``state`` (``[]`` for none)."""
+        ...
+
+    async def resume_state(
+        self, agent: str, state: SessionState, answers: Answer | Mapping[str, Answer], *, caller: Caller
+    ) -> RunningTurn:
+        """:meth:`resume` for a client-managed agent: answer the interrupts its ``state`` waits on, start the turn.
+
+        The same rules as :meth:`resume`; the engine checks the state (its signature, when the agent
+        signs state) and the answers against its history, as for any client-managed resume.
+        """
         ...
 
     async def read(
@@ -186,11 +253,42 @@ class ServedAgents:
         snap = await self.read(agent, snapshot_id=snapshot_id, caller=caller)  # this agent's, this tenant's
         inbox = Inbox(found.store, agents={found.name: found})
         try:
+            items = await inbox.get(snap.snapshot_id, tenant=caller.tenant)
+            refuse_expired(snap.snapshot_id, match_all(snap.snapshot_id, items, answers), utcnow())
             _, resume = await inbox.resume_for(snap.snapshot_id, answers, tenant=caller.tenant, tokens=tokens)
         except AbortedError as exc:
             raise await answered(inbox, snapshot_id, caller.tenant, exc) from None
         turn = await self.start(agent, AgentInput(resume=resume), AgentInit(snapshot_id=snapshot_id), caller=caller)
         return _Answering(turn, inbox, snapshot_id, caller.tenant)
+
+    def pending_in(self, agent: str, state: SessionState) -> list[PendingInterrupt]:
+        found = self._agent(agent)
+        paused = Snapshot(
+            snapshot_id="",
+            session_id=state.session_id or "",
+            finish_reason="interrupted",
+            state=state,
+            metadata={"agent": found.name},
+        )
+        now = utcnow()
+        return [pending_item(e, now, None, found.name) for e in entries_of(paused)]
+
+    async def resume_state(
+        self, agent: str, state: SessionState, answers: Answer | Mapping[str, Answer], *, caller: Caller
+    ) -> RunningTurn:
+        found = self._agent(agent)
+        items = self.pending_in(agent, state)
+        where = f"of session {state.session_id or '(new)'}"
+        if not items:
+            raise FailedPreconditionError(f"the state {where} waits on no interrupt: its last turn did not pause")
+        pairs = match_all(where, items, answers)
+        refuse_expired(where, pairs, utcnow())
+        entries = [entry(item, answer, found) for item, answer in pairs]
+        resume = Resume(
+            respond=[e for e in entries if isinstance(e, ToolResponsePart)],
+            restart=[e for e in entries if not isinstance(e, ToolResponsePart)],
+        )
+        return await self.start(agent, AgentInput(resume=resume), AgentInit(state=state), caller=caller)
 
     async def read(
         self, agent: str, *, snapshot_id: str | None = None, session_id: str | None = None, caller: Caller

@@ -226,7 +226,7 @@ _CARRIES = {"payload_schema": "payload", "output_schema": "output", "input_schem
 
 
 def answer_schema(options: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The JSON Schema of an answer object (:func:`parse_answer`) that ``options`` (:func:`answer_options`) allow.
+    """The JSON Schema of an answer object (:func:`parse_answer`) that ``options`` allow (``_options.answer_options``).
 
     One alternative per decision: ``{"decision": <it>}`` with the field it carries (``output``
     for respond, ``payload`` for the others, ``input`` for edit) under that option's schema,
