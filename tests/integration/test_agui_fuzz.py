@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from inbox_apps import build_agents, who
 from pydantic import TypeAdapter
 
-from interlock.http import AgentServer, AgUiMount
+from interlock.http import AGUI, AgentServer
 from interlock.http._sse import EventParser
 from interlock.http._status import HTTP_STATUS
 from interlock.stores.sqlite import SQLiteStore
@@ -47,7 +47,7 @@ class Served:
             agents = build_agents(store)
             for agent, thread, text in zip(agents, THREADS, ("pay a 1 and b 2", "delete x", "ask why"), strict=False):
                 await agent.run(text, session_id=thread)
-            app = AgentServer(agents, context=who, protocols=[AgUiMount()])
+            app = AgentServer(agents, context=who, protocols=[AGUI()])
             config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", ws="none")
             self.server = uvicorn.Server(config)
             serving = asyncio.ensure_future(self.server.serve())

@@ -1,7 +1,7 @@
-"""AG-UI 1.0 beside the Genkit routes (``AgentServer(protocols=[AgUiMount()])``), driven in process.
+"""AG-UI 1.0 beside the Genkit routes (``AgentServer(protocols=[AGUI()])``), driven in process.
 
 Every event of every stream is parsed by ``ag_ui.core``'s models. The real ``@ag-ui/client``
-drives a real server in ``tests/integration/test_agui.py``.
+drives a real server in ``tests/integration/test_agui_client.py``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from inbox_apps import RUNS, Approval, Question, build_agents, who
 from pydantic import TypeAdapter
 
 from interlock import PromptAgent, ToolContext, tool
-from interlock.http import AgentServer, AgUiMount
+from interlock.http import AGUI, AgentServer
 from interlock.http._service import Acceptance, acceptance
 from interlock.inbox import Approve, Respond
 from interlock.stores.memory import InMemoryStore
@@ -39,7 +39,7 @@ def types(events: list[Any]) -> list[str]:
 async def http() -> Any:
     store = InMemoryStore()
     agents = [*build_agents(store), PromptAgent("echo", EchoModel(), store=InMemoryStore())]
-    app = AgentServer(agents, context=who, protocols=[AgUiMount()])
+    app = AgentServer(agents, context=who, protocols=[AGUI()])
     RUNS.clear()
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
         yield client
@@ -188,7 +188,7 @@ async def test_an_expired_interrupt_takes_only_a_cancel() -> None:
         )
 
     agent = PromptAgent("clock", ScriptedModel([plan] * 10), tools=[slow_yes], store=InMemoryStore())
-    app = AgentServer([agent], protocols=[AgUiMount()])
+    app = AgentServer([agent], protocols=[AGUI()])
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
         (pending,) = outcome_of(await run(http, "clock", messages=say("go"))).interrupts
         assert pending.expires_at is not None
@@ -247,7 +247,7 @@ async def client_http() -> Any:
 
     host = Host(state_signing=Keyring({"k1": b"agui-test-key-0123456789abcdef!!"}))
     agent = PromptAgent("cbank", ScriptedModel([plan] * 100), tools=[transfer], host=host)
-    app = AgentServer([agent], protocols=[AgUiMount()])
+    app = AgentServer([agent], protocols=[AGUI()])
     RUNS.clear()
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
         yield client

@@ -29,10 +29,10 @@ def serve_mounts(args: argparse.Namespace) -> list[Any]:
     if not args.ag_ui:
         return []
     try:
-        from ..http._agui import AgUiMount
+        from ..http._agui import AGUI
     except ImportError as exc:
         raise CommandError(f"--ag-ui needs the ag-ui extra (pip install 'interlock[ag-ui]'): {exc}") from None
-    return [AgUiMount(prefix=args.ag_ui_prefix)]
+    return [AGUI(prefix=args.ag_ui_prefix)]
 
 
 SERVE_EXTENSIONS.append(ServeExtension(configure=add_serve_options, mounts=serve_mounts))

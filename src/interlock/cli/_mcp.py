@@ -54,7 +54,7 @@ def serve_mounts(args: argparse.Namespace) -> list[Any]:
     if not getattr(args, "mcp", False):
         return []
     try:
-        from ..http._mcp import mcp_protocol
+        from ..http._mcp import MCP
     except ImportError as exc:
         raise CommandError(str(exc), code=1) from None
     text = os.environ.get(args.mcp_key_env, "")
@@ -65,7 +65,7 @@ def serve_mounts(args: argparse.Namespace) -> list[Any]:
             "(e.g. python -c 'import secrets; print(secrets.token_hex(32))')"
         )
     try:
-        return [mcp_protocol(keys=keys, state_ttl=args.mcp_state_ttl)]
+        return [MCP(keys=keys, state_ttl=args.mcp_state_ttl)]
     except UsageError as exc:  # a key too short
         raise CommandError(f"${args.mcp_key_env}: {exc.message}") from None
 

@@ -5,7 +5,7 @@ interlock's own); :class:`~interlock.http.RemoteAgent` drives any Genkit-compati
 server with the local :class:`~interlock.Agent` interface. :class:`~interlock.http.InboxApp`
 and :func:`~interlock.http.mount_inbox` serve the approval inbox (the ``inbox`` extra). The other
 wire protocols are served beside the Genkit routes (``AgentServer(agents, protocols=[...])``):
-:func:`~interlock.http.mcp_protocol` (MCP, the ``mcp`` extra), :class:`~interlock.http.AgUiMount`
+:class:`~interlock.http.MCP` (the ``mcp`` extra), :class:`~interlock.http.AGUI`
 (AG-UI 1.0, the ``ag-ui`` extra) and :class:`~interlock.http.A2A` (the ``a2a`` extra);
 :func:`~interlock.http.mcp_tools` gives an agent the tools of a remote MCP server. They are
 loaded on first use, so this package imports without their extras.
@@ -21,34 +21,34 @@ from ._server import AgentServer, ContextProvider, RequestInfo
 
 if TYPE_CHECKING:
     from ._a2a import A2A as A2A
-    from ._agui import AgUiMount as AgUiMount
+    from ._agui import AGUI as AGUI
     from ._inbox import InboxApp as InboxApp
     from ._inbox import mount_inbox as mount_inbox
-    from ._mcp import mcp_protocol as mcp_protocol
+    from ._mcp import MCP as MCP
     from ._mcp_tools import McpTool as McpTool
     from ._mcp_tools import mcp_tools as mcp_tools
 
 _LAZY = {
     "A2A": "._a2a",
-    "AgUiMount": "._agui",
+    "AGUI": "._agui",
     "InboxApp": "._inbox",
     "McpTool": "._mcp_tools",
-    "mcp_protocol": "._mcp",
+    "MCP": "._mcp",
     "mcp_tools": "._mcp_tools",
     "mount_inbox": "._inbox",
 }
 
 __all__ = [
     "A2A",
-    "AgUiMount",
+    "AGUI",
     "AgentServer",
     "ContextProvider",
     "InboxApp",
+    "MCP",
     "McpTool",
     "RemoteAgent",
     "RemoteConnection",
     "RequestInfo",
-    "mcp_protocol",
     "mcp_tools",
     "mount_inbox",
 ]

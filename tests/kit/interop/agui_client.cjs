@@ -6,7 +6,7 @@
 // "resume"?: [ResumeEntry]}, or of lists of runs that are started together (racing). Each client name is one HttpAgent (kept across the runs that name it, with the
 // history and pending interrupts the client keeps); a new name is a client that knows nothing of the thread.
 // Prints one line of JSON: for each run, every event the client received (raw, as parsed from the stream), the
-// error runAgent threw (if any), and the client's pending interrupts afterwards. tests/integration/test_agui.py
+// error runAgent threw (if any), and the client's pending interrupts afterwards. tests/integration/test_agui_client.py
 // validates each event with ag_ui.core's models and makes the assertions.
 //
 // The client is loaded from $INTERLOCK_INTEROP_DIR/js/node_modules (default: <repo>/.interop/js),

@@ -1,4 +1,4 @@
-"""AG-UI 1.0 served beside the Genkit routes: ``AgentServer(agents, protocols=[AgUiMount()])``.
+"""AG-UI 1.0 served beside the Genkit routes: ``AgentServer(agents, protocols=[AGUI()])``.
 
 ``POST /ag-ui/<agentName>`` takes a ``RunAgentInput`` and answers the run's AG-UI event
 stream (:mod:`interlock.http._agui.app`); a paused turn ends with ``RUN_FINISHED`` whose
@@ -16,7 +16,7 @@ from .._mounts import ASGIApp, MountHost, no_lifespan
 from .app import AgUiApp
 
 
-class AgUiMount:
+class AGUI:
     """The AG-UI protocol as a :class:`~interlock.http._mounts.ProtocolMount`, served under ``prefix``."""
 
     def __init__(self, *, prefix: str = "/ag-ui") -> None:

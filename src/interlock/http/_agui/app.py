@@ -75,7 +75,7 @@ class _Stream:
 
 
 class AgUiApp:
-    """The ASGI app of :class:`~interlock.http._agui.AgUiMount` over ``host`` (see the module's docs)."""
+    """The ASGI app of :class:`~interlock.http._agui.AGUI` over ``host`` (see the module's docs)."""
 
     def __init__(self, host: MountHost, prefix: str) -> None:
         self.host = host

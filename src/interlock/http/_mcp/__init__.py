@@ -1,6 +1,6 @@
 """interlock's agents as MCP tools that pause for a person (MCP 2026-07-28, the ``mcp`` extra).
 
-``AgentServer(agents, protocols=[mcp_protocol()])`` (or ``interlock serve app:agents --mcp``)
+``AgentServer(agents, protocols=[MCP()])`` (or ``interlock serve app:agents --mcp``)
 serves Streamable HTTP MCP at ``/mcp``: :mod:`.mount` (the endpoint), :mod:`.calls` (the tool
 handlers over the protocol seam), :mod:`.forms` (elicitation forms and answers),
 :mod:`.state` (the sealed ``requestState``). See ``docs/mcp.md``.
@@ -9,8 +9,7 @@ handlers over the protocol seam), :mod:`.forms` (elicitation forms and answers),
 from __future__ import annotations
 
 try:
-    from .mount import McpProtocol as McpProtocol
-    from .mount import mcp_protocol as mcp_protocol
+    from .mount import MCP as MCP
 except ModuleNotFoundError as exc:
     if exc.name in ("mcp", "mcp_types", "starlette"):
         raise ImportError(f"serving MCP needs {exc.name}: pip install 'interlock[mcp]'") from exc

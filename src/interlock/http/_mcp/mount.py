@@ -26,8 +26,18 @@ from .calls import Calls
 from .state import StateSeal
 
 
-class McpProtocol:
-    """Serve the agents as MCP tools (see :func:`mcp_protocol`)."""
+class MCP:
+    """The MCP endpoint, for ``AgentServer(agents, protocols=[MCP(...)])``.
+
+    Args:
+        keys: the secrets sealing ``requestState`` (each at least 32 bytes; the first seals,
+            each opens, so keys rotate). ``None``: a random key of this process, so a paused
+            call cannot be answered over MCP after a restart or by another worker process
+            (the inbox still can).
+        state_ttl: seconds a paused call's ``requestState`` can be answered with.
+        prefix: the path served (below the server's ``base_path``).
+        server_name: the name the server gives in MCP's ``serverInfo``.
+    """
 
     def __init__(
         self,
@@ -76,24 +86,3 @@ class McpProtocol:
             for manager in self._managers:
                 await running.enter_async_context(manager.run())
             yield
-
-
-def mcp_protocol(
-    *,
-    keys: Sequence[bytes | str] | None = None,
-    state_ttl: float = 600.0,
-    prefix: str = "/mcp",
-    server_name: str = "interlock",
-) -> McpProtocol:
-    """The MCP endpoint, for ``AgentServer(agents, protocols=[mcp_protocol(...)])``.
-
-    Args:
-        keys: the secrets sealing ``requestState`` (each at least 32 bytes; the first seals,
-            each opens, so keys rotate). ``None``: a random key of this process, so a paused
-            call cannot be answered over MCP after a restart or by another worker process
-            (the inbox still can).
-        state_ttl: seconds a paused call's ``requestState`` can be answered with.
-        prefix: the path served (below the server's ``base_path``).
-        server_name: the name the server gives in MCP's ``serverInfo``.
-    """
-    return McpProtocol(keys=keys, state_ttl=state_ttl, prefix=prefix, server_name=server_name)
