@@ -21,6 +21,7 @@ from interlock.http._service import Acceptance, acceptance
 from interlock.inbox import Approve, Respond
 from interlock.stores.memory import InMemoryStore
 from interlock.testing import EchoModel
+from interlock.tools import OnExpire
 
 EVENT: TypeAdapter[Any] = TypeAdapter(Event)
 HEADERS = {"x-user": "ann"}
@@ -197,6 +198,36 @@ async def test_an_expired_interrupt_takes_only_a_cancel() -> None:
         assert error.code == "FAILED_PRECONDITION" and "expired" in error.message
         events = await run(http, "clock", resume=[{"interruptId": "s1", "status": "cancelled"}])
         assert types(events)[-1] == "RUN_FINISHED"
+
+
+@tool(expires_in=0.001, on_expire=OnExpire.escalate("ops"))
+async def escalating_yes(req: Question, ctx: ToolContext[Any], ok: Approval | None) -> str:
+    """Asks with a deadline whose policy escalates: past it, the interrupt keeps waiting for a person."""
+    if ok is None:
+        ctx.interrupt({"question": req.question})
+    return "ran" if ok.approved else "not run"
+
+
+async def test_an_escalated_interrupt_past_its_deadline_still_takes_an_answer() -> None:
+    from interlock import Message, ToolRequestPart
+    from interlock.models import ModelRequest, ModelResponse
+    from interlock.testing import ScriptedModel
+
+    def plan(request: ModelRequest) -> ModelResponse:
+        if request.messages[-1].role == "tool":
+            return ModelResponse(message=Message.model("over: " + str(request.messages[-1].tool_responses[0].output)))
+        call = ToolRequestPart(name="escalating_yes", ref="e1", input={"question": "yes?"})
+        return ModelResponse(message=Message(role="model", content=[call]))
+
+    agent = PromptAgent("esc", ScriptedModel([plan] * 10), tools=[escalating_yes], store=InMemoryStore())
+    app = AgentServer([agent], protocols=[AGUI()])
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+        (pending,) = outcome_of(await run(http, "esc", messages=say("go"))).interrupts
+        assert pending.expires_at is None  # it never stops taking answers
+        yes = [{"interruptId": "e1", "status": "resolved", "payload": {"approved": True}}]
+        events = await run(http, "esc", resume=yes)
+        assert types(events)[-1] == "RUN_FINISHED"
+        assert [e.content for e in events if e.type.value == "TOOL_CALL_RESULT"] == ["ran"]
 
 
 @pytest.mark.parametrize(

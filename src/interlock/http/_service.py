@@ -36,6 +36,7 @@ from ..interrupts._plan import Resume
 from ..parts import ToolResponsePart
 from ..records._interrupt_index import entries_of
 from ..records._sessions import ErrorInfo, SessionState, Snapshot, check_state, utcnow
+from ..tools._expiry import answers_close_at
 
 _NOT_CONTEXT = ("identity", "tenant")
 
@@ -106,12 +107,8 @@ def acceptance(answers: Mapping[str, Mapping[str, Any]]) -> Acceptance:
 
 
 def expires_at(item: PendingInterrupt) -> datetime | None:
-    """When ``item`` stops taking answers other than a rejection (its deadline), or ``None``."""
-    at = (md.deadline_of(item.part) or {}).get("expiresAt")
-    try:
-        return datetime.fromisoformat(at) if isinstance(at, str) else None
-    except ValueError:
-        return None
+    """When ``item`` stops taking answers other than a rejection (its deadline, unless it escalates), or ``None``."""
+    return answers_close_at(md.deadline_of(item.part))
 
 
 def refuse_expired(snapshot_id: str, pairs: list[tuple[PendingInterrupt, Answer]], now: datetime) -> None:

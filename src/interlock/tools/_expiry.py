@@ -108,6 +108,21 @@ class ExpiringTool(Protocol):
     def validate_output(self, output: object) -> Any: ...
 
 
+def answers_close_at(deadline: object) -> datetime | None:
+    """When a paused call with ``metadata.deadline`` ``deadline`` stops taking answers other than a rejection.
+
+    Its ``expiresAt``, unless its policy escalates (an escalated interrupt keeps waiting for a
+    person); ``None`` without a readable deadline.
+    """
+    if not is_object(deadline) or OnExpire.from_json(deadline.get("onExpire")).policy == "escalate":
+        return None
+    at = deadline.get("expiresAt")
+    try:
+        return datetime.fromisoformat(at) if isinstance(at, str) else None
+    except ValueError:
+        return None
+
+
 def expiry_note(policy: OnExpire, tool: str) -> dict[str, Any]:
     """What the model reads for a call a ``reject`` deadline answered."""
     message = policy.note or f"No one answered the call to {tool} before its deadline; it was not made."
