@@ -66,3 +66,7 @@ DELEGATED_BY = "delegatedBy"
 
 The inbox lists such a snapshot's interrupts once, surfaced under the delegating session.
 """
+POLICY = "answerPolicy"
+"""Tool request (interrupt): ``{name, digest, requester, quorum}``, the answer policy it was asked under."""
+VOTES = "votes"
+"""Snapshot metadata: ``{"tool#ref": [{by, at, decision, digest}]}``, the quorum votes cast on its interrupts."""

@@ -28,6 +28,8 @@ key                       where, and what it means
 ``surfacedFrom``          tool request (a surfaced interrupt): ``{name, ref}`` of the delegation call it belongs to
 ``delegatedBy``           snapshot (and a sub-agent's context): ``{sessionId}`` of the session that delegated it
 ``handoff``               pending snapshot: the input and context a worker runs it with (``_engine.handoff``)
+``answerPolicy``          tool request (interrupt): ``{name, digest, requester, quorum}``, who may answer it
+``votes``                 snapshot: ``{tool#ref: [{by, at, decision, digest}]}``, the quorum votes cast so far
 ========================  ===================================================================
 
 A delegation call (:mod:`interlock.agents._delegation`) whose sub-agent paused is kept in the paused
@@ -94,6 +96,9 @@ from ._keys import (
     PENDING_OUTPUT as PENDING_OUTPUT,
 )
 from ._keys import (
+    POLICY as POLICY,
+)
+from ._keys import (
     REASON as REASON,
 )
 from ._keys import (
@@ -123,6 +128,9 @@ from ._keys import (
 from ._keys import (
     TRACE_CONTEXT as TRACE_CONTEXT,
 )
+from ._keys import (
+    VOTES as VOTES,
+)
 from .errors import UsageError
 
 if TYPE_CHECKING:
@@ -138,6 +146,7 @@ __all__ = [
     "INTERRUPT_RESPONSE",
     "PENDING",
     "PENDING_OUTPUT",
+    "POLICY",
     "REASON",
     "RECLAIMED_FROM",
     "REQUEUED",
@@ -155,6 +164,7 @@ __all__ = [
     "SOURCE",
     "SURFACED_FROM",
     "TRACE_CONTEXT",
+    "VOTES",
     "agent_path",
     "approval",
     "deadline_of",

@@ -27,6 +27,7 @@ from ..errors import (
     ToolInputError,
 )
 from ..interrupts._plan import PlannedCall, Resume, ResumePlan, plan_resume
+from ..interrupts._policy import check_answers, pause_record, recorded
 from ..messages import Message
 from ..models import ChunkCallback, Model, ModelChunk, ModelRequest, Usage
 from ..parts import Part, ToolRequestPart, ToolResponsePart, with_metadata
@@ -230,6 +231,13 @@ class _TurnState:
         self.errors_sent[name] = sent + 1
         return True, {"error": error.message}
 
+    def _requester(self, planned: PlannedCall | None) -> object:
+        """Who asked for a call: the identity that started this turn, or the one its resumed interrupt recorded."""
+        said = recorded(planned.request) if planned is not None else None
+        if said is not None:
+            return said.get("requester")
+        return self.context.get("identity")
+
     def unknown_tool(self, name: str) -> NotFoundError:
         known = ", ".join(sorted(self.loop.by_name)) or "none"
         return NotFoundError(f"the model asked for tool {name!r}, which this agent does not have (its tools: {known})")
@@ -275,7 +283,7 @@ class _TurnState:
             with telemetry.tool_call(part, description=tool.description, resumed=planned is not None) as traced:
                 return True, traced.output(await self._through_middleware(tool, ctx, value, index, retry))
         except Interrupt as signal:
-            return False, _pause(tool, signal)
+            return False, _pause(tool, signal, part, self._requester(planned))
         except InterlockError:
             raise
         except Exception as exc:
@@ -323,6 +331,8 @@ class _TurnState:
         if plan is None and resume is not None:
             _plan_for(self, ResumePlan(resume=resume))  # the precondition comes first
             plan = loop.check_resume(resume, self.history)
+            if check_answers(plan, self.context.get("identity")):  # a bare tool loop keeps no votes
+                raise FailedPreconditionError("a quorum vote needs a server-managed agent (its store keeps the votes)")
         elif plan is not None and not plan.schemas_checked and loop.tools:
             plan = loop.check_resume(plan.resume, self.history)
         if plan is not None:
@@ -376,11 +386,16 @@ class _TurnState:
             self.message_index += 1
 
 
-def _pause(tool: Tool[Any, Any, Any], signal: Interrupt) -> dict[str, Any]:
-    """The metadata a paused request gets: ``interrupt`` (its data) and, with a deadline, ``deadline``."""
+def _pause(tool: Tool[Any, Any, Any], signal: Interrupt, part: ToolRequestPart, requester: object) -> dict[str, Any]:
+    """The metadata a paused request gets: ``interrupt`` (its data), ``deadline`` and ``answerPolicy``.
+
+    ``answerPolicy`` is :func:`interlock.interrupts._policy.pause_record`'s, for a tool with a policy.
+    """
     value = md.interrupt_value(signal.data)
     deadline = deadline_metadata(tool, value, expires_in=signal.expires_in, on_expire=signal.on_expire)
-    return {md.INTERRUPT: value} if deadline is None else {md.INTERRUPT: value, md.DEADLINE: deadline}
+    meta = {md.INTERRUPT: value} if deadline is None else {md.INTERRUPT: value, md.DEADLINE: deadline}
+    policy = pause_record(tool.policies, signal.policy, part.meta(md.REPLACED_INPUT, part.input), requester)
+    return meta if policy is None else {**meta, md.POLICY: policy}
 
 
 def _response(part: ToolRequestPart, output: object, metadata: dict[str, Any] | None = None) -> ToolResponsePart:

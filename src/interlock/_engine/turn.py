@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import FailedPreconditionError, ResumeError, SnapshotNotFoundError
+from ..interrupts._policy import Vote, automatic, check_answers, votes_of
 from ..interrupts._replay import spend_pause
 from ..interrupts._tokens import check_tokens
 from ..records._sessions import new_id
@@ -85,6 +86,7 @@ class Turn:
         inv.model_index = 0
         self.index, inv.turn_index = inv.turn_index, inv.turn_index + 1
         self.hold: ClaimHold | None = None
+        self.votes: list[Vote] = []  # quorum votes the resume casts instead of answering
         self.effects = self._effects()
 
     async def run(self, handler: TurnHandler) -> None:
@@ -199,6 +201,9 @@ class Turn:
                 raise lost from None
             raise
         tip = inv.tip.snapshot_id if inv.tip else None
+        self.votes = check_answers(
+            plan, inv.context.get("identity"), votes=votes_of(inv.tip), automatic=automatic(plan)
+        )
         nonces = check_tokens(inv.agent, plan, session_id=inv.session.session_id, snapshot_id=tip)
         named = tip is not None and tip == inv.named_snapshot
         check_in_doubt_answers(plan, named_snapshot=named, tokens_checked=inv.agent.host.resume_tokens is not None)

@@ -41,6 +41,7 @@ from ..inbox._inbox import Inbox, PendingInterrupt
 from ..inbox._items import ResumableAgent
 from ..interrupts._decisions import Decision
 from ..interrupts._plan import Resume
+from ..interrupts._policy import DEADLINE_IDENTITY
 from ..parts import ToolRequestPart, ToolResponsePart
 from ..records._outbox import DEADLINE, KEEP_SETTLED, WEBHOOK, OutboxEvent, Retention, backoff, new_event
 from ..records._sessions import new_id, utcnow
@@ -50,7 +51,7 @@ from ..tools._expiry import OnExpire, expiry_note
 
 logger = logging.getLogger("interlock.deadlines")
 
-IDENTITY = "interlock.deadlines"
+IDENTITY = DEADLINE_IDENTITY
 """Who the audit trail says answered a call whose deadline passed."""
 
 ExpiryResult: TypeAlias = Literal["applied", "answered", "later", "failed"]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Generic, Literal, TypeVar, cast, overload
@@ -32,6 +32,7 @@ from pydantic import TypeAdapter
 from .. import metadata as md
 from ..errors import Interrupt, UsageError
 from ..interrupts._decisions import Decision
+from ..interrupts._policy import AnswerPolicy, policies_of
 from ..models import ToolDefinition
 from ..parts import ToolRequestPart, ToolResponsePart
 from ._context import Reconcile, ToolContext, to_json
@@ -74,6 +75,7 @@ class Tool(Generic[I, O, R]):
         expires_in: float | timedelta | None = None,
         on_expire: OnExpire | None = None,
         lax_answers: bool = False,
+        policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
     ) -> None:
         self.fn = fn
         self.name = name
@@ -92,6 +94,8 @@ class Tool(Generic[I, O, R]):
         """Seconds the tool's own interrupts wait before ``on_expire`` applies (``None``: no deadline)."""
         if on_expire is not None and not isinstance(on_expire, OnExpire):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise UsageError(f"on_expire is an OnExpire policy (OnExpire.reject/respond/escalate), not {on_expire!r}")
+        self.policies = policies_of(policy)
+        """Who may answer its paused calls (:class:`~interlock.interrupts.AnswerPolicy`; the first is the default)."""
         self.lax_answers = lax_answers
         """Validate a person's answers (resume payloads, respond outputs) in pydantic's lax mode (default: strict)."""
         self._sig = signature
@@ -266,6 +270,7 @@ class ToolDecorator:
         expires_in: float | timedelta | None = None,
         on_expire: OnExpire | None = None,
         lax_answers: bool = False,
+        policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
     ) -> None:
         self._name = name
         self._description = description
@@ -275,6 +280,7 @@ class ToolDecorator:
         self._expires_in = expires_in
         self._on_expire = on_expire
         self._lax_answers = lax_answers
+        self._policy = policy
 
     @overload
     def __call__(
@@ -289,6 +295,7 @@ class ToolDecorator:
         expires_in: float | timedelta | None = None,
         on_expire: OnExpire | None = None,
         lax_answers: bool = False,
+        policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
     ) -> ToolDecorator: ...
     @overload
     def __call__(self, fn: Callable[[I, ToolContext[Any], R | None], Awaitable[O]], /) -> Tool[I, O, R]: ...
@@ -327,6 +334,7 @@ class ToolDecorator:
         expires_in: float | timedelta | None = None,
         on_expire: OnExpire | None = None,
         lax_answers: bool = False,
+        policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
     ) -> Tool[Any, Any, Any] | ToolDecorator:
         if fn is None:
             return ToolDecorator(
@@ -338,6 +346,7 @@ class ToolDecorator:
                 expires_in=expires_in,
                 on_expire=on_expire,
                 lax_answers=lax_answers,
+                policy=policy,
             )
         # Hints may name classes local to the caller's function (with postponed annotations).
         caller = sys._getframe(1).f_locals  # pyright: ignore[reportPrivateUsage]
@@ -356,6 +365,7 @@ class ToolDecorator:
             expires_in=self._expires_in,
             on_expire=self._on_expire,
             lax_answers=self._lax_answers,
+            policy=self._policy,
         )
 
 
@@ -378,6 +388,10 @@ happened (its output, or ``None`` when the effect did not happen).
 Deadlines (see :mod:`interlock.tools._expiry`): ``expires_in`` gives the tool's interrupts a
 deadline, and ``on_expire`` what happens when it passes (default: reject).
 
+Who may answer (see :mod:`interlock.interrupts._policy`): ``policy=`` an
+:class:`~interlock.interrupts.AnswerPolicy` (or a list; the first is the default) checked on
+every resume, whatever surface it comes from.
+
 Answers: a person's answers (the resume payload of a restart, the output of a respond) are
 validated strictly: JSON types as declared (``"yes"``, ``1`` and ``"no"`` are not booleans)
 and unknown keys refused with INVALID_ARGUMENT naming the field, nothing run.
@@ -397,6 +411,7 @@ def interrupt_tool(
     expires_in: float | timedelta | None = None,
     on_expire: OnExpire | None = None,
     lax_answers: bool = False,
+    policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
 ) -> Tool[I, O, None]: ...
 @overload
 def interrupt_tool(
@@ -408,6 +423,7 @@ def interrupt_tool(
     expires_in: float | timedelta | None = None,
     on_expire: OnExpire | None = None,
     lax_answers: bool = False,
+    policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
 ) -> Tool[I, Any, None]: ...
 @overload
 def interrupt_tool(
@@ -419,6 +435,7 @@ def interrupt_tool(
     expires_in: float | timedelta | None = None,
     on_expire: OnExpire | None = None,
     lax_answers: bool = False,
+    policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
 ) -> Tool[dict[str, Any], O, None]: ...
 @overload
 def interrupt_tool(
@@ -429,6 +446,7 @@ def interrupt_tool(
     expires_in: float | timedelta | None = None,
     on_expire: OnExpire | None = None,
     lax_answers: bool = False,
+    policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
 ) -> Tool[dict[str, Any], Any, None]: ...
 def interrupt_tool(
     name: str,
@@ -440,6 +458,7 @@ def interrupt_tool(
     expires_in: float | timedelta | None = None,
     on_expire: OnExpire | None = None,
     lax_answers: bool = False,
+    policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
 ) -> Tool[Any, Any, None]:
     """Declare a tool that never runs: every call pauses the turn, answered by respond.
 
@@ -453,6 +472,7 @@ def interrupt_tool(
         on_expire: what happens when it passes (:class:`~interlock.tools.OnExpire`; default: reject).
         lax_answers: validate a respond's output in pydantic's lax mode (coercing types,
             dropping unknown keys) instead of strictly (JSON types as declared, unknown keys refused).
+        policy: who may answer (:class:`~interlock.interrupts.AnswerPolicy`, or a list: the first is the default).
     """
     return Tool(
         None,
@@ -464,4 +484,5 @@ def interrupt_tool(
         expires_in=expires_in,
         on_expire=on_expire,
         lax_answers=lax_answers,
+        policy=policy,
     )

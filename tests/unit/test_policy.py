@@ -1,0 +1,194 @@
+"""Answer policies (interlock.interrupts._policy): who may answer, separation of duties, edits, decisions.
+
+Each refusal is PERMISSION_DENIED with its reason, the store unchanged and the tool not run,
+whether the answer comes from ``agent.run`` or the inbox (the one check in the engine's turn).
+"""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from policy_bank import ALICE, BOB, CAROL, MALLORY, RUNS, TREASURY, bank, transfer
+
+from interlock import AgentOutput, PromptAgent, Resume
+from interlock.errors import PermissionDeniedError, UsageError
+from interlock.inbox._inbox import Approve, Edit, Inbox, Reject, Respond
+from interlock.interrupts import AnswerPolicy, Decision, has_role, in_group, is_identity, may_decrease, one_of, within
+from interlock.interrupts._who import any_of, identity_key
+from interlock.stores.sqlite import SQLiteStore
+
+
+@pytest.fixture
+async def store(tmp_path: pathlib.Path) -> AsyncIterator[SQLiteStore]:
+    async with SQLiteStore(tmp_path / "sessions.db") as s:
+        yield s
+
+
+@pytest.fixture(autouse=True)
+def _runs() -> None:
+    RUNS.clear()
+
+
+async def _state(store: SQLiteStore, out: AgentOutput) -> Any:
+    assert out.snapshot_id is not None
+    snap = await store.load(out.snapshot_id)
+    assert snap is not None
+    return (snap.version, snap.claimed_by, snap.metadata, snap.finish_reason)
+
+
+async def _paused(agent: PromptAgent, text: str = "pay bob 500") -> AgentOutput:
+    out = await agent.run(text, context={"identity": ALICE})
+    assert out.finish_reason == "interrupted", out
+    return out
+
+
+def _resume(out: AgentOutput, decision: Decision) -> Resume:
+    (part,) = out.interrupts
+    entry = decision.answer(part)
+    return Resume(restart=[entry]) if entry.kind == "tool_request" else Resume(respond=[entry])
+
+
+REFUSED = [
+    ("requester_cannot_approve", ALICE, Decision.approve({"approved": True})),
+    ("not_permitted", MALLORY, Decision.approve({"approved": True})),
+    ("not_permitted", None, Decision.approve({"approved": True})),
+    ("decision_not_allowed", BOB, Decision.respond("sent 500 to bob")),
+    ("decision_not_allowed", BOB, Decision.restart({"approved": True})),
+    (
+        "edit_not_allowed",
+        BOB,
+        Decision.restart({"approved": True}, input={"to": "bob", "amount": 900.0}, decision="approve"),
+    ),
+    (
+        "edit_not_allowed",
+        BOB,
+        Decision.restart({"approved": True}, input={"to": "eve", "amount": 500.0}, decision="approve"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("reason", "who", "decision"), REFUSED)
+async def test_local_run_refuses_with_the_reason_and_changes_nothing(
+    store: SQLiteStore, reason: str, who: Any, decision: Decision
+) -> None:
+    agent = bank(store)
+    out = await _paused(agent)
+    before = await _state(store, out)
+    with pytest.raises(PermissionDeniedError) as refused:
+        await agent.run(resume=_resume(out, decision), snapshot_id=out.snapshot_id, context={"identity": who})
+    assert refused.value.status == "PERMISSION_DENIED"
+    assert refused.value.details["reason"] == reason
+    assert str(refused.value).startswith(f"PERMISSION_DENIED: {reason}: ")
+    assert await _state(store, out) == before
+    assert RUNS == []
+
+
+async def test_a_permitted_approver_and_a_narrowed_edit_go_through(store: SQLiteStore) -> None:
+    agent = bank(store)
+    out = await _paused(agent)
+    assert out.interrupts[0].meta("answerPolicy") == {
+        "name": "treasury",
+        "digest": TREASURY.digest,
+        "requester": "alice",
+        "quorum": 1,
+    }
+    edit = Decision.restart({"approved": True}, input={"to": "bob", "amount": 300.0}, decision="approve")
+    done = await agent.run(resume=_resume(out, edit), snapshot_id=out.snapshot_id, context={"identity": BOB})
+    assert done.finish_reason == "stop" and RUNS == [{"to": "bob", "amount": 300.0}]
+
+
+async def test_a_permitted_deny_goes_through_without_running(store: SQLiteStore) -> None:
+    agent = bank(store)
+    out = await _paused(agent)
+    done = await agent.run(
+        resume=_resume(out, Decision.restart({"approved": False}, decision="deny")),
+        snapshot_id=out.snapshot_id,
+        context={"identity": CAROL},
+    )
+    assert "transfer cancelled" in done.text and RUNS == []
+
+
+INBOX_REFUSED = [
+    ("requester_cannot_approve", ALICE, Approve()),
+    ("not_permitted", MALLORY, Reject()),
+    ("decision_not_allowed", BOB, Respond("sent 500 to bob")),
+    ("edit_not_allowed", BOB, Edit({"to": "bob", "amount": 501})),
+    ("edit_not_allowed", BOB, Edit({"to": "eve", "amount": 5})),
+]
+
+
+@pytest.mark.parametrize(("reason", "who", "answer"), INBOX_REFUSED)
+async def test_the_inbox_refuses_the_same(store: SQLiteStore, reason: str, who: Any, answer: Any) -> None:
+    agent = bank(store)
+    out = await _paused(agent)
+    before = await _state(store, out)
+    inbox = Inbox(store, agents=[agent])
+    assert out.snapshot_id is not None
+    with pytest.raises(PermissionDeniedError) as refused:
+        await inbox.answer(out.snapshot_id, answer, identity=who)
+    assert refused.value.details["reason"] == reason
+    assert await _state(store, out) == before
+    assert len(await inbox.pending()) == 1 and RUNS == []
+    done = await inbox.answer(out.snapshot_id, Approve(), identity=BOB)
+    assert done.finish_reason == "stop" and RUNS == [{"to": "bob", "amount": 500.0}]
+
+
+async def test_client_managed_state_is_checked_too() -> None:
+    agent = bank()
+    out = await _paused(agent)
+    with pytest.raises(PermissionDeniedError, match="requester_cannot_approve"):
+        await agent.run(
+            resume=_resume(out, Decision.approve({"approved": True})), state=out.state, context={"identity": ALICE}
+        )
+    assert RUNS == []
+
+
+async def test_an_answer_under_a_changed_policy_is_refused(store: SQLiteStore) -> None:
+    agent = bank(store)
+    out = await _paused(agent)
+    changed = AnswerPolicy(name="treasury", who=has_role("treasury", "audit"))
+    transfer.policies = (changed,)
+    try:
+        with pytest.raises(PermissionDeniedError, match="policy_changed"):
+            await agent.run(
+                resume=_resume(out, Decision.approve({"approved": True})),
+                snapshot_id=out.snapshot_id,
+                context={"identity": BOB},
+            )
+    finally:
+        transfer.policies = (TREASURY,)
+    assert RUNS == []
+
+
+def test_the_identity_helpers() -> None:
+    member = {"id": "x", "roles": ["a"], "groups": "g"}
+
+    class Person:
+        name = "y"
+        roles = ("b",)
+
+    assert has_role("a")(member) and not has_role("b")(member) and has_role("b")(Person())
+    assert in_group("g")(member) and not in_group("g")(Person())
+    assert is_identity("x")(member) and is_identity("y")(Person()) and is_identity("z")("z")
+    assert any_of(has_role("zz"), is_identity("x"))(member)
+    assert identity_key(member) == "x" and identity_key(None) is None and identity_key(True) is None
+    assert repr(any_of(has_role("a"), in_group("g"))) == "any_of(has_role('a'), in_group('g'))"
+
+
+def test_bounds() -> None:
+    assert may_decrease(low=0).allows(5, 3) and not may_decrease(low=0).allows(5, 6)
+    assert not may_decrease(low=0).allows(5, -1) and not may_decrease().allows(5, True)
+    assert within(1, 3).allows(None, 2) and not within(1, 3).allows(2, 4)
+    assert one_of("a", "b").allows("c", "a") and not one_of("a").allows("a", "c")
+
+
+def test_policies_are_checked_when_declared() -> None:
+    with pytest.raises(UsageError, match="quorum"):
+        AnswerPolicy(quorum=0)
+    with pytest.raises(UsageError, match="decisions"):
+        AnswerPolicy(decisions=frozenset({"maybe"}))  # type: ignore[arg-type]
+    assert AnswerPolicy(who=has_role("a")).digest != AnswerPolicy(who=has_role("b")).digest
+    assert AnswerPolicy().digest == AnswerPolicy().digest
