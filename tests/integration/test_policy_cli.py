@@ -8,7 +8,7 @@ import pathlib
 from typing import Any
 
 import pytest
-from policy_bank import RUNS, bank
+from policy_bank import RUNS, TREASURY, bank
 
 import interlock.cli._inbox  # noqa: F401  # pyright: ignore[reportUnusedImport]  (registers the commands)
 from interlock import AgentOutput
@@ -68,3 +68,5 @@ def test_the_cli_refuses(
     printed, err = capsys.readouterr()
     assert code == 0, err
     assert json.loads(printed)["by"] == "bob" and (tmp_path / "runs").read_text() == "bob 500.0\n"
+    assert main(["sessions", "show", out.session_id or "", "--store", str(db)]) == 0
+    assert f"bob: approved transfer#t1 (policy {TREASURY.digest})" in capsys.readouterr()[0]

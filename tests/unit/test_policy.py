@@ -192,3 +192,23 @@ def test_policies_are_checked_when_declared() -> None:
         AnswerPolicy(decisions=frozenset({"maybe"}))  # type: ignore[arg-type]
     assert AnswerPolicy(who=has_role("a")).digest != AnswerPolicy(who=has_role("b")).digest
     assert AnswerPolicy().digest == AnswerPolicy().digest
+
+
+async def test_the_audit_names_the_policy_and_a_refusal_is_logged(
+    store: SQLiteStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    agent = bank(store)
+    out = await _paused(agent)
+    inbox = Inbox(store, agents=[agent])
+    assert out.snapshot_id is not None and out.session_id is not None
+    with caplog.at_level("WARNING", logger="interlock.agents"), pytest.raises(PermissionDeniedError) as refused:
+        await inbox.answer(out.snapshot_id, Approve(), identity=MALLORY)
+    assert refused.value.details["policy"] == TREASURY.digest and refused.value.details["kind"] == "approve"
+    assert refused.value.details["identity"] == "mallory" and refused.value.details["at"]
+    (logged,) = [r for r in caplog.records if r.getMessage().startswith("answer refused")]
+    assert logged.getMessage() == "answer refused (not_permitted): approve of transfer#t1 by mallory"
+    assert logged.__dict__["policy"] == TREASURY.digest
+    await inbox.answer(out.snapshot_id, Approve(), identity=BOB)
+    (entry,) = await inbox.audit(out.session_id)
+    assert entry.by == BOB and [(a.decision, a.policy) for a in entry.restart] == [("approve", TREASURY.digest)]
+    assert entry.to_json()["restart"][0]["policy"] == TREASURY.digest

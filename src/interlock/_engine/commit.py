@@ -182,26 +182,31 @@ def audit_record(resume: Resume, context: Mapping[str, Any], *, plan: ResumePlan
     its verb: ``name``, ``ref``, ``decision`` (``approve``/``deny`` from an explicit
     decision or the tool's declared rule, else ``None``) and the restart's ``payload``
     (``resumed`` as sent, without the approval marker) or the respond's ``output``; a
-    respond a passed deadline applied (:mod:`interlock.notify._deadlines`) adds ``expired``: its policy.
+    respond a passed deadline applied (:mod:`interlock.notify._deadlines`) adds ``expired``: its policy;
+    a call asked under an answer policy adds ``policy``: that policy's digest.
     """
-    planned: dict[tuple[str, str | None], DecisionLabel | None] = (
-        {(c.request.name, c.request.ref or None): c.decision for c in plan.calls} if plan else {}
-    )
+    calls = {(c.request.name, c.request.ref or None): c for c in plan.calls} if plan else {}
     identity = context.get("identity")
 
     def label(entry: ToolRequestPart | ToolResponsePart) -> DecisionLabel | None:
-        return decision_of(entry) or planned.get((entry.name, entry.ref or None))
+        call = calls.get((entry.name, entry.ref or None))
+        return decision_of(entry) or (call.decision if call else None)
+
+    def policy(row: dict[str, Any], entry: ToolRequestPart | ToolResponsePart) -> dict[str, Any]:
+        call = calls.get((entry.name, entry.ref or None))
+        said = call.request.meta(md.POLICY) if call else None
+        return {**row, "policy": said["digest"]} if is_object(said) and "digest" in said else row
 
     def respond_row(p: ToolResponsePart) -> dict[str, Any]:
         row = {"name": p.name, "ref": p.ref, "decision": label(p), "output": p.output}
         expired = md.expired_by(p)
-        return row if expired is None else {**row, "expired": expired}
+        return policy(row if expired is None else {**row, "expired": expired}, p)
 
     return {
         "by": identity if isinstance(identity, (str, int, float, dict)) else None,
         "at": utcnow().isoformat(),
         "respond": [respond_row(p) for p in resume.respond],
-        "restart": [_restart_row(p, label(p)) for p in resume.restart],
+        "restart": [policy(_restart_row(p, label(p)), p) for p in resume.restart],
     }
 
 

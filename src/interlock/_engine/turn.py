@@ -13,7 +13,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import FailedPreconditionError, ResumeError, SnapshotNotFoundError
+from ..errors import FailedPreconditionError, PermissionDeniedError, ResumeError, SnapshotNotFoundError
 from ..interrupts._policy import Vote, automatic, check_answers, votes_of
 from ..interrupts._replay import spend_pause
 from ..interrupts._tokens import check_tokens
@@ -201,9 +201,13 @@ class Turn:
                 raise lost from None
             raise
         tip = inv.tip.snapshot_id if inv.tip else None
-        self.votes = check_answers(
-            plan, inv.context.get("identity"), votes=votes_of(inv.tip), automatic=automatic(plan)
-        )
+        try:
+            self.votes = check_answers(
+                plan, inv.context.get("identity"), votes=votes_of(inv.tip), automatic=automatic(plan)
+            )
+        except PermissionDeniedError as refused:
+            hooks.answer_refused(refused.details, refused.details.get("policy"))
+            raise
         nonces = check_tokens(inv.agent, plan, session_id=inv.session.session_id, snapshot_id=tip)
         named = tip is not None and tip == inv.named_snapshot
         check_in_doubt_answers(plan, named_snapshot=named, tokens_checked=inv.agent.host.resume_tokens is not None)

@@ -152,7 +152,7 @@ def session(session_id: str, infos: list[SnapshotInfo], audit: list[AuditEntry],
         return
     answers = {
         e.snapshot_id: f"{e.by if e.by is not None else '?'}: "
-        + ", ".join(f"{_verdict(a)} {a.label}" for a in e.restart + e.respond)
+        + ", ".join(f"{_verdict(a)} {a.label}" + (f" (policy {a.policy})" if a.policy else "") for a in e.restart + e.respond)
         for e in audit
     }
     rows = [

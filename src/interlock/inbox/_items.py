@@ -99,6 +99,7 @@ class AuditAnswer:
         payload: a restart's resume payload, as sent (without the approval marker).
         output: a respond's output.
         reason: a rejection's reason, when the tool's resume payload has no field for it.
+        policy: the digest of the answer policy the call was asked under (``None``: none).
     """
 
     kind: str
@@ -108,6 +109,7 @@ class AuditAnswer:
     payload: Any = None
     output: Any = None
     reason: str | None = None
+    policy: str | None = None
 
     @property
     def approved(self) -> bool | None:
@@ -139,7 +141,9 @@ class AuditEntry:
         out: dict[str, Any] = asdict(self) | {"at": self.at.isoformat() if self.at else None}
         for kind in ("respond", "restart"):
             rows: list[dict[str, Any]] = out[kind]
-            out[kind] = [{k: v for k, v in row.items() if k != "reason" or v is not None} for row in rows]
+            out[kind] = [
+                {k: v for k, v in row.items() if k not in ("reason", "policy") or v is not None} for row in rows
+            ]
         return out
 
     @classmethod
@@ -208,6 +212,7 @@ def _entry_of(snap: Snapshot, record: dict[str, Any]) -> AuditEntry:
                 payload=r.get("payload"),
                 output=r.get("output"),
                 reason=r.get("reason") if isinstance(r.get("reason"), str) else None,
+                policy=r.get("policy") if isinstance(r.get("policy"), str) else None,
             )
             for r in found
         ]

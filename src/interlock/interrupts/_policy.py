@@ -241,9 +241,20 @@ def answer_kind(call: PlannedCall) -> AnswerKind:
     return "respond" if call.verb == "respond" else "restart"
 
 
-def refusal(reason: Reason, message: str, part: ToolRequestPart, identity: object) -> PermissionDeniedError:
-    """The PERMISSION_DENIED of a refused answer, its reason in ``details``."""
-    details = {"reason": reason, "tool": part.name, "ref": part.ref, "identity": identity_key(identity)}
+def refusal(
+    reason: Reason, message: str, part: ToolRequestPart, identity: object, kind: str | None = None
+) -> PermissionDeniedError:
+    """The PERMISSION_DENIED of a refused answer: ``details`` say why, of what, by whom, when, under which policy."""
+    said = recorded(part) or {}
+    details = {
+        "reason": reason,
+        "tool": part.name,
+        "ref": part.ref,
+        "identity": identity_key(identity),
+        "kind": kind,
+        "at": utcnow().isoformat(),
+        "policy": said.get("digest"),
+    }
     return PermissionDeniedError(f"{reason}: {message}", details=details)
 
 
@@ -278,7 +289,7 @@ def check_answers(
 
 
 def _check_call(call: PlannedCall, identity: object, votes: Mapping[str, Any], *, automatic: bool) -> Vote | None:
-    part, policy, said = call.request, call.policy, recorded(call.request)
+    part, policy, said, kind = call.request, call.policy, recorded(call.request), answer_kind(call)
     if policy is None and said is None:
         return None
     if policy is None or said is None or said.get("digest") != policy.digest:
@@ -288,6 +299,7 @@ def _check_call(call: PlannedCall, identity: object, votes: Mapping[str, Any], *
             "it cannot be answered under the new one (ask again: run the turn anew)",
             part,
             identity,
+            kind,
         )
     if automatic and identity == DEADLINE_IDENTITY:  # a passed deadline's answer: its policy is on_expire
         return None
@@ -300,6 +312,7 @@ def _check_call(call: PlannedCall, identity: object, votes: Mapping[str, Any], *
             "another permitted person must",
             part,
             identity,
+            kind,
         )
     if who is None or not policy.admits(identity):
         raise refusal(
@@ -308,8 +321,8 @@ def _check_call(call: PlannedCall, identity: object, votes: Mapping[str, Any], *
             "ask a permitted person (the inbox shows who may answer)",
             part,
             identity,
+            kind,
         )
-    kind = answer_kind(call)
     if kind not in policy.decisions:
         raise refusal(
             "decision_not_allowed",
@@ -317,6 +330,7 @@ def _check_call(call: PlannedCall, identity: object, votes: Mapping[str, Any], *
             f"(allowed: {', '.join(sorted(policy.decisions))})",
             part,
             identity,
+            kind,
         )
     if call.replaced:
         _check_edit(call, policy, identity)
@@ -344,6 +358,7 @@ def _check_edit(call: PlannedCall, policy: AnswerPolicy, identity: object) -> No
             "answer with the original input, or within bounds",
             part,
             identity,
+            "edit",
         )
 
 
