@@ -8,15 +8,29 @@ from __future__ import annotations
 
 import pathlib
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from policy_bank import ALICE, BOB, CAROL, MALLORY, RUNS, TREASURY, bank, transfer
 
 from interlock import AgentOutput, PromptAgent, Resume
+from interlock import metadata as md
+from interlock.agents._host import Host
 from interlock.errors import PermissionDeniedError, UsageError
 from interlock.inbox._inbox import Approve, Edit, Inbox, Reject, Respond
-from interlock.interrupts import AnswerPolicy, Decision, has_role, in_group, is_identity, may_decrease, one_of, within
+from interlock.interrupts import (
+    AnswerPolicy,
+    Decision,
+    has_role,
+    in_group,
+    is_identity,
+    may_decrease,
+    one_of,
+    plan_resume,
+    within,
+)
+from interlock.interrupts._tokens import TokenSigner, check_tokens, vote_token
 from interlock.interrupts._who import any_of, identity_key
 from interlock.stores.sqlite import SQLiteStore
 
@@ -212,3 +226,39 @@ async def test_the_audit_names_the_policy_and_a_refusal_is_logged(
     (entry,) = await inbox.audit(out.session_id)
     assert entry.by == BOB and [(a.decision, a.policy) for a in entry.restart] == [("approve", TREASURY.digest)]
     assert entry.to_json()["restart"][0]["policy"] == TREASURY.digest
+
+
+def _token_bank(store: SQLiteStore) -> PromptAgent:
+    signer = TokenSigner({"k1": b"policy-test-key-0123456789abcdef"})
+    return bank(store, host=Host(resume_tokens=signer, require_resume_tokens=True))
+
+
+async def test_a_token_names_the_policy_and_an_answer_under_another_is_refused(store: SQLiteStore) -> None:
+    agent = _token_bank(store)
+    out = await _paused(agent)
+    (part,) = out.interrupts
+    signer = agent.host.resume_tokens
+    assert signer is not None and signer.read(md.resume_token(part)).policy == TREASURY.digest
+    history = (await store.load(out.snapshot_id or "")).state.messages  # type: ignore[union-attr]
+    plan = plan_resume(_resume(out, Decision.approve({"approved": True})), history, [transfer])
+    other = replace(plan, calls=tuple(replace(c, policy=AnswerPolicy(name="treasury")) for c in plan.calls))
+    sid, snap = out.session_id or "", out.snapshot_id
+    with pytest.raises(PermissionDeniedError) as refused:
+        check_tokens(agent, other, identity=BOB, session_id=sid, snapshot_id=snap)
+    assert refused.value.details == {"reason": "policy_changed"}
+    assert len(check_tokens(agent, plan, identity=BOB, session_id=sid, snapshot_id=snap)) == 1
+
+
+async def test_a_vote_token_serves_its_voter_only(store: SQLiteStore) -> None:
+    agent = _token_bank(store)
+    out = await _paused(agent)
+    (part,) = out.interrupts
+    ids = {"session_id": out.session_id or "", "snapshot_id": out.snapshot_id or ""}
+    token = vote_token(agent, part, voter=BOB, **ids)
+    assert token is not None
+    mine = Decision.approve({"approved": True}).answer(md.with_resume_token(part, token))
+    with pytest.raises(PermissionDeniedError) as refused:
+        await agent.run(resume=Resume(restart=[mine]), snapshot_id=out.snapshot_id, context={"identity": CAROL})  # type: ignore[list-item]
+    assert refused.value.details == {"reason": "other-voter"} and RUNS == []
+    done = await agent.run(resume=Resume(restart=[mine]), snapshot_id=out.snapshot_id, context={"identity": BOB})  # type: ignore[list-item]
+    assert done.finish_reason == "stop" and len(RUNS) == 1

@@ -208,7 +208,8 @@ class Turn:
         except PermissionDeniedError as refused:
             hooks.answer_refused(refused.details, refused.details.get("policy"))
             raise
-        nonces = check_tokens(inv.agent, plan, session_id=inv.session.session_id, snapshot_id=tip)
+        identity = inv.context.get("identity")
+        nonces = check_tokens(inv.agent, plan, session_id=inv.session.session_id, snapshot_id=tip, identity=identity)
         named = tip is not None and tip == inv.named_snapshot
         check_in_doubt_answers(plan, named_snapshot=named, tokens_checked=inv.agent.host.resume_tokens is not None)
         return plan, nonces

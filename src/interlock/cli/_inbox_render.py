@@ -142,6 +142,11 @@ def _verdict(answer: AuditAnswer) -> str:
     return "restarted" if answer.kind == "restart" else "answered"
 
 
+def _answered(answer: AuditAnswer) -> str:
+    """One answer of an audit row: what was decided, of which call, under which answer policy."""
+    return f"{_verdict(answer)} {answer.label}" + (f" (policy {answer.policy})" if answer.policy else "")
+
+
 def session(session_id: str, infos: list[SnapshotInfo], audit: list[AuditEntry], *, as_json: bool) -> None:
     """``sessions show``: a session's snapshots, oldest first, and who answered their interrupts."""
     if as_json:
@@ -151,8 +156,7 @@ def session(session_id: str, infos: list[SnapshotInfo], audit: list[AuditEntry],
         )
         return
     answers = {
-        e.snapshot_id: f"{e.by if e.by is not None else '?'}: "
-        + ", ".join(f"{_verdict(a)} {a.label}" + (f" (policy {a.policy})" if a.policy else "") for a in e.restart + e.respond)
+        e.snapshot_id: f"{e.by if e.by is not None else '?'}: " + ", ".join(_answered(a) for a in e.restart + e.respond)
         for e in audit
     }
     rows = [
