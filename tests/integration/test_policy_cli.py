@@ -53,6 +53,7 @@ def test_the_cli_refuses(
 ) -> None:
     monkeypatch.delenv("INTERLOCK_STORE", raising=False)
     monkeypatch.setenv("POLICY_RUNS", str(tmp_path / "runs"))
+    RUNS.clear()
     db = tmp_path / "sessions.db"
     out = _seed(db)
     sid = out.snapshot_id or ""
