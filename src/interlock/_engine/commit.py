@@ -8,7 +8,7 @@ fenced by the claim (ABORTED if it lapsed); a turn that does not commit gives th
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -22,7 +22,7 @@ from ..messages import Message
 from ..parts import ToolRequestPart, ToolResponsePart
 from ..records._outbox import OutboxEvent
 from ..records._sessions import ErrorInfo, Session, Snapshot, utcnow
-from ..records.snapshots import put_row
+from ..records.snapshots import Ballot, put_row
 from ..stores import JournalStore, JournalUpdater, SnapshotStore, Updater
 from .claims import ClaimHold, Claims
 from .effects import Effects
@@ -72,17 +72,20 @@ class TurnWriter:
         nonces: tuple[str, ...],
         effects: Effects | None,
         index: int,
-    ) -> ClaimHold:
+        ballots: Sequence[Ballot] = (),
+    ) -> ClaimHold | None:
         """Claim the interrupted ``parent``; the intents of the calls the resume restarts go in the same write.
 
-        ``index`` is the position of the paused message in the history.
+        ``index`` is the position of the paused message in the history. With quorum ``ballots``
+        the votes are recorded in that write, and ``None`` means they did not reach the quorum
+        (nothing claimed: the resume ends there, its votes kept).
         """
         journal: list[tuple[str, JournalUpdater]] = []
         if effects is not None:
             restarts = [(c.request, c.value) for c in plan.calls if c.verb == "restart"]
             journal = effects.prepare(restarts, index)
-        hold = await self.claims.take(parent.snapshot_id, turn_id, nonces=nonces, journal=journal)
-        if effects is not None:
+        hold = await self.claims.vote(parent.snapshot_id, turn_id, nonces=nonces, journal=journal, ballots=ballots)
+        if effects is not None and hold is not None:
             effects.claimed()
         return hold
 

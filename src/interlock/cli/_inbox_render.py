@@ -136,7 +136,9 @@ def sessions(rows: list[tuple[SnapshotInfo, int]], *, as_json: bool) -> None:
 
 
 def _verdict(answer: AuditAnswer) -> str:
-    """What an audit row says was decided: an explicit decision, else just the verb."""
+    """What an audit row says was decided: an explicit decision, else just the verb (a quorum vote says so)."""
+    if answer.kind == "vote":
+        return f"voted {answer.decision or '?'} on"
     if answer.decision is not None:
         return "approved" if answer.decision == "approve" else "rejected"
     return "restarted" if answer.kind == "restart" else "answered"

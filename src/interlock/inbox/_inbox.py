@@ -83,7 +83,7 @@ from ._answers import Answer, Approve, Reject, Respond, entry, match_all
 from ._answers import Edit as Edit
 from ._answers import Restart as Restart
 from ._items import AuditAnswer as AuditAnswer
-from ._items import AuditEntry, PendingInterrupt, ResumableAgent, agent_of, pending_item
+from ._items import AuditEntry, PendingInterrupt, ResumableAgent, agent_of, pending_item, vote_entries
 
 T = TypeVar("T")
 
@@ -212,14 +212,15 @@ class Inbox:
         raise FailedPreconditionError(f"{missing}: the session went on from it (snapshot {child})")
 
     async def audit(self, session_id: str, *, tenant: str | None = None) -> list[AuditEntry]:
-        """Every resume of a session, in time order: who answered which calls, and when."""
+        """Every resume of a session, and every quorum vote, in time order: who answered which calls, and when."""
         store = self._require_store("reading the audit trail")
         entries: list[AuditEntry] = []
         for info in await store.list(tenant=tenant, session_id=session_id):
-            if info.parent_id is None:
-                continue
             snap = await store.load(info.snapshot_id, tenant=tenant)
-            entry = AuditEntry.from_snapshot(snap) if snap is not None else None
+            if snap is None:
+                continue
+            entries.extend(vote_entries(snap))
+            entry = AuditEntry.from_snapshot(snap) if info.parent_id is not None else None
             if entry is not None:
                 entries.append(entry)
         return sorted(entries, key=lambda e: (e.at is None, e.at or datetime.min, e.snapshot_id))

@@ -93,7 +93,7 @@ class AuditAnswer:
     """One answered call in an audit entry, as it was decided.
 
     Attributes:
-        kind: the verb, ``"respond"`` or ``"restart"``.
+        kind: the verb, ``"respond"`` or ``"restart"``; ``"vote"`` for a quorum vote (:func:`vote_entries`).
         decision: ``"approve"``/``"deny"`` for an explicit decision (an approval hold, the
             inbox's approve/reject, a tool's declared rule), else ``None``: never guessed.
         payload: a restart's resume payload, as sent (without the approval marker).
@@ -156,6 +156,41 @@ class AuditEntry:
         """
         record: Any = (snap.metadata or {}).get("resume")
         return _entry_of(snap, record) if is_object(record) else None
+
+
+def vote_entries(snap: Snapshot) -> list[AuditEntry]:
+    """The quorum votes cast on a snapshot's interrupts (``metadata.votes``), one audit entry each.
+
+    Each is one ``vote`` answer: who voted (the identity's name), when, approve or deny, under
+    which answer policy (its digest); the resume the last one made has its own entry.
+    """
+    found: Any = (snap.metadata or {}).get(md.VOTES)
+    entries: list[AuditEntry] = []
+    for key, rows in (found if is_object(found) else {}).items():
+        name, _, ref = str(key).partition("#")
+        for row in rows if is_array(rows) else []:
+            if not is_object(row):
+                continue
+            at: Any = row.get("at")
+            with contextlib.suppress(TypeError, ValueError):
+                at = datetime.fromisoformat(at)
+            answer = AuditAnswer(
+                kind="vote", name=name, ref=ref or None, decision=_decision(row), policy=row.get("digest")
+            )
+            entries.append(
+                AuditEntry(
+                    snapshot_id=snap.snapshot_id,
+                    parent_id=snap.parent_id,
+                    session_id=snap.session_id,
+                    agent=agent_of(snap),
+                    by=row.get("by"),
+                    at=at if isinstance(at, datetime) else None,
+                    finish_reason="voted",
+                    respond=[],
+                    restart=[answer],
+                )
+            )
+    return entries
 
 
 def agent_of(snap: Snapshot) -> str | None:

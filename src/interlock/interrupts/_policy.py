@@ -36,6 +36,7 @@ from .. import metadata as md
 from .._json_object import is_object
 from ..errors import PermissionDeniedError, UsageError
 from ..records._sessions import utcnow
+from ..records.snapshots import Ballot
 from ._who import Bound, Predicate, describe, identity_key, same
 
 if TYPE_CHECKING:
@@ -215,7 +216,7 @@ def policy_for(policies: Sequence[AnswerPolicy], part: ToolRequestPart) -> Answe
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Vote:
-    """One quorum vote a resume casts instead of answering (the quorum is not reached yet)."""
+    """One quorum vote a resume casts: recorded, and when it reaches the quorum, the resume answers the call."""
 
     key: str
     part: ToolRequestPart
@@ -224,9 +225,10 @@ class Vote:
     digest: str
     quorum: int
 
-    def row(self) -> dict[str, Any]:
-        """The vote as it is recorded on the interrupted snapshot."""
-        return {"by": self.by, "at": utcnow().isoformat(), "decision": self.decision, "digest": self.digest}
+    def ballot(self) -> Ballot:
+        """The vote as the store records it (:func:`interlock.records.snapshots.cast_votes`)."""
+        row = {"by": self.by, "at": utcnow().isoformat(), "decision": self.decision, "digest": self.digest}
+        return Ballot(key=self.key, by=self.by, quorum=self.quorum, row=row)
 
 
 def call_key(part: ToolRequestPart) -> str:
@@ -382,6 +384,7 @@ def _quorum_vote(
             f"tool {part.name!r} needs {quorum} approvals; vote with approve or deny on the original input",
             part,
             identity,
+            kind,
         )
     cast = votes_on(votes, part)
     if any(v.get("by") == who for v in cast):
@@ -390,12 +393,11 @@ def _quorum_vote(
             f"{who!r} has already voted on this call of tool {part.name!r}; it counts once",
             part,
             identity,
+            kind,
         )
     if kind == "deny" and policy.deny_ends:
         return None
-    approvals = sum(1 for v in cast if v.get("decision") == "approve")
-    if kind == "approve" and approvals + 1 >= quorum:
-        return None  # the vote that reaches the quorum answers the call (the store re-counts, see cast_votes)
+    # every vote is recorded; the store counts them, and the write of the one that reaches the quorum claims
     return Vote(key=call_key(part), part=part, by=who, decision=kind, digest=policy.digest, quorum=quorum)
 
 
