@@ -29,6 +29,7 @@ key                       where, and what it means
 ``delegatedBy``           snapshot (and a sub-agent's context): ``{sessionId}`` of the session that delegated it
 ``handoff``               pending snapshot: the input and context a worker runs it with (``_engine.handoff``)
 ``answerPolicy``          tool request (interrupt): ``{name, digest, requester, quorum}``, who may answer it
+``reasked``               tool request (interrupt): ``{reason, at}``, an approval its tool's recheck found stale
 ``votes``                 snapshot: ``{tool#ref: [{by, at, decision, digest}]}``, the quorum votes cast so far
 ========================  ===================================================================
 
@@ -99,6 +100,9 @@ from ._keys import (
     POLICY as POLICY,
 )
 from ._keys import (
+    REASKED as REASKED,
+)
+from ._keys import (
     REASON as REASON,
 )
 from ._keys import (
@@ -147,6 +151,7 @@ __all__ = [
     "PENDING",
     "PENDING_OUTPUT",
     "POLICY",
+    "REASKED",
     "REASON",
     "RECLAIMED_FROM",
     "REQUEUED",

@@ -99,3 +99,29 @@ def who(info: Any) -> dict[str, Any]:
     if user not in PEOPLE:
         raise UnauthenticatedError("sign in: send X-User naming a known person")
     return {"identity": PEOPLE[user]}
+
+
+BALANCE = {"acme": 100_000.0}
+"""What :data:`guarded_transfer`'s recheck reads: the world as it is when the approval lands."""
+
+
+def _still_covered(req: Transfer, ctx: ToolContext[Any]) -> str | None:
+    if BALANCE["acme"] < req.amount:
+        return f"the balance ({BALANCE['acme']:g}) no longer covers {req.amount:g}"
+    return None
+
+
+@tool(policy=TREASURY, recheck=_still_covered, name="transfer")
+async def guarded_transfer(req: Transfer, ctx: ToolContext[Any], approval: Approval | None) -> str:
+    """Move money if the balance still covers it when approved."""
+    if approval is None:
+        ctx.interrupt({"to": req.to, "amount": req.amount})
+    if not approval.approved:
+        return "transfer cancelled"
+    _count(req)
+    return f"sent {req.amount:g} to {req.to}"
+
+
+def guarded_bank(store: SessionStore | None = None) -> PromptAgent:
+    """The bank with :data:`guarded_transfer`: an approval whose balance no longer holds is asked again."""
+    return PromptAgent("bank", ScriptedModel([_plan] * 100), tools=[guarded_transfer], store=store)

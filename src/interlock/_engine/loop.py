@@ -25,13 +25,14 @@ from ..errors import (
     NotFoundError,
     ToolError,
     ToolInputError,
+    UsageError,
 )
 from ..interrupts._plan import PlannedCall, Resume, ResumePlan, plan_resume
 from ..interrupts._policy import check_answers, pause_record, recorded
 from ..messages import Message
 from ..models import ChunkCallback, Model, ModelChunk, ModelRequest, Usage
 from ..parts import Part, ToolRequestPart, ToolResponsePart, with_metadata
-from ..records._sessions import Session
+from ..records._sessions import Session, utcnow
 from ..telemetry import _calls as telemetry
 from ..tools._context import ToolContext, ToolMiddleware
 from ..tools._expiry import deadline_metadata
@@ -279,6 +280,10 @@ class _TurnState:
             context=self.context,
             reclaimed_from=reclaimed_from,
         )
+        if planned is not None and planned.decision != "deny" and tool.recheck is not None:
+            reason = await _recheck(tool, value, ctx)
+            if reason is not None:  # consent went stale: ask again instead of running on it
+                return False, _reask(tool, planned, reason, self._requester(planned))
         try:
             with telemetry.tool_call(part, description=tool.description, resumed=planned is not None) as traced:
                 return True, traced.output(await self._through_middleware(tool, ctx, value, index, retry))
@@ -396,6 +401,31 @@ def _pause(tool: Tool[Any, Any, Any], signal: Interrupt, part: ToolRequestPart, 
     meta = {md.INTERRUPT: value} if deadline is None else {md.INTERRUPT: value, md.DEADLINE: deadline}
     policy = pause_record(tool.policies, signal.policy, part.meta(md.REPLACED_INPUT, part.input), requester)
     return meta if policy is None else {**meta, md.POLICY: policy}
+
+
+async def _recheck(tool: Tool[Any, Any, Any], value: object, ctx: ToolContext[Any]) -> str | None:
+    """The tool's recheck on a resumed call: why its approval no longer holds, or ``None``."""
+    assert tool.recheck is not None
+    try:
+        said = tool.recheck(value, ctx)
+        if inspect.isawaitable(said):
+            said = await said
+    except Exception as exc:  # the call does not run on an approval nobody could confirm
+        raise ToolError(f"the recheck of tool {tool.name!r} failed: {exc}", tool=tool.name) from exc
+    if said is None:
+        return None
+    if not isinstance(said, str) or not said:
+        raise UsageError(f"the recheck of tool {tool.name!r} returned {said!r}; it returns a reason (text) or None")
+    return said
+
+
+def _reask(tool: Tool[Any, Any, Any], planned: PlannedCall, reason: str, requester: object) -> dict[str, Any]:
+    """A fresh interrupt for an approved call whose recheck failed: the same question, and why it is asked again."""
+    request = planned.request
+    signal = Interrupt(request.meta(md.INTERRUPT))
+    meta = _pause(tool, signal, planned.restart or request, requester)
+    telemetry.reasked(request, reason)
+    return {**meta, md.REASKED: {"reason": reason, "at": utcnow().isoformat()}}
 
 
 def _response(part: ToolRequestPart, output: object, metadata: dict[str, Any] | None = None) -> ToolResponsePart:

@@ -129,6 +129,9 @@ class StepJournal(Protocol):
     async def step(self, name: str, fn: Callable[[], Awaitable[T] | T]) -> T: ...
 
 
+Recheck = Callable[[Any, ToolContext[Any]], Any]
+"""``recheck(input, ctx) -> str | None`` (sync or async): why an approved call must be asked again, or ``None``."""
+
 Reconcile = Callable[[str], Any]
 """``reconcile(idempotency_key) -> output | None`` (sync or async): did the in-doubt effect happen?"""
 

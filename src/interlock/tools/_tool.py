@@ -35,7 +35,7 @@ from ..interrupts._decisions import Decision
 from ..interrupts._policy import AnswerPolicy, policies_of
 from ..models import ToolDefinition
 from ..parts import ToolRequestPart, ToolResponsePart
-from ._context import Reconcile, ToolContext, to_json
+from ._context import Recheck, Reconcile, ToolContext, to_json
 from ._context import ToolMiddleware as ToolMiddleware
 from ._expiry import OnExpire, check_expires_in, checked_policy
 from ._signature import (
@@ -76,6 +76,7 @@ class Tool(Generic[I, O, R]):
         on_expire: OnExpire | None = None,
         lax_answers: bool = False,
         policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
+        recheck: Recheck | None = None,
     ) -> None:
         self.fn = fn
         self.name = name
@@ -94,6 +95,8 @@ class Tool(Generic[I, O, R]):
         """Seconds the tool's own interrupts wait before ``on_expire`` applies (``None``: no deadline)."""
         if on_expire is not None and not isinstance(on_expire, OnExpire):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise UsageError(f"on_expire is an OnExpire policy (OnExpire.reject/respond/escalate), not {on_expire!r}")
+        self.recheck = recheck
+        """``recheck(input, ctx) -> reason | None``, run before a resumed call's body: a reason re-asks it."""
         self.policies = policies_of(policy)
         """Who may answer its paused calls (:class:`~interlock.interrupts.AnswerPolicy`; the first is the default)."""
         self.lax_answers = lax_answers
@@ -271,6 +274,7 @@ class ToolDecorator:
         on_expire: OnExpire | None = None,
         lax_answers: bool = False,
         policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
+        recheck: Recheck | None = None,
     ) -> None:
         self._name = name
         self._description = description
@@ -281,6 +285,7 @@ class ToolDecorator:
         self._on_expire = on_expire
         self._lax_answers = lax_answers
         self._policy = policy
+        self._recheck = recheck
 
     @overload
     def __call__(
@@ -296,6 +301,7 @@ class ToolDecorator:
         on_expire: OnExpire | None = None,
         lax_answers: bool = False,
         policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
+        recheck: Recheck | None = None,
     ) -> ToolDecorator: ...
     @overload
     def __call__(self, fn: Callable[[I, ToolContext[Any], R | None], Awaitable[O]], /) -> Tool[I, O, R]: ...
@@ -335,6 +341,7 @@ class ToolDecorator:
         on_expire: OnExpire | None = None,
         lax_answers: bool = False,
         policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
+        recheck: Recheck | None = None,
     ) -> Tool[Any, Any, Any] | ToolDecorator:
         if fn is None:
             return ToolDecorator(
@@ -347,6 +354,7 @@ class ToolDecorator:
                 on_expire=on_expire,
                 lax_answers=lax_answers,
                 policy=policy,
+                recheck=recheck,
             )
         # Hints may name classes local to the caller's function (with postponed annotations).
         caller = sys._getframe(1).f_locals  # pyright: ignore[reportPrivateUsage]
@@ -366,6 +374,7 @@ class ToolDecorator:
             on_expire=self._on_expire,
             lax_answers=self._lax_answers,
             policy=self._policy,
+            recheck=self._recheck,
         )
 
 
@@ -390,7 +399,10 @@ deadline, and ``on_expire`` what happens when it passes (default: reject).
 
 Who may answer (see :mod:`interlock.interrupts._policy`): ``policy=`` an
 :class:`~interlock.interrupts.AnswerPolicy` (or a list; the first is the default) checked on
-every resume, whatever surface it comes from.
+every resume, whatever surface it comes from. ``recheck(input, ctx) -> reason | None`` (sync or
+async) runs when an approved call resumes, before its body, on the world as it is then: a reason
+(the balance no longer covers it, the recipient was blocked) re-asks the call (a fresh interrupt,
+its ``metadata.reasked`` saying why) instead of running it on an approval given for another situation.
 
 Answers: a person's answers (the resume payload of a restart, the output of a respond) are
 validated strictly: JSON types as declared (``"yes"``, ``1`` and ``"no"`` are not booleans)
