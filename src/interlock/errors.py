@@ -274,10 +274,18 @@ class Interrupt(Exception):
     """
 
     def __init__(
-        self, data: Any = None, *, expires_in: float | None = None, on_expire: Any = None, policy: Any = None
+        self,
+        data: Any = None,
+        *,
+        expires_in: float | None = None,
+        on_expire: Any = None,
+        policy: Any = None,
+        warn_before: float | None = None,
     ) -> None:
         super().__init__(data)
         self.data = data
+        self.warn_before = warn_before
+        """Seconds before the deadline an ``interrupt.expiring`` notification goes out; ``None``: the tool's."""
         self.policy = policy
         """The :class:`~interlock.interrupts.AnswerPolicy` of this interrupt; ``None``: the tool's default."""
         self.expires_in = expires_in

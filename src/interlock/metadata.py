@@ -30,6 +30,8 @@ key                       where, and what it means
 ``handoff``               pending snapshot: the input and context a worker runs it with (``_engine.handoff``)
 ``answerPolicy``          tool request (interrupt): ``{name, digest, requester, quorum}``, who may answer it
 ``reasked``               tool request (interrupt): ``{reason, at}``, an approval its tool's recheck found stale
+``warned``                snapshot: ``{tool#ref: {at, expiresAt}}``, the expiry warnings sent (once per deadline)
+``extended``              snapshot: ``{tool#ref: [{by, at, from, to}]}``, the deadline extensions, audited
 ``votes``                 snapshot: ``{tool#ref: [{by, at, decision, digest}]}``, the quorum votes cast so far
 ========================  ===================================================================
 
@@ -74,6 +76,9 @@ from ._keys import (
 )
 from ._keys import (
     EXPIRED as EXPIRED,
+)
+from ._keys import (
+    EXTENDED as EXTENDED,
 )
 from ._keys import (
     HANDOFF as HANDOFF,
@@ -135,6 +140,9 @@ from ._keys import (
 from ._keys import (
     VOTES as VOTES,
 )
+from ._keys import (
+    WARNED as WARNED,
+)
 from .errors import UsageError
 
 if TYPE_CHECKING:
@@ -170,6 +178,8 @@ __all__ = [
     "SURFACED_FROM",
     "TRACE_CONTEXT",
     "VOTES",
+    "WARNED",
+    "EXTENDED",
     "agent_path",
     "approval",
     "deadline_of",

@@ -397,7 +397,9 @@ def _pause(tool: Tool[Any, Any, Any], signal: Interrupt, part: ToolRequestPart, 
     ``answerPolicy`` is :func:`interlock.interrupts._policy.pause_record`'s, for a tool with a policy.
     """
     value = md.interrupt_value(signal.data)
-    deadline = deadline_metadata(tool, value, expires_in=signal.expires_in, on_expire=signal.on_expire)
+    deadline = deadline_metadata(
+        tool, value, expires_in=signal.expires_in, on_expire=signal.on_expire, warn_before=signal.warn_before
+    )
     meta = {md.INTERRUPT: value} if deadline is None else {md.INTERRUPT: value, md.DEADLINE: deadline}
     policy = pause_record(tool.policies, signal.policy, part.meta(md.REPLACED_INPUT, part.input), requester)
     return meta if policy is None else {**meta, md.POLICY: policy}

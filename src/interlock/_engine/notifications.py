@@ -17,6 +17,8 @@ event (channel)            written when
 (webhook)                  (:mod:`interlock.notify._deadlines`)
 ``deadline.due``           a turn pauses on an interrupt with a deadline (every
 (deadline)                 server-managed agent); due at the deadline
+``deadline.warn``          the same, with ``warn_before``: due that long before it
+(deadline)                 (the sweeper sends ``interrupt.expiring``, once)
 =========================  ===========================================================
 
 ``interrupt.escalated`` is written by :mod:`interlock.notify._deadlines` itself, with the
@@ -26,7 +28,7 @@ escalation marker it sets on the snapshot.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 from .. import metadata as md
@@ -105,10 +107,25 @@ def _paused(
         if notify:
             kind = "effect.in_doubt" if data["inDoubt"] else "interrupt.created"
             events.append(new_event(WEBHOOK, kind, data, tenant=tenant))
-        at = cast(str | None, data["expiresAt"])
-        if at is not None:
-            timer = {k: data[k] for k in ("agent", "sessionId", "snapshotId", "tool", "ref", "expiresAt")}
-            events.append(new_event(DEADLINE, "deadline.due", timer, tenant=tenant, due_at=datetime.fromisoformat(at)))
+        events += deadline_timers(data, md.deadline_of(part), tenant)
+    return events
+
+
+def deadline_timers(data: dict[str, Any], deadline: dict[str, Any] | None, tenant: str | None) -> list[OutboxEvent]:
+    """The timers of a pending interrupt's deadline: ``deadline.due`` at it, ``deadline.warn`` ``warnBefore`` earlier.
+
+    ``data`` is :func:`interrupt_data`'s (its ``expiresAt`` the deadline's); a moved deadline gets new timers
+    (the old ones find it moved and wait, or do nothing).
+    """
+    at = cast(str | None, data.get("expiresAt"))
+    if at is None:
+        return []
+    due = datetime.fromisoformat(at)
+    timer = {k: data[k] for k in ("agent", "sessionId", "snapshotId", "tool", "ref", "expiresAt")}
+    events = [new_event(DEADLINE, "deadline.due", timer, tenant=tenant, due_at=due)]
+    warn = (deadline or {}).get("warnBefore")
+    if isinstance(warn, (int, float)) and not isinstance(warn, bool):
+        events.append(new_event(DEADLINE, "deadline.warn", timer, tenant=tenant, due_at=due - timedelta(seconds=warn)))
     return events
 
 

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .._engine.io import AgentOutput
+from .._json_object import is_object
 from ..inbox._inbox import AuditAnswer, AuditEntry, PendingInterrupt
 from ..metadata import INTERRUPT
 from ..records._journal import JournalEntry
@@ -139,6 +140,9 @@ def _verdict(answer: AuditAnswer) -> str:
     """What an audit row says was decided: an explicit decision, else just the verb (a quorum vote says so)."""
     if answer.kind == "vote":
         return f"voted {answer.decision or '?'} on"
+    if answer.kind == "extend":
+        moved: Any = answer.output
+        return f"extended the deadline (to {moved.get('to') if is_object(moved) else '?'}) of"
     if answer.decision is not None:
         return "approved" if answer.decision == "approve" else "rejected"
     return "restarted" if answer.kind == "restart" else "answered"

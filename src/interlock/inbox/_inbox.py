@@ -82,6 +82,7 @@ from ..stores import SessionStore
 from ._answers import Answer, Approve, Reject, Respond, entry, match_all
 from ._answers import Edit as Edit
 from ._answers import Restart as Restart
+from ._extend import extend
 from ._items import AuditAnswer as AuditAnswer
 from ._items import AuditEntry, PendingInterrupt, ResumableAgent, agent_of, pending_item, vote_entries
 
@@ -374,6 +375,33 @@ class Inbox:
         if len(items) > 1:
             raise UsageError(f"{waits}; a resume answers all of them at once: use answer_all (command line: --all)")
         return await self._resume(snapshot_id, [(_carrying(picked[0], token), answer)], identity, tenant)
+
+    async def extend(
+        self,
+        snapshot_id: str,
+        *,
+        by: timedelta | None = None,
+        until: datetime | None = None,
+        ref: str | None = None,
+        tool: str | None = None,
+        identity: Any = None,
+        tenant: str | None = None,
+    ) -> datetime:
+        """Move the deadline of the snapshot's interrupt (``by`` more, or ``until``); returns the new deadline.
+
+        Whoever may answer the call may extend it (its answer policy; anyone without one); the
+        extension is audited (``metadata.extended``: who, when, from, to) and its timers move with it
+        (:mod:`interlock.inbox._extend`). Raises PERMISSION_DENIED with the policy's reason.
+        """
+        store = self._require_store("extending a deadline")
+        items = await self.get(snapshot_id, tenant=tenant)
+        picked = [i for i in items if ref in (None, i.ref) and tool in (None, i.tool)]
+        if len(picked) != 1:
+            raise InvalidArgumentError(
+                f"snapshot {snapshot_id} waits on {', '.join(i.label for i in items)}; name one with ref or tool"
+            )
+        agent = self.agents.get(picked[0].agent or "")
+        return await extend(store, picked[0], agent, by=by, until=until, identity=identity, tenant=tenant)
 
     async def _resume(
         self, snapshot_id: str, pairs: list[tuple[PendingInterrupt, Answer]], identity: Any, tenant: str | None

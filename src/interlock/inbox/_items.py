@@ -93,7 +93,8 @@ class AuditAnswer:
     """One answered call in an audit entry, as it was decided.
 
     Attributes:
-        kind: the verb, ``"respond"`` or ``"restart"``; ``"vote"`` for a quorum vote (:func:`vote_entries`).
+        kind: the verb, ``"respond"`` or ``"restart"``; ``"vote"`` for a quorum vote, ``"extend"`` for a
+            deadline extension (:func:`vote_entries`).
         decision: ``"approve"``/``"deny"`` for an explicit decision (an approval hold, the
             inbox's approve/reject, a tool's declared rule), else ``None``: never guessed.
         payload: a restart's resume payload, as sent (without the approval marker).
@@ -159,38 +160,48 @@ class AuditEntry:
 
 
 def vote_entries(snap: Snapshot) -> list[AuditEntry]:
-    """The quorum votes cast on a snapshot's interrupts (``metadata.votes``), one audit entry each.
+    """The quorum votes cast on a snapshot's interrupts and its deadline extensions, one audit entry each.
 
-    Each is one ``vote`` answer: who voted (the identity's name), when, approve or deny, under
-    which answer policy (its digest); the resume the last one made has its own entry.
+    A vote (``metadata.votes``) is one ``vote`` answer: who voted (the identity's name), when,
+    approve or deny, under which answer policy (its digest); the resume the last one made has its
+    own entry. An extension (``metadata.extended``) is one ``extend`` answer whose ``output`` is
+    ``{from, to}``.
     """
-    found: Any = (snap.metadata or {}).get(md.VOTES)
     entries: list[AuditEntry] = []
-    for key, rows in (found if is_object(found) else {}).items():
-        name, _, ref = str(key).partition("#")
-        for row in rows if is_array(rows) else []:
-            if not is_object(row):
-                continue
-            at: Any = row.get("at")
-            with contextlib.suppress(TypeError, ValueError):
-                at = datetime.fromisoformat(at)
-            answer = AuditAnswer(
-                kind="vote", name=name, ref=ref or None, decision=_decision(row), policy=row.get("digest")
-            )
-            entries.append(
-                AuditEntry(
-                    snapshot_id=snap.snapshot_id,
-                    parent_id=snap.parent_id,
-                    session_id=snap.session_id,
-                    agent=agent_of(snap),
-                    by=row.get("by"),
-                    at=at if isinstance(at, datetime) else None,
-                    finish_reason="voted",
-                    respond=[],
-                    restart=[answer],
-                )
-            )
+    for key, kind in ((md.VOTES, "vote"), (md.EXTENDED, "extend")):
+        found: Any = (snap.metadata or {}).get(key)
+        for call, rows in (found if is_object(found) else {}).items():
+            for row in rows if is_array(rows) else []:
+                if is_object(row):
+                    entries.append(_marked(snap, str(call), kind, row))
     return entries
+
+
+def _marked(snap: Snapshot, call: str, kind: str, row: dict[str, Any]) -> AuditEntry:
+    name, _, ref = call.partition("#")
+    at: Any = row.get("at")
+    with contextlib.suppress(TypeError, ValueError):
+        at = datetime.fromisoformat(at)
+    policy = row.get("digest", row.get("policy"))
+    answer = AuditAnswer(
+        kind=kind,
+        name=name,
+        ref=ref or None,
+        decision=_decision(row),
+        output={"from": row.get("from"), "to": row.get("to")} if kind == "extend" else None,
+        policy=policy if isinstance(policy, str) else None,
+    )
+    return AuditEntry(
+        snapshot_id=snap.snapshot_id,
+        parent_id=snap.parent_id,
+        session_id=snap.session_id,
+        agent=agent_of(snap),
+        by=row.get("by"),
+        at=at if isinstance(at, datetime) else None,
+        finish_reason="voted" if kind == "vote" else "extended",
+        respond=[],
+        restart=[answer],
+    )
 
 
 def agent_of(snap: Snapshot) -> str | None:

@@ -305,6 +305,25 @@ def _check_call(call: PlannedCall, identity: object, votes: Mapping[str, Any], *
         )
     if automatic and identity == DEADLINE_IDENTITY:  # a passed deadline's answer: its policy is on_expire
         return None
+    who = _check_who(part, policy, said, identity, kind)
+    if kind not in policy.decisions:
+        raise refusal(
+            "decision_not_allowed",
+            f"answer policy {policy.name!r} of tool {part.name!r} does not allow a {kind} "
+            f"(allowed: {', '.join(sorted(policy.decisions))})",
+            part,
+            identity,
+            kind,
+        )
+    if call.replaced:
+        _check_edit(call, policy, identity)
+    return _quorum_vote(call, policy, said, who, kind, votes, identity)
+
+
+def _check_who(
+    part: ToolRequestPart, policy: AnswerPolicy, said: Mapping[str, Any], identity: object, kind: str
+) -> str:
+    """Separation of duties, then ``who``: the answering identity's name, or the refusal."""
     requester = said.get("requester")
     who = identity_key(identity)
     if not policy.requester_may_answer and requester is not None and who == requester:
@@ -325,18 +344,27 @@ def _check_call(call: PlannedCall, identity: object, votes: Mapping[str, Any], *
             identity,
             kind,
         )
-    if kind not in policy.decisions:
+    return who
+
+
+def check_extension(policies: Sequence[AnswerPolicy], part: ToolRequestPart, identity: object) -> None:
+    """May ``identity`` move the deadline of the paused call ``part``? The same people who may answer it.
+
+    Raises :class:`~interlock.errors.PermissionDeniedError` (``policy_changed``,
+    ``requester_cannot_approve``, ``not_permitted``); a call without a policy may be extended by anyone.
+    """
+    policy, said = policy_for(policies, part), recorded(part)
+    if policy is None and said is None:
+        return
+    if policy is None or said is None or said.get("digest") != policy.digest:
         raise refusal(
-            "decision_not_allowed",
-            f"answer policy {policy.name!r} of tool {part.name!r} does not allow a {kind} "
-            f"(allowed: {', '.join(sorted(policy.decisions))})",
+            "policy_changed",
+            f"the interrupt of tool {part.name!r} was asked under another answer policy than the tool has now",
             part,
             identity,
-            kind,
+            "extend",
         )
-    if call.replaced:
-        _check_edit(call, policy, identity)
-    return _quorum_vote(call, policy, said, who, kind, votes, identity)
+    _check_who(part, policy, said, identity, "extend")
 
 
 def _check_edit(call: PlannedCall, policy: AnswerPolicy, identity: object) -> None:

@@ -17,7 +17,7 @@ commits. :class:`NoChange` means the row no longer qualifies (the caller drops i
   :func:`answer_claim`, :func:`release_claim`, and :func:`settle_claimed` (a worker's lease on the row it writes);
 * a row: :func:`put_row`, :func:`heartbeat`, :func:`fail_pending`, :func:`fail_taken_over`,
   :func:`abort_pending`, :func:`finalize`, :func:`requeue` (with :func:`if_orphaned`),
-  :func:`mark_escalated` and :func:`spend_nonce`.
+  :func:`mark_escalated`, :func:`mark_warned`, :func:`extend_deadline` and :func:`spend_nonce`.
 
 The record types (:class:`~interlock.records.Snapshot`, its :class:`~interlock.records.SnapshotStatus`
 and :data:`~interlock.records._sessions.EXPIRY`) are defined in :mod:`interlock.records._sessions`.
@@ -26,13 +26,14 @@ and :data:`~interlock.records._sessions.EXPIRY`) are defined in :mod:`interlock.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypeAlias
 
 from .._json_object import is_array, is_object
 from ..errors import ClaimConflictError, PermissionDeniedError, SnapshotNotFoundError
-from ..metadata import CONSUMED_TOKENS, ESCALATED, HANDOFF, RECLAIMED_FROM, REQUEUED, VOTES
+from ..metadata import CONSUMED_TOKENS, DEADLINE, ESCALATED, EXTENDED, HANDOFF, RECLAIMED_FROM, REQUEUED, VOTES, WARNED
+from ..parts import ToolRequestPart
 from ._sessions import EXPIRY, ErrorInfo, SessionState, Snapshot, SnapshotStatus, utcnow
 
 __all__ = [
@@ -55,7 +56,9 @@ __all__ = [
     "if_orphaned",
     "is_answerable",
     "is_orphaned",
+    "extend_deadline",
     "mark_escalated",
+    "mark_warned",
     "put_row",
     "refresh_claim",
     "refuse_spent",
@@ -407,6 +410,55 @@ def mark_escalated(label: str, mark: dict[str, Any]) -> Update:
         return cur.evolve(metadata={**(cur.metadata or {}), ESCALATED: marks})
 
     return escalate
+
+
+def mark_warned(label: str, expires_at: str, mark: dict[str, Any]) -> Update:
+    """Record that the deadline ``expires_at`` of call ``label`` was warned of (``metadata.warned``).
+
+    An answered (or held) row, or that deadline warned of already, raises :class:`NoChange`.
+    """
+
+    def warn(cur: Snapshot | None) -> Snapshot | None:
+        if cur is None or not is_answerable(cur):
+            raise NoChange("the interrupt was answered meanwhile")
+        done: Any = (cur.metadata or {}).get(WARNED)
+        marks = dict(done) if is_object(done) else {}
+        if is_object(marks.get(label)) and marks[label].get("expiresAt") == expires_at:
+            raise NoChange(f"{label} was already warned of its deadline")
+        marks[label] = {**mark, "expiresAt": expires_at}
+        return cur.evolve(metadata={**(cur.metadata or {}), WARNED: marks})
+
+    return warn
+
+
+def extend_deadline(label: str, expires_at: str, mark: dict[str, Any]) -> Update:
+    """Move the deadline of the pending call ``label`` to ``expires_at``, recording ``mark`` (``metadata.extended``).
+
+    ``mark`` says who and when; ``from`` and ``to`` are added. An answered (or held) row, or a
+    call that no longer waits with a deadline, raises :class:`NoChange`.
+    """
+
+    def extend(cur: Snapshot | None) -> Snapshot | None:
+        if cur is None or not is_answerable(cur) or cur.state is None or not cur.state.messages:
+            raise NoChange("the interrupt was answered meanwhile")
+        last = cur.state.messages[-1]
+        content = list(last.content)
+        for i, part in enumerate(content):
+            if not isinstance(part, ToolRequestPart) or not part.is_interrupt:
+                continue
+            deadline = part.meta(DEADLINE)
+            if is_object(deadline) and f"{part.name}#{part.ref or ''}" == label:
+                moved: dict[str, Any] = {**deadline, "expiresAt": expires_at}
+                content[i] = replace(part, metadata={**(part.metadata or {}), DEADLINE: moved})
+                state = cur.state.copy()
+                state.messages = [*state.messages[:-1], replace(last, content=content)]
+                done: Any = (cur.metadata or {}).get(EXTENDED)
+                marks = {k: list(v) for k, v in done.items()} if is_object(done) else {}
+                marks.setdefault(label, []).append({**mark, "from": deadline.get("expiresAt"), "to": expires_at})
+                return cur.evolve(state=state, metadata={**(cur.metadata or {}), EXTENDED: marks})
+        raise NoChange(f"{label} no longer waits with a deadline")
+
+    return extend
 
 
 def spend_nonce(nonce: str, *, session_id: str, agent: str) -> Update:

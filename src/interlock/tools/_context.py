@@ -109,18 +109,26 @@ class ToolContext(Generic[R]):
         expires_in: float | timedelta | None = None,
         on_expire: OnExpire | None = None,
         policy: AnswerPolicy | None = None,
+        warn_before: float | timedelta | None = None,
     ) -> NoReturn:
         """Pause the turn; ``data`` (a pydantic model or JSON) goes to whoever answers it.
 
         ``expires_in`` (seconds or a timedelta) gives this interrupt a deadline and
         ``on_expire`` its policy (:mod:`interlock.tools._expiry`), overriding the tool's defaults;
+        ``warn_before`` sends an ``interrupt.expiring`` notification that long before the deadline;
         ``policy`` picks which of the tool's answer policies this interrupt is asked under.
         Raises :class:`~interlock.UsageError` for data that reads as "not paused" on the
         wire (``False``, ``0``, ``""``): no one could answer that turn.
         """
         value = to_json(data, "the interrupt data")
         md.interrupt_value(value)  # refuses falsy data here, where the tool raised it
-        raise Interrupt(value, expires_in=check_expires_in(expires_in), on_expire=on_expire, policy=policy)
+        raise Interrupt(
+            value,
+            expires_in=check_expires_in(expires_in),
+            on_expire=on_expire,
+            policy=policy,
+            warn_before=check_expires_in(warn_before),
+        )
 
 
 class StepJournal(Protocol):

@@ -76,6 +76,7 @@ class Tool(Generic[I, O, R]):
         on_expire: OnExpire | None = None,
         lax_answers: bool = False,
         policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
+        warn_before: float | timedelta | None = None,
         recheck: Recheck | None = None,
     ) -> None:
         self.fn = fn
@@ -95,6 +96,8 @@ class Tool(Generic[I, O, R]):
         """Seconds the tool's own interrupts wait before ``on_expire`` applies (``None``: no deadline)."""
         if on_expire is not None and not isinstance(on_expire, OnExpire):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise UsageError(f"on_expire is an OnExpire policy (OnExpire.reject/respond/escalate), not {on_expire!r}")
+        self.warn_before = check_expires_in(warn_before)
+        """Seconds before a deadline that an ``interrupt.expiring`` notification goes out (``None``: none)."""
         self.recheck = recheck
         """``recheck(input, ctx) -> reason | None``, run before a resumed call's body: a reason re-asks it."""
         self.policies = policies_of(policy)
@@ -274,6 +277,7 @@ class ToolDecorator:
         on_expire: OnExpire | None = None,
         lax_answers: bool = False,
         policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
+        warn_before: float | timedelta | None = None,
         recheck: Recheck | None = None,
     ) -> None:
         self._name = name
@@ -286,6 +290,7 @@ class ToolDecorator:
         self._lax_answers = lax_answers
         self._policy = policy
         self._recheck = recheck
+        self._warn_before = warn_before
 
     @overload
     def __call__(
@@ -301,6 +306,7 @@ class ToolDecorator:
         on_expire: OnExpire | None = None,
         lax_answers: bool = False,
         policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
+        warn_before: float | timedelta | None = None,
         recheck: Recheck | None = None,
     ) -> ToolDecorator: ...
     @overload
@@ -341,6 +347,7 @@ class ToolDecorator:
         on_expire: OnExpire | None = None,
         lax_answers: bool = False,
         policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
+        warn_before: float | timedelta | None = None,
         recheck: Recheck | None = None,
     ) -> Tool[Any, Any, Any] | ToolDecorator:
         if fn is None:
@@ -355,6 +362,7 @@ class ToolDecorator:
                 lax_answers=lax_answers,
                 policy=policy,
                 recheck=recheck,
+                warn_before=warn_before,
             )
         # Hints may name classes local to the caller's function (with postponed annotations).
         caller = sys._getframe(1).f_locals  # pyright: ignore[reportPrivateUsage]
@@ -375,6 +383,7 @@ class ToolDecorator:
             lax_answers=self._lax_answers,
             policy=self._policy,
             recheck=self._recheck,
+            warn_before=self._warn_before,
         )
 
 
@@ -395,7 +404,8 @@ attempt may or may not have taken effect pauses for a person, unless the tool is
 happened (its output, or ``None`` when the effect did not happen).
 
 Deadlines (see :mod:`interlock.tools._expiry`): ``expires_in`` gives the tool's interrupts a
-deadline, and ``on_expire`` what happens when it passes (default: reject).
+deadline, and ``on_expire`` what happens when it passes (default: reject); ``warn_before`` sends
+an ``interrupt.expiring`` notification that long before it.
 
 Who may answer (see :mod:`interlock.interrupts._policy`): ``policy=`` an
 :class:`~interlock.interrupts.AnswerPolicy` (or a list; the first is the default) checked on
@@ -424,6 +434,7 @@ def interrupt_tool(
     on_expire: OnExpire | None = None,
     lax_answers: bool = False,
     policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
+    warn_before: float | timedelta | None = None,
 ) -> Tool[I, O, None]: ...
 @overload
 def interrupt_tool(
@@ -436,6 +447,7 @@ def interrupt_tool(
     on_expire: OnExpire | None = None,
     lax_answers: bool = False,
     policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
+    warn_before: float | timedelta | None = None,
 ) -> Tool[I, Any, None]: ...
 @overload
 def interrupt_tool(
@@ -448,6 +460,7 @@ def interrupt_tool(
     on_expire: OnExpire | None = None,
     lax_answers: bool = False,
     policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
+    warn_before: float | timedelta | None = None,
 ) -> Tool[dict[str, Any], O, None]: ...
 @overload
 def interrupt_tool(
@@ -459,6 +472,7 @@ def interrupt_tool(
     on_expire: OnExpire | None = None,
     lax_answers: bool = False,
     policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
+    warn_before: float | timedelta | None = None,
 ) -> Tool[dict[str, Any], Any, None]: ...
 def interrupt_tool(
     name: str,
@@ -471,6 +485,7 @@ def interrupt_tool(
     on_expire: OnExpire | None = None,
     lax_answers: bool = False,
     policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
+    warn_before: float | timedelta | None = None,
 ) -> Tool[Any, Any, None]:
     """Declare a tool that never runs: every call pauses the turn, answered by respond.
 
@@ -482,6 +497,7 @@ def interrupt_tool(
         data: the interrupt data: a JSON value, a pydantic model, or ``fn(input) -> data``.
         expires_in: a deadline for every call's interrupt (seconds or a timedelta).
         on_expire: what happens when it passes (:class:`~interlock.tools.OnExpire`; default: reject).
+        warn_before: an ``interrupt.expiring`` notification this long before the deadline.
         lax_answers: validate a respond's output in pydantic's lax mode (coercing types,
             dropping unknown keys) instead of strictly (JSON types as declared, unknown keys refused).
         policy: who may answer (:class:`~interlock.interrupts.AnswerPolicy`, or a list: the first is the default).
@@ -497,4 +513,5 @@ def interrupt_tool(
         on_expire=on_expire,
         lax_answers=lax_answers,
         policy=policy,
+        warn_before=warn_before,
     )
