@@ -10,10 +10,11 @@ deadline moved: the due one waits for the new time, the warning does nothing.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .. import metadata as md
 from .._engine.notifications import deadline_timers, interrupt_data
+from ..agents._delegation import tool_for
 from ..errors import FailedPreconditionError, InvalidArgumentError
 from ..interrupts._policy import AnswerPolicy, call_key, check_extension, recorded
 from ..interrupts._who import identity_key
@@ -21,18 +22,15 @@ from ..records._sessions import utcnow
 from ..records.snapshots import NoChange, extend_deadline
 
 if TYPE_CHECKING:
+    from ..parts import ToolRequestPart
     from ..stores import SessionStore
     from ._items import PendingInterrupt, ResumableAgent
 
 
-def _policies(agent: ResumableAgent | None, tool: str) -> tuple[AnswerPolicy, ...] | None:
-    """The answer policies of ``agent``'s tool ``tool`` (``None``: the agent's tools are not known here)."""
-    loop: Any = getattr(agent, "loop", None)
-    by_name: Any = getattr(loop, "by_name", None)
-    if by_name is None:
-        return None
-    found: Any = by_name.get(tool)
-    return tuple(found.policies) if found is not None else ()
+def policies(agent: ResumableAgent | None, part: ToolRequestPart) -> tuple[AnswerPolicy, ...] | None:
+    """The answer policies of the tool that paused ``part`` (``None``: that tool is not known here)."""
+    found = tool_for(agent, part)
+    return None if found is None else found.policies
 
 
 async def extend(
@@ -49,14 +47,12 @@ async def extend(
     deadline = md.deadline_of(item.part)
     if deadline is None:
         raise FailedPreconditionError(f"{item.label} has no deadline to extend")
-    policies = _policies(agent, item.tool)
-    if policies is None:
-        if md.POLICY in (item.part.metadata or {}):
-            raise FailedPreconditionError(
-                f"{item.label} is asked under an answer policy, and agent {item.agent!r} is not served here to check it"
-            )
-        policies = ()
-    check_extension(policies, item.part, identity)
+    declared = policies(agent, item.part)
+    if declared is None and md.POLICY in (item.part.metadata or {}):
+        raise FailedPreconditionError(
+            f"{item.label} is asked under an answer policy, and agent {item.agent!r} is not served here to check it"
+        )
+    check_extension(declared or (), item.part, identity)
     old = datetime.fromisoformat(str(deadline.get("expiresAt")))
     if (by is None) == (until is None):
         raise InvalidArgumentError("extend the deadline either by a duration or until a time, one of them")

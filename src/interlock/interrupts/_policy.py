@@ -291,7 +291,30 @@ def check_answers(
 
 
 def _check_call(call: PlannedCall, identity: object, votes: Mapping[str, Any], *, automatic: bool) -> Vote | None:
-    part, policy, said, kind = call.request, call.policy, recorded(call.request), answer_kind(call)
+    part, kind = call.request, answer_kind(call)
+    found = asked_under(call.policy, part, identity, kind)
+    if found is None:
+        return None
+    policy, said = found
+    if automatic and identity == DEADLINE_IDENTITY:  # a passed deadline's answer: its policy is on_expire
+        return None
+    who = check_who(part, policy, said, identity, kind)
+    check_kind(policy, said, part, identity, kind, who, votes_on(votes, part), edit=call.replaced)
+    if call.replaced:
+        _check_edit(call, policy, identity)
+    quorum = quorum_of(said)
+    if quorum == 1 or (kind == "deny" and policy.deny_ends):
+        return None
+    # every vote is recorded; the store counts them, and the write of the one that reaches the quorum claims
+    assert kind in ("approve", "deny")
+    return Vote(key=call_key(part), part=part, by=who, decision=kind, digest=policy.digest, quorum=quorum)
+
+
+def asked_under(
+    policy: AnswerPolicy | None, part: ToolRequestPart, identity: object, kind: str
+) -> tuple[AnswerPolicy, Mapping[str, Any]] | None:
+    """The policy a paused call was asked under and its record (``None``: it has none); refuses a changed one."""
+    said = recorded(part)
     if policy is None and said is None:
         return None
     if policy is None or said is None or said.get("digest") != policy.digest:
@@ -303,9 +326,31 @@ def _check_call(call: PlannedCall, identity: object, votes: Mapping[str, Any], *
             identity,
             kind,
         )
-    if automatic and identity == DEADLINE_IDENTITY:  # a passed deadline's answer: its policy is on_expire
-        return None
-    who = _check_who(part, policy, said, identity, kind)
+    return policy, said
+
+
+def quorum_of(said: Mapping[str, Any]) -> int:
+    """The approvals a paused call needs, as its record says (1 when it says nothing readable)."""
+    k = said.get("quorum")
+    return k if isinstance(k, int) and not isinstance(k, bool) and k > 0 else 1
+
+
+def check_kind(
+    policy: AnswerPolicy,
+    said: Mapping[str, Any],
+    part: ToolRequestPart,
+    identity: object,
+    kind: str,
+    who: str,
+    cast: Sequence[Mapping[str, Any]],
+    *,
+    edit: bool,
+) -> None:
+    """The rules of the answer itself; raises the refusal.
+
+    Its kind allowed, an edit allowed at all, and under a quorum only approve or deny on the
+    original input, once per voter.
+    """
     if kind not in policy.decisions:
         raise refusal(
             "decision_not_allowed",
@@ -315,14 +360,30 @@ def _check_call(call: PlannedCall, identity: object, votes: Mapping[str, Any], *
             identity,
             kind,
         )
-    if call.replaced:
-        _check_edit(call, policy, identity)
-    return _quorum_vote(call, policy, said, who, kind, votes, identity)
+    quorum = quorum_of(said)
+    if edit and not policy.edits:
+        raise refusal("edit_not_allowed", f"answer policy {policy.name!r} allows no edits", part, identity, "edit")
+    if quorum == 1:
+        return
+    if kind not in ("approve", "deny") or edit:
+        raise refusal(
+            "edit_not_allowed" if edit else "decision_not_allowed",
+            f"tool {part.name!r} needs {quorum} approvals; vote with approve or deny on the original input",
+            part,
+            identity,
+            kind,
+        )
+    if any(v.get("by") == who for v in cast):
+        raise refusal(
+            "already_voted",
+            f"{who!r} has already voted on this call of tool {part.name!r}; it counts once",
+            part,
+            identity,
+            kind,
+        )
 
 
-def _check_who(
-    part: ToolRequestPart, policy: AnswerPolicy, said: Mapping[str, Any], identity: object, kind: str
-) -> str:
+def check_who(part: ToolRequestPart, policy: AnswerPolicy, said: Mapping[str, Any], identity: object, kind: str) -> str:
     """Separation of duties, then ``who``: the answering identity's name, or the refusal."""
     requester = said.get("requester")
     who = identity_key(identity)
@@ -353,18 +414,9 @@ def check_extension(policies: Sequence[AnswerPolicy], part: ToolRequestPart, ide
     Raises :class:`~interlock.errors.PermissionDeniedError` (``policy_changed``,
     ``requester_cannot_approve``, ``not_permitted``); a call without a policy may be extended by anyone.
     """
-    policy, said = policy_for(policies, part), recorded(part)
-    if policy is None and said is None:
-        return
-    if policy is None or said is None or said.get("digest") != policy.digest:
-        raise refusal(
-            "policy_changed",
-            f"the interrupt of tool {part.name!r} was asked under another answer policy than the tool has now",
-            part,
-            identity,
-            "extend",
-        )
-    _check_who(part, policy, said, identity, "extend")
+    found = asked_under(policy_for(policies, part), part, identity, "extend")
+    if found is not None:
+        check_who(part, found[0], found[1], identity, "extend")
 
 
 def _check_edit(call: PlannedCall, policy: AnswerPolicy, identity: object) -> None:
@@ -390,43 +442,6 @@ def _check_edit(call: PlannedCall, policy: AnswerPolicy, identity: object) -> No
             identity,
             "edit",
         )
-
-
-def _quorum_vote(
-    call: PlannedCall,
-    policy: AnswerPolicy,
-    said: Mapping[str, Any],
-    who: str,
-    kind: AnswerKind,
-    votes: Mapping[str, Any],
-    identity: object,
-) -> Vote | None:
-    k = said.get("quorum")
-    quorum = k if isinstance(k, int) and not isinstance(k, bool) and k > 0 else 1
-    if quorum == 1:
-        return None
-    part = call.request
-    if kind not in ("approve", "deny") or call.replaced:
-        raise refusal(
-            "edit_not_allowed" if call.replaced else "decision_not_allowed",
-            f"tool {part.name!r} needs {quorum} approvals; vote with approve or deny on the original input",
-            part,
-            identity,
-            kind,
-        )
-    cast = votes_on(votes, part)
-    if any(v.get("by") == who for v in cast):
-        raise refusal(
-            "already_voted",
-            f"{who!r} has already voted on this call of tool {part.name!r}; it counts once",
-            part,
-            identity,
-            kind,
-        )
-    if kind == "deny" and policy.deny_ends:
-        return None
-    # every vote is recorded; the store counts them, and the write of the one that reaches the quorum claims
-    return Vote(key=call_key(part), part=part, by=who, decision=kind, digest=policy.digest, quorum=quorum)
 
 
 def votes_of(snapshot: Snapshot | None) -> Mapping[str, Any]:

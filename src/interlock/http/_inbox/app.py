@@ -213,7 +213,9 @@ class InboxApp:
 
     async def _detail(self, request: Request, who: Who) -> Response:
         _no_query(request)
-        return json_response(await service.detail(self.inbox, request.path_params["snapshot_id"], who.tenant))
+        return json_response(
+            await service.detail(self.inbox, request.path_params["snapshot_id"], who.tenant, who.identity)
+        )
 
     async def _answer(self, request: Request, who: Who) -> Response:
         check_origin(request)

@@ -23,6 +23,8 @@ from ...agents._agent import PromptAgent
 from ...agents._delegation import tool_for
 from ...errors import AbortedError, ClaimConflictError, InvalidArgumentError, SnapshotNotFoundError
 from ...inbox._inbox import Answer, Approve, AuditEntry, Edit, Inbox, PendingInterrupt, Reject, Respond, Restart
+from ...interrupts._policy import votes_of
+from ...interrupts._policy_view import answer_view
 from ...records.snapshots import claim_state
 from ...tools._tool import Tool
 
@@ -151,6 +153,11 @@ def _tool(inbox: Inbox, item: PendingInterrupt) -> Tool[Any, Any, Any] | None:
     return tool_for(agent, item.part) if isinstance(agent, PromptAgent) else None
 
 
+def _policy(inbox: Inbox, item: PendingInterrupt, votes: Mapping[str, Any], identity: Any) -> dict[str, Any] | None:
+    found = _tool(inbox, item)
+    return answer_view(found.policies if found else (), item.part, votes, identity)
+
+
 def answer_options(inbox: Inbox, item: PendingInterrupt) -> dict[str, dict[str, Any]]:
     """The answers ``item`` takes, each with the JSON Schema of what it carries (``None``: any JSON)."""
     agent = inbox.agents.get(item.agent or "") if item.agent else None
@@ -177,10 +184,15 @@ async def waiting(inbox: Inbox, snapshot_id: str, tenant: str | None) -> list[Pe
         raise await answered(inbox, snapshot_id, tenant, exc) from None
 
 
-async def detail(inbox: Inbox, snapshot_id: str, tenant: str | None) -> dict[str, Any]:
-    """A snapshot's pending interrupts with their answer schemas, and its session's recent messages."""
+async def detail(inbox: Inbox, snapshot_id: str, tenant: str | None, identity: Any = None) -> dict[str, Any]:
+    """A snapshot's pending interrupts with their answer schemas, and its session's recent messages.
+
+    An interrupt asked under an answer policy carries ``policy``: who may answer, the votes so far,
+    and what ``identity`` may not do and why (:func:`interlock.interrupts._policy_view.answer_view`).
+    """
     items = await waiting(inbox, snapshot_id, tenant)
     snap = await inbox.store.load(snapshot_id, tenant=tenant) if inbox.store else None
+    votes = votes_of(snap)
     messages = snap.state.messages[-RECENT_MESSAGES:] if snap and snap.state else []
     first = items[0]
     return {
@@ -188,7 +200,10 @@ async def detail(inbox: Inbox, snapshot_id: str, tenant: str | None) -> dict[str
         "session_id": first.session_id,
         "agent": first.agent,
         "created_at": first.created_at.isoformat(),
-        "interrupts": [item_json(inbox, i) | {"part": part_to_json(i.part)} for i in items],
+        "interrupts": [
+            item_json(inbox, i) | {"part": part_to_json(i.part), "policy": _policy(inbox, i, votes, identity)}
+            for i in items
+        ],
         "messages": messages_to_json(messages),
     }
 
