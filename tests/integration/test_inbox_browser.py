@@ -253,6 +253,13 @@ async def test_the_page_shows_who_may_answer_the_votes_and_disables_what_the_vie
             await expect(page.locator(button)).to_be_disabled()
             assert await page.locator(button).get_attribute("title") == reason
     await vault.shot(alice, "policy-requester")
+    await mallory.evaluate("document.querySelector('button.approve').disabled = false")  # force it: the server decides
+    await mallory.click("button.approve")
+    refused = mallory.locator(".result .banner.error")
+    await expect(refused).to_have_attribute("data-status", "PERMISSION_DENIED", timeout=WAIT)
+    await expect(refused).to_contain_text("not_permitted")
+    snap = await vault.store.load(paused.snapshot_id or "")
+    assert snap is not None and not (snap.metadata or {}).get("votes") and snap.claimed_by is None
 
     await bob.goto(url)
     await expect(bob.locator(".policy .quorum")).to_have_text("0 of 2")
