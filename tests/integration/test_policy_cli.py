@@ -8,7 +8,7 @@ import pathlib
 from typing import Any
 
 import pytest
-from policy_bank import RUNS, TREASURY, bank
+from policy_bank import RUNS, TREASURY, bank, timed_bank
 
 import interlock.cli._inbox  # noqa: F401  # pyright: ignore[reportUnusedImport]  (registers the commands)
 from interlock import AgentOutput
@@ -71,3 +71,25 @@ def test_the_cli_refuses(
     assert json.loads(printed)["by"] == "bob" and (tmp_path / "runs").read_text() == "bob 500.0\n"
     assert main(["sessions", "show", out.session_id or "", "--store", str(db)]) == 0
     assert f"bob: approved transfer#t1 (policy {TREASURY.digest})" in capsys.readouterr()[0]
+
+
+def test_the_cli_extends_a_deadline_for_a_permitted_identity(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("INTERLOCK_STORE", raising=False)
+    db = tmp_path / "sessions.db"
+
+    async def go() -> AgentOutput:
+        async with SQLiteStore(db) as store:
+            return await timed_bank(store).run("pay bob 500", context={"identity": "alice"})
+
+    out = asyncio.run(go())
+    sid = out.snapshot_id or ""
+    args = ["inbox", "extend", sid, "--store", str(db), "--agents", "policy_bank:build_timed_agents", "--by", "1h"]
+    assert main([*args, "--as", "alice"]) == 1
+    assert "requester_cannot_approve" in capsys.readouterr()[1]
+    assert main([*args, "--as", "bob", "--json"]) == 0
+    said = json.loads(capsys.readouterr()[0])
+    assert said["by"] == "bob" and said["expires_at"] > (out.interrupts[0].meta("deadline") or {})["expiresAt"]
+    assert main(["sessions", "show", out.session_id or "", "--store", str(db)]) == 0
+    assert "bob: extended the deadline (to " in capsys.readouterr()[0]

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import pathlib
 from collections.abc import AsyncIterator
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
 import pytest
 from http_helpers import serve
-from policy_bank import ALICE, RUNS, bank, who
+from policy_bank import ALICE, RUNS, bank, timed_bank, who
 
 from interlock import AgentOutput, PromptAgent, RemoteAgent, Resume
+from interlock import metadata as md
 from interlock.errors import PermissionDeniedError
 from interlock.http import AgentServer
 from interlock.http._inbox import InboxApp
@@ -127,3 +129,28 @@ async def test_the_inbox_api_refuses(served: Bank, reason: str, user: str, body:
         )
     assert ok.status_code == 200, ok.text
     assert RUNS == [{"to": "bob", "amount": 400.0}]
+
+
+async def test_the_inbox_api_extends_a_deadline_for_a_permitted_identity(tmp_path: pathlib.Path) -> None:
+    async with SQLiteStore(tmp_path / "timed.db") as store:
+        agent = timed_bank(store)
+        async with serve(InboxApp(Inbox(store, agents=[agent]), context=who)) as url:
+            out = await agent.run("pay bob 500", context={"identity": ALICE})
+            old = datetime.fromisoformat(md.deadline_of(out.interrupts[0])["expiresAt"])  # type: ignore[index]
+            path = f"/api/interrupts/{out.snapshot_id}/extend"
+            for user, body, code, reason in (
+                ("mallory", {"by": "1h"}, 403, "not_permitted"),
+                ("alice", {"by": "1h"}, 403, "requester_cannot_approve"),
+                ("bob", {"by": "soon"}, 400, None),
+                ("bob", {"by": "1h", "when": "now"}, 400, None),
+            ):
+                async with httpx.AsyncClient(base_url=url, headers={"x-user": user}) as c:
+                    refused = await c.post(path, json=body)
+                assert refused.status_code == code, refused.text
+                assert reason is None or refused.json()["details"]["reason"] == reason
+            async with httpx.AsyncClient(base_url=url, headers={"x-user": "bob"}) as c:
+                ok = await c.post(path, json={"by": "2h"})
+                assert ok.status_code == 200, ok.text
+                assert datetime.fromisoformat(ok.json()["expires_at"]) == old + timedelta(hours=2)
+                audit = (await c.get(f"/api/sessions/{out.session_id}/audit")).json()["entries"]
+            assert [(e["by"], e["restart"][0]["kind"]) for e in audit] == [("bob", "extend")]

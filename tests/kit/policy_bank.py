@@ -125,3 +125,22 @@ async def guarded_transfer(req: Transfer, ctx: ToolContext[Any], approval: Appro
 def guarded_bank(store: SessionStore | None = None) -> PromptAgent:
     """The bank with :data:`guarded_transfer`: an approval whose balance no longer holds is asked again."""
     return PromptAgent("bank", ScriptedModel([_plan] * 100), tools=[guarded_transfer], store=store)
+
+
+@tool(policy=TREASURY, expires_in=3600, name="transfer")
+async def timed_transfer(req: Transfer, ctx: ToolContext[Any], approval: Approval | None) -> str:
+    """Move money; treasury approves within the hour."""
+    if approval is None:
+        ctx.interrupt({"to": req.to, "amount": req.amount})
+    _count(req)
+    return "sent"
+
+
+def timed_bank(store: SessionStore | None = None) -> PromptAgent:
+    """The bank whose transfers wait an hour (deadlines to extend)."""
+    return PromptAgent("bank", ScriptedModel([_plan] * 100), tools=[timed_transfer], store=store)
+
+
+def build_timed_agents(store: SessionStore) -> list[PromptAgent]:
+    """For ``--agents policy_bank:build_timed_agents``."""
+    return [timed_bank(store)]

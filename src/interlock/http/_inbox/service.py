@@ -401,3 +401,25 @@ async def audit(inbox: Inbox, tenant: str | None, *, session_id: str | None, lim
             raise SnapshotNotFoundError(f"there is no session {session_id}" + (f" in tenant {tenant!r}" * bool(tenant)))
         return [e.to_json() for e in entries[-limit:]]
     return [e.to_json() for e in await inbox.audit_all(tenant=tenant, limit=limit)]
+
+
+async def extend(
+    inbox: Inbox, snapshot_id: str, body: Mapping[str, Any], *, identity: Any, tenant: str | None
+) -> dict[str, Any]:
+    """``POST .../extend``: move the deadline (``by`` a duration, or ``until`` a time); the new one."""
+    unknown = sorted(set(body) - {"by", "until", "ref", "tool"})
+    if unknown:
+        raise InvalidArgumentError(f"unknown field {unknown[0]!r}; an extension takes by or until, and ref or tool")
+    by, until, ref, tool = (body.get(k) for k in ("by", "until", "ref", "tool"))
+    for name, value in (("by", by), ("until", until), ("ref", ref), ("tool", tool)):
+        if value is not None and not isinstance(value, str):
+            raise InvalidArgumentError(f"{name} is a string, not {type(value).__name__}")
+    moved = parse_duration(by, "by") if by is not None else None
+    try:
+        when = datetime.fromisoformat(until) if until is not None else None
+    except ValueError:
+        raise InvalidArgumentError(f"until is an ISO 8601 time with its offset, not {until!r}") from None
+    if when is not None and when.tzinfo is None:
+        raise InvalidArgumentError("until needs its UTC offset (e.g. 2030-01-01T12:00:00+00:00)")
+    new = await inbox.extend(snapshot_id, by=moved, until=when, ref=ref, tool=tool, identity=identity, tenant=tenant)
+    return {"snapshot_id": snapshot_id, "expires_at": new.isoformat()}
