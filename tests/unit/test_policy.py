@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from policy_bank import ALICE, BOB, CAROL, MALLORY, RUNS, TREASURY, bank, transfer
 
-from interlock import AgentOutput, PromptAgent, Resume
+from interlock import AgentOutput, InMemoryStore, Message, PromptAgent, Resume, ToolRequestPart, delegate
 from interlock import metadata as md
 from interlock.agents._host import Host
 from interlock.errors import PermissionDeniedError, UsageError
@@ -33,6 +33,7 @@ from interlock.interrupts import (
 from interlock.interrupts._tokens import TokenSigner, check_tokens, vote_token
 from interlock.interrupts._who import any_of, identity_key
 from interlock.stores.sqlite import SQLiteStore
+from interlock.testing import ScriptedModel
 
 
 @pytest.fixture
@@ -262,3 +263,22 @@ async def test_a_vote_token_serves_its_voter_only(store: SQLiteStore) -> None:
     assert refused.value.details == {"reason": "other-voter"} and RUNS == []
     done = await agent.run(resume=Resume(restart=[mine]), snapshot_id=out.snapshot_id, context={"identity": BOB})  # type: ignore[list-item]
     assert done.finish_reason == "stop" and len(RUNS) == 1
+
+
+async def test_a_sub_agents_call_is_checked_by_the_sub_agent_under_the_same_identity() -> None:
+    store = InMemoryStore()
+    pay = Message(role="model", content=[ToolRequestPart(name="transfer", ref="t1", input={"to": "bob", "amount": 5})])
+    hand = Message(role="model", content=[ToolRequestPart(name="delegate_to_banker", ref="d1", input={"task": "pay"})])
+    banker = PromptAgent("banker", ScriptedModel([pay, "banker: sent"]), tools=[transfer], store=store)
+    boss = PromptAgent("boss", ScriptedModel([hand, "boss: done"]), tools=delegate([banker]), store=store)
+    out = await boss.run("pay bob", context={"identity": ALICE})
+    (part,) = out.interrupts
+    assert part.meta("answerPolicy")["requester"] == "alice"  # surfaced with its record
+    approve = _resume(out, Decision.approve({"approved": True}))
+    for who, reason in ((ALICE, "requester_cannot_approve"), (MALLORY, "not_permitted")):
+        with pytest.raises(PermissionDeniedError) as refused:
+            await boss.run(resume=approve, snapshot_id=out.snapshot_id, context={"identity": who})
+        assert refused.value.details["reason"] == reason
+    assert RUNS == [] and len(await boss.pending_interrupts(out.snapshot_id)) == 1
+    done = await boss.run(resume=approve, snapshot_id=out.snapshot_id, context={"identity": BOB})
+    assert done.text == "boss: done" and RUNS == [{"to": "bob", "amount": 5.0}]

@@ -292,6 +292,8 @@ def check_answers(
 
 def _check_call(call: PlannedCall, identity: object, votes: Mapping[str, Any], *, automatic: bool) -> Vote | None:
     part, kind = call.request, answer_kind(call)
+    if md.surfaced_from(part) is not None:  # a sub-agent's call: its own turn checks the answer it is handed
+        return None
     found = asked_under(call.policy, part, identity, kind)
     if found is None:
         return None
