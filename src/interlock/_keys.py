@@ -66,3 +66,13 @@ DELEGATED_BY = "delegatedBy"
 
 The inbox lists such a snapshot's interrupts once, surfaced under the delegating session.
 """
+POLICY = "answerPolicy"
+"""Tool request (interrupt): ``{name, digest, requester, quorum}``, the answer policy it was asked under."""
+VOTES = "votes"
+"""Snapshot metadata: ``{"tool#ref": [{by, at, decision, digest}]}``, the quorum votes cast on its interrupts."""
+REASKED = "reasked"
+"""Tool request (interrupt): ``{reason, at}``, an approved call asked again because its tool's recheck failed."""
+WARNED = "warned"
+"""Snapshot metadata: ``{"tool#ref": {"at", "expiresAt"}}``, the ``interrupt.expiring`` warnings sent."""
+EXTENDED = "extended"
+"""Snapshot metadata: ``{"tool#ref": [{"by", "at", "from", "to"}]}``, who moved a deadline, when, how far."""

@@ -273,9 +273,21 @@ class Interrupt(Exception):
     and ends the turn with finish reason ``interrupted``. Prefer ``ctx.interrupt(data)``.
     """
 
-    def __init__(self, data: Any = None, *, expires_in: float | None = None, on_expire: Any = None) -> None:
+    def __init__(
+        self,
+        data: Any = None,
+        *,
+        expires_in: float | None = None,
+        on_expire: Any = None,
+        policy: Any = None,
+        warn_before: float | None = None,
+    ) -> None:
         super().__init__(data)
         self.data = data
+        self.warn_before = warn_before
+        """Seconds before the deadline an ``interrupt.expiring`` notification goes out; ``None``: the tool's."""
+        self.policy = policy
+        """The :class:`~interlock.interrupts.AnswerPolicy` of this interrupt; ``None``: the tool's default."""
         self.expires_in = expires_in
         """Seconds until this interrupt's deadline (:mod:`interlock.tools._expiry`); ``None``: the tool's default."""
         self.on_expire = on_expire

@@ -28,6 +28,11 @@ key                       where, and what it means
 ``surfacedFrom``          tool request (a surfaced interrupt): ``{name, ref}`` of the delegation call it belongs to
 ``delegatedBy``           snapshot (and a sub-agent's context): ``{sessionId}`` of the session that delegated it
 ``handoff``               pending snapshot: the input and context a worker runs it with (``_engine.handoff``)
+``answerPolicy``          tool request (interrupt): ``{name, digest, requester, quorum}``, who may answer it
+``reasked``               tool request (interrupt): ``{reason, at}``, an approval its tool's recheck found stale
+``warned``                snapshot: ``{tool#ref: {at, expiresAt}}``, the expiry warnings sent (once per deadline)
+``extended``              snapshot: ``{tool#ref: [{by, at, from, to}]}``, the deadline extensions, audited
+``votes``                 snapshot: ``{tool#ref: [{by, at, decision, digest}]}``, the quorum votes cast so far
 ========================  ===================================================================
 
 A delegation call (:mod:`interlock.agents._delegation`) whose sub-agent paused is kept in the paused
@@ -73,6 +78,9 @@ from ._keys import (
     EXPIRED as EXPIRED,
 )
 from ._keys import (
+    EXTENDED as EXTENDED,
+)
+from ._keys import (
     HANDOFF as HANDOFF,
 )
 from ._keys import (
@@ -92,6 +100,12 @@ from ._keys import (
 )
 from ._keys import (
     PENDING_OUTPUT as PENDING_OUTPUT,
+)
+from ._keys import (
+    POLICY as POLICY,
+)
+from ._keys import (
+    REASKED as REASKED,
 )
 from ._keys import (
     REASON as REASON,
@@ -123,6 +137,12 @@ from ._keys import (
 from ._keys import (
     TRACE_CONTEXT as TRACE_CONTEXT,
 )
+from ._keys import (
+    VOTES as VOTES,
+)
+from ._keys import (
+    WARNED as WARNED,
+)
 from .errors import UsageError
 
 if TYPE_CHECKING:
@@ -138,6 +158,8 @@ __all__ = [
     "INTERRUPT_RESPONSE",
     "PENDING",
     "PENDING_OUTPUT",
+    "POLICY",
+    "REASKED",
     "REASON",
     "RECLAIMED_FROM",
     "REQUEUED",
@@ -155,6 +177,9 @@ __all__ = [
     "SOURCE",
     "SURFACED_FROM",
     "TRACE_CONTEXT",
+    "VOTES",
+    "WARNED",
+    "EXTENDED",
     "agent_path",
     "approval",
     "deadline_of",

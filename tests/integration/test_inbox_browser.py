@@ -12,12 +12,14 @@ import pathlib
 import shutil
 from collections.abc import AsyncIterator
 
+import policy_bank
 import pytest
 from http_helpers import serve
 from inbox_apps import RUNS, build_app
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
 from interlock import Agent, AgentOutput
+from interlock.http._inbox import InboxApp
 from interlock.inbox._inbox import Inbox
 from interlock.stores.sqlite import SQLiteStore
 
@@ -221,3 +223,63 @@ async def test_a_filtered_list_stays_filtered_as_it_updates(site: Site) -> None:
     await page.select_option("select[name=order]", "newest")
     await expect(page).to_have_url(f"{site.url}/?agent=ops&tool=&older_than=&order=newest", timeout=WAIT)
     await expect(page.locator("tr.item")).to_have_count(1)
+
+
+@pytest.fixture
+async def vault(tmp_path: pathlib.Path) -> AsyncIterator[Site]:
+    """The policy bank (treasury approves, never the requester, two above 10 000) served with its people."""
+    chromium = _chromium()
+    async with SQLiteStore(tmp_path / "vault.db") as store:
+        agent = policy_bank.bank(store)
+        app = InboxApp(Inbox(store, agents=[agent]), context=policy_bank.who, poll_interval=0.3)
+        async with serve(app) as url, async_playwright() as pw:
+            browser = await pw.chromium.launch(executable_path=chromium)
+            try:
+                yield Site(store, [agent], url, browser, tmp_path)
+            finally:
+                await browser.close()
+
+
+async def test_the_page_shows_who_may_answer_the_votes_and_disables_what_the_viewer_may_not_do(vault: Site) -> None:
+    policy_bank.RUNS.clear()
+    paused = await vault.agents["bank"].run("pay bob 25000", context={"identity": policy_bank.ALICE})
+    url = f"{vault.url}/interrupts/{paused.snapshot_id}"
+    alice, mallory, bob = await vault.page("alice"), await vault.page("mallory"), await vault.page("bob")
+    for page, reason in ((alice, "requester_cannot_approve"), (mallory, "not_permitted")):
+        await page.goto(url)
+        await expect(page.locator(".policy")).to_contain_text("has_role('treasury')")
+        await expect(page.locator(".policy")).to_contain_text("not alice (who asked)")
+        for button in ("button.approve", "button.reject"):
+            await expect(page.locator(button)).to_be_disabled()
+            assert await page.locator(button).get_attribute("title") == reason
+    await vault.shot(alice, "policy-requester")
+    await mallory.evaluate("document.querySelector('button.approve').disabled = false")  # force it: the server decides
+    await mallory.click("button.approve")
+    refused = mallory.locator(".result .banner.error")
+    await expect(refused).to_have_attribute("data-status", "PERMISSION_DENIED", timeout=WAIT)
+    await expect(refused).to_contain_text("not_permitted")
+    snap = await vault.store.load(paused.snapshot_id or "")
+    assert snap is not None and not (snap.metadata or {}).get("votes") and snap.claimed_by is None
+
+    await bob.goto(url)
+    await expect(bob.locator(".policy .quorum")).to_have_text("0 of 2")
+    await expect(bob.locator("button.approve")).to_be_enabled()
+    await expect(bob.locator("details[data-decision=respond] button")).to_be_disabled()
+    await bob.click("button.approve")
+    await expect(bob.locator(".result [data-state=voted]")).to_be_visible(timeout=WAIT)
+    await bob.reload()
+    await expect(bob.locator(".policy .quorum")).to_have_text("1 of 2")
+    await expect(bob.locator(".votes li[data-voter=bob]")).to_contain_text("bob voted approve")
+    await expect(bob.locator("button.approve")).to_be_disabled()
+    assert await bob.locator("button.approve").get_attribute("title") == "already_voted"
+    await vault.shot(bob, "policy-voted")
+    assert policy_bank.RUNS == []
+
+    carol = await vault.page("carol")
+    await carol.goto(url)
+    await expect(carol.locator(".votes li")).to_have_count(1)
+    await carol.click("button.approve")
+    await expect(carol.locator(".result .banner[data-state=answered]")).to_contain_text(
+        "The turn finished (stop)", timeout=WAIT
+    )
+    assert policy_bank.RUNS == [{"to": "bob", "amount": 25000.0}]

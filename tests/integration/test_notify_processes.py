@@ -98,6 +98,28 @@ async def test_two_servers_racing_apply_each_deadline_once(tmp_path: pathlib.Pat
     assert sorted(set(delivered)) == sorted(e.id for e in events)  # each event delivered (at least once)
 
 
+@pytest.mark.parametrize("kind", KINDS)
+async def test_two_servers_racing_send_each_expiry_warning_once(tmp_path: pathlib.Path, kind: str) -> None:
+    db = locate(kind, tmp_path / "bank.db")
+    async with store_at(db) as store:
+        await store.ready()
+    with receiver() as hook:
+        env = {"NOTIFY_DB": str(db), "NOTIFY_HOOK": hook.url, "NOTIFY_EXPIRES": "3600", "NOTIFY_WARN": "3598.5"}
+        with started(tmp_path, "notify_app:server", *RACE, env=env) as servers:
+            async with httpx.AsyncClient(timeout=60) as http:
+                runs = [RemoteAgent(f"{servers[i % 2].url}/bank", http=http).run("pay bob 5") for i in range(SESSIONS)]
+                outs = await asyncio.gather(*runs)
+            async with store_at(db) as store, asyncio.timeout(60):
+                while True:
+                    warns = [e for e in await store.outbox_events(channel=DEADLINE) if e.type == "deadline.warn"]
+                    if len(warns) == SESSIONS and all(e.status == "done" for e in warns):
+                        break
+                    await asyncio.sleep(0.1)
+                expiring = [e for e in await store.outbox_events(channel=WEBHOOK) if e.type == "interrupt.expiring"]
+                assert len(await Inbox(store).pending()) == SESSIONS  # warned, still waiting
+    assert sorted(e.data["snapshotId"] for e in expiring) == sorted(o.snapshot_id or "" for o in outs)
+
+
 async def _settled(store: SessionStore, channel: str, count: int) -> list[OutboxEvent]:
     """Wait until the outbox holds ``count`` rows of ``channel``, all done; returns them."""
     async with asyncio.timeout(60):

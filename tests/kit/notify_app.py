@@ -4,7 +4,8 @@ Served: ``NOTIFY_DB=... NOTIFY_HOOK=http://127.0.0.1:PORT/ interlock serve notif
 --webhooks notify_app:webhooks [--deadlines]``. Environment: ``NOTIFY_DB`` (the store: a SQLite
 file, or a :mod:`store_kinds` location naming a PostgreSQL schema), ``NOTIFY_HOOK`` (the
 receiver), ``NOTIFY_LOG`` (a file each tool run and model call appends a line to),
-``NOTIFY_POLICY`` (``reject``/``respond``/``escalate``; ``all``: three agents ``bank-reject``,
+``NOTIFY_WARN`` (seconds of ``warn_before``, for one ``bank`` that escalates), ``NOTIFY_POLICY``
+(``reject``/``respond``/``escalate``; ``all``: three agents ``bank-reject``,
 ``bank-respond`` and ``bank-escalate``), ``NOTIFY_EXPIRES`` (seconds), ``NOTIFY_LEASE`` (the
 webhook lease, seconds).
 """
@@ -78,12 +79,13 @@ def bank(
     notify: bool = True,
     tokens: bool = True,
     name: str = "bank",
+    warn_before: float | None = None,
 ) -> PromptAgent:
     """The bank agent: ``transfer`` pauses for approval (with the deadline given), then runs.
 
     Log lines of an agent not named ``bank`` end with its name."""
 
-    @tool(expires_in=expires_in, on_expire=on_expire)
+    @tool(expires_in=expires_in, on_expire=on_expire, warn_before=warn_before)
     async def transfer(req: Transfer, ctx: ToolContext[Any], approval: Approval | None) -> str:
         """Move money once approved."""
         if approval is None:
@@ -116,7 +118,10 @@ def _served() -> tuple[Any, Any]:
     policy = os.environ.get("NOTIFY_POLICY")
     expires = float(os.environ["NOTIFY_EXPIRES"]) if os.environ.get("NOTIFY_EXPIRES") else None
     log = _env_path("NOTIFY_LOG")
-    if policy == "all":
+    warn = float(os.environ["NOTIFY_WARN"]) if os.environ.get("NOTIFY_WARN") else None
+    if warn is not None:
+        agents = [bank(store, log=log, expires_in=expires, warn_before=warn, on_expire=POLICIES["escalate"])]
+    elif policy == "all":
         agents = [bank(store, log=log, expires_in=expires, on_expire=p, name=f"bank-{k}") for k, p in POLICIES.items()]
     else:
         agents = [bank(store, log=log, expires_in=expires, on_expire=POLICIES[policy] if policy else None)]

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from ..errors import ClaimConflictError
 from ..records._outbox import OutboxEvent
 from ..records._sessions import Snapshot
-from ..records.snapshots import ClaimState as ClaimState
 from ..records.snapshots import (
+    Ballot,
     ClaimTake,
     answer_claim,
     conflict,
@@ -39,6 +39,7 @@ from ..records.snapshots import (
     settle_claimed,
     take_claim,
 )
+from ..records.snapshots import ClaimState as ClaimState
 from ..records.snapshots import claim_state as claim_state
 from ..records.snapshots import consumed_tokens as consumed_tokens
 from ..records.snapshots import is_answerable as is_answerable
@@ -65,6 +66,8 @@ class Claims:
     ) -> ClaimHold:
         """Claim ``parent_id`` for ``turn_id`` and keep the lease fresh until the hold ends.
 
+        See :meth:`vote` for a resume that casts quorum votes.
+
         ``journal`` is written in the claim's transaction (the intents of the calls the
         resume restarts, :meth:`interlock._engine.effects.Effects.prepare`): only if the claim is taken.
 
@@ -79,14 +82,36 @@ class Claims:
             PermissionDeniedError: a token was spent (``replayed``) on a snapshot nobody answered.
             SnapshotNotFoundError: there is no such snapshot.
         """
+        hold = await self.vote(parent_id, turn_id, nonces=nonces, journal=journal)
+        assert hold is not None
+        return hold
+
+    async def vote(
+        self,
+        parent_id: str,
+        turn_id: str,
+        *,
+        nonces: Sequence[str] = (),
+        journal: Sequence[tuple[str, JournalUpdater]] = (),
+        ballots: Sequence[Ballot] = (),
+    ) -> ClaimHold | None:
+        """:meth:`take`, recording ``ballots`` (quorum votes) in the same write first.
+
+        ``None`` when the votes were recorded without reaching every call's quorum (nothing is
+        claimed, ``journal`` is not written); else the hold, as :meth:`take` gives it: the vote
+        that reaches the quorum claims the row in the write that records it, so of racing voters
+        exactly one resumes. A voter already recorded is refused (``already_voted``).
+        """
         steal: str | None = None
         for _ in range(3):
-            take = take_claim(turn_id, ttl=self.ttl, steal=steal, nonces=nonces)
+            take = take_claim(turn_id, ttl=self.ttl, steal=steal, nonces=nonces, ballots=ballots)
             writes: list[tuple[str, Updater]] = [(parent_id, take)]
             if steal is not None:
                 writes.append((steal, fail_taken_over(turn_id)))
             entries = [(key, _if_taken(take, update)) for key, update in journal]
             written = await self.store.save_all(writes, tenant=self.tenant, journal=entries)
+            if take.voted_only:
+                return None
             if written[0] is not None:
                 hold = ClaimHold(
                     claims=self, parent_id=parent_id, turn_id=turn_id, reclaimed_from=steal, nonces=tuple(nonces)
@@ -203,4 +228,4 @@ class ClaimHold:
 
 def _if_taken(take: ClaimTake, update: JournalUpdater) -> JournalUpdater:
     """``update``, applied only when ``take`` took the claim (its row is written before journal entries)."""
-    return lambda cur: update(cur) if take.lapsed is None else None
+    return lambda cur: update(cur) if take.lapsed is None and not take.voted_only else None

@@ -22,6 +22,8 @@ event (channel)            written when
 (webhook)                  (:mod:`interlock.notify._deadlines`)
 ``deadline.due``           a turn pauses on an interrupt with a deadline (every
 (deadline)                 server-managed agent); due at the deadline
+``deadline.warn``          the same, with ``warn_before``: due that long before it
+(deadline)                 (the sweeper sends ``interrupt.expiring``, once)
 =========================  ===========================================================
 
 ``interrupt.escalated`` is written by :mod:`interlock.notify._deadlines` itself, with the
@@ -33,7 +35,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from .. import metadata as md
@@ -46,7 +48,7 @@ from ..messages import Message
 from ..parts import ToolRequestPart, ToolResponsePart
 from ..records._outbox import DEADLINE, WEBHOOK, OutboxEvent, new_event
 from ..records._sessions import ErrorInfo, Session, Snapshot, utcnow
-from ..records.snapshots import put_row
+from ..records.snapshots import Ballot, put_row
 from ..stores import JournalStore, JournalUpdater, SnapshotStore, Updater
 from .claims import ClaimHold, Claims
 from .effects import Effects
@@ -95,17 +97,20 @@ class TurnWriter:
         nonces: tuple[str, ...],
         effects: Effects | None,
         index: int,
-    ) -> ClaimHold:
+        ballots: Sequence[Ballot] = (),
+    ) -> ClaimHold | None:
         """Claim the interrupted ``parent``; the intents of the calls the resume restarts go in the same write.
 
-        ``index`` is the position of the paused message in the history.
+        ``index`` is the position of the paused message in the history. With quorum ``ballots``
+        the votes are recorded in that write, and ``None`` means they did not reach the quorum
+        (nothing claimed: the resume ends there, its votes kept).
         """
         journal: list[tuple[str, JournalUpdater]] = []
         if effects is not None:
             restarts = [(c.request, c.value) for c in plan.calls if c.verb == "restart"]
             journal = effects.prepare(restarts, index)
-        hold = await self.claims.take(parent.snapshot_id, turn_id, nonces=nonces, journal=journal)
-        if effects is not None:
+        hold = await self.claims.vote(parent.snapshot_id, turn_id, nonces=nonces, journal=journal, ballots=ballots)
+        if effects is not None and hold is not None:
             effects.claimed()
         return hold
 
@@ -205,26 +210,31 @@ def audit_record(resume: Resume, context: Mapping[str, Any], *, plan: ResumePlan
     its verb: ``name``, ``ref``, ``decision`` (``approve``/``deny`` from an explicit
     decision or the tool's declared rule, else ``None``) and the restart's ``payload``
     (``resumed`` as sent, without the approval marker) or the respond's ``output``; a
-    respond a passed deadline applied (:mod:`interlock.notify._deadlines`) adds ``expired``: its policy.
+    respond a passed deadline applied (:mod:`interlock.notify._deadlines`) adds ``expired``: its policy;
+    a call asked under an answer policy adds ``policy``: that policy's digest.
     """
-    planned: dict[tuple[str, str | None], DecisionLabel | None] = (
-        {(c.request.name, c.request.ref or None): c.decision for c in plan.calls} if plan else {}
-    )
+    calls = {(c.request.name, c.request.ref or None): c for c in plan.calls} if plan else {}
     identity = context.get("identity")
 
     def label(entry: ToolRequestPart | ToolResponsePart) -> DecisionLabel | None:
-        return decision_of(entry) or planned.get((entry.name, entry.ref or None))
+        call = calls.get((entry.name, entry.ref or None))
+        return decision_of(entry) or (call.decision if call else None)
+
+    def policy(row: dict[str, Any], entry: ToolRequestPart | ToolResponsePart) -> dict[str, Any]:
+        call = calls.get((entry.name, entry.ref or None))
+        said = call.request.meta(md.POLICY) if call else None
+        return {**row, "policy": said["digest"]} if is_object(said) and "digest" in said else row
 
     def respond_row(p: ToolResponsePart) -> dict[str, Any]:
         row = {"name": p.name, "ref": p.ref, "decision": label(p), "output": p.output}
         expired = md.expired_by(p)
-        return row if expired is None else {**row, "expired": expired}
+        return policy(row if expired is None else {**row, "expired": expired}, p)
 
     return {
         "by": identity if isinstance(identity, (str, int, float, dict)) else None,
         "at": utcnow().isoformat(),
         "respond": [respond_row(p) for p in resume.respond],
-        "restart": [_restart_row(p, label(p)) for p in resume.restart],
+        "restart": [policy(_restart_row(p, label(p)), p) for p in resume.restart],
     }
 
 
@@ -299,10 +309,25 @@ def _paused(
         if notify:
             kind = "effect.in_doubt" if data["inDoubt"] else "interrupt.created"
             events.append(new_event(WEBHOOK, kind, data, tenant=tenant))
-        at = cast(str | None, data["expiresAt"])
-        if at is not None:
-            timer = {k: data[k] for k in ("agent", "sessionId", "snapshotId", "tool", "ref", "expiresAt")}
-            events.append(new_event(DEADLINE, "deadline.due", timer, tenant=tenant, due_at=datetime.fromisoformat(at)))
+        events += deadline_timers(data, md.deadline_of(part), tenant)
+    return events
+
+
+def deadline_timers(data: dict[str, Any], deadline: dict[str, Any] | None, tenant: str | None) -> list[OutboxEvent]:
+    """The timers of a pending interrupt's deadline: ``deadline.due`` at it, ``deadline.warn`` ``warnBefore`` earlier.
+
+    ``data`` is :func:`interrupt_data`'s (its ``expiresAt`` the deadline's); a moved deadline gets new timers
+    (the old ones find it moved and wait, or do nothing).
+    """
+    at = cast(str | None, data.get("expiresAt"))
+    if at is None:
+        return []
+    due = datetime.fromisoformat(at)
+    timer = {k: data[k] for k in ("agent", "sessionId", "snapshotId", "tool", "ref", "expiresAt")}
+    events = [new_event(DEADLINE, "deadline.due", timer, tenant=tenant, due_at=due)]
+    warn = (deadline or {}).get("warnBefore")
+    if isinstance(warn, (int, float)) and not isinstance(warn, bool):
+        events.append(new_event(DEADLINE, "deadline.warn", timer, tenant=tenant, due_at=due - timedelta(seconds=warn)))
     return events
 
 

@@ -25,12 +25,14 @@ from ..errors import (
     NotFoundError,
     ToolError,
     ToolInputError,
+    UsageError,
 )
 from ..interrupts._plan import PlannedCall, Resume, ResumePlan, plan_resume
+from ..interrupts._policy import check_answers, pause_record, recorded
 from ..messages import Message
 from ..models import ChunkCallback, Model, ModelChunk, ModelRequest, Usage
 from ..parts import Part, ToolRequestPart, ToolResponsePart, with_metadata
-from ..records._sessions import Session
+from ..records._sessions import Session, utcnow
 from ..telemetry import _calls as telemetry
 from ..tools._context import ToolContext, ToolMiddleware
 from ..tools._expiry import deadline_metadata
@@ -230,6 +232,13 @@ class _TurnState:
         self.errors_sent[name] = sent + 1
         return True, {"error": error.message}
 
+    def _requester(self, planned: PlannedCall | None) -> object:
+        """Who asked for a call: the identity that started this turn, or the one its resumed interrupt recorded."""
+        said = recorded(planned.request) if planned is not None else None
+        if said is not None:
+            return said.get("requester")
+        return self.context.get("identity")
+
     def unknown_tool(self, name: str) -> NotFoundError:
         known = ", ".join(sorted(self.loop.by_name)) or "none"
         return NotFoundError(f"the model asked for tool {name!r}, which this agent does not have (its tools: {known})")
@@ -271,11 +280,15 @@ class _TurnState:
             context=self.context,
             reclaimed_from=reclaimed_from,
         )
+        if planned is not None and planned.decision != "deny" and tool.recheck is not None:
+            reason = await _recheck(tool, value, ctx)
+            if reason is not None:  # consent went stale: ask again instead of running on it
+                return False, _reask(tool, planned, reason, self._requester(planned))
         try:
             with telemetry.tool_call(part, description=tool.description, resumed=planned is not None) as traced:
                 return True, traced.output(await self._through_middleware(tool, ctx, value, index, retry))
         except Interrupt as signal:
-            return False, _pause(tool, signal)
+            return False, _pause(tool, signal, part, self._requester(planned))
         except InterlockError:
             raise
         except Exception as exc:
@@ -323,6 +336,8 @@ class _TurnState:
         if plan is None and resume is not None:
             _plan_for(self, ResumePlan(resume=resume))  # the precondition comes first
             plan = loop.check_resume(resume, self.history)
+            if check_answers(plan, self.context.get("identity")):  # a bare tool loop keeps no votes
+                raise FailedPreconditionError("a quorum vote needs a server-managed agent (its store keeps the votes)")
         elif plan is not None and not plan.schemas_checked and loop.tools:
             plan = loop.check_resume(plan.resume, self.history)
         if plan is not None:
@@ -376,11 +391,43 @@ class _TurnState:
             self.message_index += 1
 
 
-def _pause(tool: Tool[Any, Any, Any], signal: Interrupt) -> dict[str, Any]:
-    """The metadata a paused request gets: ``interrupt`` (its data) and, with a deadline, ``deadline``."""
+def _pause(tool: Tool[Any, Any, Any], signal: Interrupt, part: ToolRequestPart, requester: object) -> dict[str, Any]:
+    """The metadata a paused request gets: ``interrupt`` (its data), ``deadline`` and ``answerPolicy``.
+
+    ``answerPolicy`` is :func:`interlock.interrupts._policy.pause_record`'s, for a tool with a policy.
+    """
     value = md.interrupt_value(signal.data)
-    deadline = deadline_metadata(tool, value, expires_in=signal.expires_in, on_expire=signal.on_expire)
-    return {md.INTERRUPT: value} if deadline is None else {md.INTERRUPT: value, md.DEADLINE: deadline}
+    deadline = deadline_metadata(
+        tool, value, expires_in=signal.expires_in, on_expire=signal.on_expire, warn_before=signal.warn_before
+    )
+    meta = {md.INTERRUPT: value} if deadline is None else {md.INTERRUPT: value, md.DEADLINE: deadline}
+    policy = pause_record(tool.policies, signal.policy, part.meta(md.REPLACED_INPUT, part.input), requester)
+    return meta if policy is None else {**meta, md.POLICY: policy}
+
+
+async def _recheck(tool: Tool[Any, Any, Any], value: object, ctx: ToolContext[Any]) -> str | None:
+    """The tool's recheck on a resumed call: why its approval no longer holds, or ``None``."""
+    assert tool.recheck is not None
+    try:
+        said = tool.recheck(value, ctx)
+        if inspect.isawaitable(said):
+            said = await said
+    except Exception as exc:  # the call does not run on an approval nobody could confirm
+        raise ToolError(f"the recheck of tool {tool.name!r} failed: {exc}", tool=tool.name) from exc
+    if said is None:
+        return None
+    if not isinstance(said, str) or not said:
+        raise UsageError(f"the recheck of tool {tool.name!r} returned {said!r}; it returns a reason (text) or None")
+    return said
+
+
+def _reask(tool: Tool[Any, Any, Any], planned: PlannedCall, reason: str, requester: object) -> dict[str, Any]:
+    """A fresh interrupt for an approved call whose recheck failed: the same question, and why it is asked again."""
+    request = planned.request
+    signal = Interrupt(request.meta(md.INTERRUPT))
+    meta = _pause(tool, signal, planned.restart or request, requester)
+    telemetry.reasked(request, reason)
+    return {**meta, md.REASKED: {"reason": reason, "at": utcnow().isoformat()}}
 
 
 def _response(part: ToolRequestPart, output: object, metadata: dict[str, Any] | None = None) -> ToolResponsePart:

@@ -13,7 +13,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import FailedPreconditionError, ResumeError, SnapshotNotFoundError
+from ..errors import FailedPreconditionError, PermissionDeniedError, ResumeError, SnapshotNotFoundError
+from ..interrupts._policy import Vote, automatic, check_answers, votes_of
 from ..interrupts._replay import spend_pause
 from ..interrupts._tokens import check_tokens
 from ..messages import Message
@@ -86,6 +87,8 @@ class Turn:
         inv.model_index = 0
         self.index, inv.turn_index = inv.turn_index, inv.turn_index + 1
         self.hold: ClaimHold | None = None
+        self.votes: list[Vote] = []  # quorum votes the resume casts
+        self.voted_only = False  # they were recorded without reaching the quorum: nothing else happens
         self.effects = self._effects()
 
     async def run(self, handler: TurnHandler) -> None:
@@ -93,6 +96,9 @@ class Turn:
         inv = self.inv
         try:
             plan = await self._claim()
+            if self.voted_only:
+                self._end_voted()
+                return
             if self.input.message is not None:
                 inv.session.add_messages(self.input.message)
             result = await handler(self.input, self._context(plan))
@@ -119,7 +125,14 @@ class Turn:
         if plan is not None and parent is not None and parent.finish_reason == "interrupted" and self.turn_id:
             assert inv.writer is not None
             last = len(inv.session.messages) - 1
-            self.hold = await inv.writer.claim(parent, self.turn_id, plan, nonces, self.effects, last)
+            ballots = [v.ballot() for v in self.votes]
+            self.hold = await inv.writer.claim(parent, self.turn_id, plan, nonces, self.effects, last, ballots)
+            self.voted_only = self.hold is None
+        elif self.votes:
+            raise FailedPreconditionError(
+                "this answer is a quorum vote, and votes are kept by a server-managed agent's store; "
+                "serve the agent with a store to take votes"
+            )
         if plan is not None:
             hooks.resuming(plan, inv.context, self.hold.turn_id if self.hold else None)
         if self.hold is None and store is not None and not inv.store_ready:
@@ -164,6 +177,15 @@ class Turn:
         committed = inv.store is not None and inv.detached_id is None
         inv.emit(TurnEnd(snapshot_id=self.turn_id if committed else None, finish_reason=finish))
 
+    def _end_voted(self) -> None:
+        """A resume that only cast quorum votes: the turn stays paused on its snapshot, which now holds them."""
+        inv = self.inv
+        inv.last_finish_reason = "interrupted"
+        paused = interrupts_chunk(inv.session.messages, inv.store, inv.model_index)
+        if paused is not None:
+            inv.emit(paused)
+        inv.emit(TurnEnd(snapshot_id=self.parent.snapshot_id if self.parent else None, finish_reason="interrupted"))
+
     def _effects(self) -> Effects | None:
         """The turn's effect journal: server-managed agents journal every tool call in their store."""
         inv = self.inv
@@ -200,7 +222,15 @@ class Turn:
                 raise lost from None
             raise
         tip = inv.tip.snapshot_id if inv.tip else None
-        nonces = check_tokens(inv.agent, plan, session_id=inv.session.session_id, snapshot_id=tip)
+        try:
+            self.votes = check_answers(
+                plan, inv.context.get("identity"), votes=votes_of(inv.tip), automatic=automatic(plan)
+            )
+        except PermissionDeniedError as refused:
+            hooks.answer_refused(refused.details, refused.details.get("policy"))
+            raise
+        identity = inv.context.get("identity")
+        nonces = check_tokens(inv.agent, plan, session_id=inv.session.session_id, snapshot_id=tip, identity=identity)
         named = tip is not None and tip == inv.named_snapshot
         check_in_doubt_answers(plan, named_snapshot=named, tokens_checked=inv.agent.host.resume_tokens is not None)
         return plan, nonces

@@ -122,6 +122,15 @@ def _configure_inbox(parser: argparse.ArgumentParser) -> None:
             out = "the call's output" if name == "respond" else "answer with this output, not a restart of the tool"
             p.add_argument("--output", type=_json_arg, metavar="JSON", required=name == "respond", help=out)
 
+    text = "give a call more time: move its deadline (whoever may answer it may; audited)"
+    p = actions.add_parser("extend", help=text, description=text)
+    p.add_argument("snapshot_id", metavar="SNAPSHOT_ID")
+    _where(p, server=False)
+    p.add_argument("--by", required=True, type=parse_duration, metavar="DURATION", help="how much later: 30m, 2h, 1d")
+    p.add_argument("--agents", metavar="MODULE:ATTR", help="the agents whose tools' answer policies decide who may")
+    p.add_argument("--as", dest="identity", metavar="NAME", help="who extends (default: $USER)")
+    p.add_argument("--ref", help="the call, by ref")
+    p.add_argument("--tool", help="the call, by tool name")
     for name, (text, configure, _) in EXTRA_ACTIONS.items():
         configure(actions.add_parser(name, help=text, description=text))
 
@@ -290,6 +299,20 @@ async def _inbox_answer(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _inbox_extend(args: argparse.Namespace) -> int:
+    identity = args.identity or _login()
+    async with _inbox(args, answering=True) as inbox:
+        assert isinstance(inbox, Inbox)  # extend takes --store only
+        new = await inbox.extend(
+            args.snapshot_id, by=args.by, ref=args.ref, tool=args.tool, identity=identity, tenant=args.tenant
+        )
+    if args.json:
+        render.print_json({"snapshot_id": args.snapshot_id, "expires_at": new.isoformat(), "by": identity})
+    else:
+        print(f"extended the deadline of snapshot {args.snapshot_id} to {new.isoformat()} as {identity}")
+    return 0
+
+
 def _login() -> str | None:
     """``$USER``, else the login name the system knows, else ``None``."""
     try:
@@ -350,7 +373,9 @@ async def _prune(store: StoreAdmin, args: argparse.Namespace) -> int:
     return 0
 
 
-_INBOX = {"list": _inbox_list, "show": _inbox_show} | dict.fromkeys(("approve", "reject", "respond"), _inbox_answer)
+_INBOX = {"list": _inbox_list, "show": _inbox_show, "extend": _inbox_extend} | dict.fromkeys(
+    ("approve", "reject", "respond"), _inbox_answer
+)
 _SESSIONS = {"list": _sessions_list, "show": _sessions_show, "prune": _sessions_prune}
 
 register(

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .._engine.io import AgentOutput
+from .._json_object import is_object
 from ..inbox._inbox import AuditAnswer, AuditEntry, PendingInterrupt
 from ..metadata import INTERRUPT
 from ..records._journal import JournalEntry
@@ -136,10 +137,20 @@ def sessions(rows: list[tuple[SnapshotInfo, int]], *, as_json: bool) -> None:
 
 
 def _verdict(answer: AuditAnswer) -> str:
-    """What an audit row says was decided: an explicit decision, else just the verb."""
+    """What an audit row says was decided: an explicit decision, else just the verb (a quorum vote says so)."""
+    if answer.kind == "vote":
+        return f"voted {answer.decision or '?'} on"
+    if answer.kind == "extend":
+        moved: Any = answer.output
+        return f"extended the deadline (to {moved.get('to') if is_object(moved) else '?'}) of"
     if answer.decision is not None:
         return "approved" if answer.decision == "approve" else "rejected"
     return "restarted" if answer.kind == "restart" else "answered"
+
+
+def _answered(answer: AuditAnswer) -> str:
+    """One answer of an audit row: what was decided, of which call, under which answer policy."""
+    return f"{_verdict(answer)} {answer.label}" + (f" (policy {answer.policy})" if answer.policy else "")
 
 
 def session(session_id: str, infos: list[SnapshotInfo], audit: list[AuditEntry], *, as_json: bool) -> None:
@@ -151,8 +162,7 @@ def session(session_id: str, infos: list[SnapshotInfo], audit: list[AuditEntry],
         )
         return
     answers = {
-        e.snapshot_id: f"{e.by if e.by is not None else '?'}: "
-        + ", ".join(f"{_verdict(a)} {a.label}" for a in e.restart + e.respond)
+        e.snapshot_id: f"{e.by if e.by is not None else '?'}: " + ", ".join(_answered(a) for a in e.restart + e.respond)
         for e in audit
     }
     rows = [

@@ -82,8 +82,9 @@ from ..stores import SessionStore
 from ._answers import Answer, Approve, Reject, Respond, entry, match_all
 from ._answers import Edit as Edit
 from ._answers import Restart as Restart
+from ._extend import extend
 from ._items import AuditAnswer as AuditAnswer
-from ._items import AuditEntry, PendingInterrupt, ResumableAgent, agent_of, pending_item
+from ._items import AuditEntry, PendingInterrupt, ResumableAgent, agent_of, pending_item, vote_entries
 
 T = TypeVar("T")
 
@@ -212,14 +213,15 @@ class Inbox:
         raise FailedPreconditionError(f"{missing}: the session went on from it (snapshot {child})")
 
     async def audit(self, session_id: str, *, tenant: str | None = None) -> list[AuditEntry]:
-        """Every resume of a session, in time order: who answered which calls, and when."""
+        """Every resume of a session, and every quorum vote, in time order: who answered which calls, and when."""
         store = self._require_store("reading the audit trail")
         entries: list[AuditEntry] = []
         for info in await store.list(tenant=tenant, session_id=session_id):
-            if info.parent_id is None:
-                continue
             snap = await store.load(info.snapshot_id, tenant=tenant)
-            entry = AuditEntry.from_snapshot(snap) if snap is not None else None
+            if snap is None:
+                continue
+            entries.extend(vote_entries(snap))
+            entry = AuditEntry.from_snapshot(snap) if info.parent_id is not None else None
             if entry is not None:
                 entries.append(entry)
         return sorted(entries, key=lambda e: (e.at is None, e.at or datetime.min, e.snapshot_id))
@@ -373,6 +375,33 @@ class Inbox:
         if len(items) > 1:
             raise UsageError(f"{waits}; a resume answers all of them at once: use answer_all (command line: --all)")
         return await self._resume(snapshot_id, [(_carrying(picked[0], token), answer)], identity, tenant)
+
+    async def extend(
+        self,
+        snapshot_id: str,
+        *,
+        by: timedelta | None = None,
+        until: datetime | None = None,
+        ref: str | None = None,
+        tool: str | None = None,
+        identity: Any = None,
+        tenant: str | None = None,
+    ) -> datetime:
+        """Move the deadline of the snapshot's interrupt (``by`` more, or ``until``); returns the new deadline.
+
+        Whoever may answer the call may extend it (its answer policy; anyone without one); the
+        extension is audited (``metadata.extended``: who, when, from, to) and its timers move with it
+        (:mod:`interlock.inbox._extend`). Raises PERMISSION_DENIED with the policy's reason.
+        """
+        store = self._require_store("extending a deadline")
+        items = await self.get(snapshot_id, tenant=tenant)
+        picked = [i for i in items if ref in (None, i.ref) and tool in (None, i.tool)]
+        if len(picked) != 1:
+            raise InvalidArgumentError(
+                f"snapshot {snapshot_id} waits on {', '.join(i.label for i in items)}; name one with ref or tool"
+            )
+        agent = self.agents.get(picked[0].agent or "")
+        return await extend(store, picked[0], agent, by=by, until=until, identity=identity, tenant=tenant)
 
     async def _resume(
         self, snapshot_id: str, pairs: list[tuple[PendingInterrupt, Answer]], identity: Any, tenant: str | None

@@ -93,12 +93,14 @@ class AuditAnswer:
     """One answered call in an audit entry, as it was decided.
 
     Attributes:
-        kind: the verb, ``"respond"`` or ``"restart"``.
+        kind: the verb, ``"respond"`` or ``"restart"``; ``"vote"`` for a quorum vote, ``"extend"`` for a
+            deadline extension (:func:`vote_entries`).
         decision: ``"approve"``/``"deny"`` for an explicit decision (an approval hold, the
             inbox's approve/reject, a tool's declared rule), else ``None``: never guessed.
         payload: a restart's resume payload, as sent (without the approval marker).
         output: a respond's output.
         reason: a rejection's reason, when the tool's resume payload has no field for it.
+        policy: the digest of the answer policy the call was asked under (``None``: none).
     """
 
     kind: str
@@ -108,6 +110,7 @@ class AuditAnswer:
     payload: Any = None
     output: Any = None
     reason: str | None = None
+    policy: str | None = None
 
     @property
     def approved(self) -> bool | None:
@@ -139,7 +142,9 @@ class AuditEntry:
         out: dict[str, Any] = asdict(self) | {"at": self.at.isoformat() if self.at else None}
         for kind in ("respond", "restart"):
             rows: list[dict[str, Any]] = out[kind]
-            out[kind] = [{k: v for k, v in row.items() if k != "reason" or v is not None} for row in rows]
+            out[kind] = [
+                {k: v for k, v in row.items() if k not in ("reason", "policy") or v is not None} for row in rows
+            ]
         return out
 
     @classmethod
@@ -152,6 +157,51 @@ class AuditEntry:
         """
         record: Any = (snap.metadata or {}).get("resume")
         return _entry_of(snap, record) if is_object(record) else None
+
+
+def vote_entries(snap: Snapshot) -> list[AuditEntry]:
+    """The quorum votes cast on a snapshot's interrupts and its deadline extensions, one audit entry each.
+
+    A vote (``metadata.votes``) is one ``vote`` answer: who voted (the identity's name), when,
+    approve or deny, under which answer policy (its digest); the resume the last one made has its
+    own entry. An extension (``metadata.extended``) is one ``extend`` answer whose ``output`` is
+    ``{from, to}``.
+    """
+    entries: list[AuditEntry] = []
+    for key, kind in ((md.VOTES, "vote"), (md.EXTENDED, "extend")):
+        found: Any = (snap.metadata or {}).get(key)
+        for call, rows in (found if is_object(found) else {}).items():
+            for row in rows if is_array(rows) else []:
+                if is_object(row):
+                    entries.append(_marked(snap, str(call), kind, row))
+    return entries
+
+
+def _marked(snap: Snapshot, call: str, kind: str, row: dict[str, Any]) -> AuditEntry:
+    name, _, ref = call.partition("#")
+    at: Any = row.get("at")
+    with contextlib.suppress(TypeError, ValueError):
+        at = datetime.fromisoformat(at)
+    policy = row.get("digest", row.get("policy"))
+    answer = AuditAnswer(
+        kind=kind,
+        name=name,
+        ref=ref or None,
+        decision=_decision(row),
+        output={"from": row.get("from"), "to": row.get("to")} if kind == "extend" else None,
+        policy=policy if isinstance(policy, str) else None,
+    )
+    return AuditEntry(
+        snapshot_id=snap.snapshot_id,
+        parent_id=snap.parent_id,
+        session_id=snap.session_id,
+        agent=agent_of(snap),
+        by=row.get("by"),
+        at=at if isinstance(at, datetime) else None,
+        finish_reason="voted" if kind == "vote" else "extended",
+        respond=[],
+        restart=[answer],
+    )
 
 
 def agent_of(snap: Snapshot) -> str | None:
@@ -208,6 +258,7 @@ def _entry_of(snap: Snapshot, record: dict[str, Any]) -> AuditEntry:
                 payload=r.get("payload"),
                 output=r.get("output"),
                 reason=r.get("reason") if isinstance(r.get("reason"), str) else None,
+                policy=r.get("policy") if isinstance(r.get("policy"), str) else None,
             )
             for r in found
         ]

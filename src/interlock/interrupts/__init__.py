@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ._plan import pending_interrupts as pending_interrupts
     from ._plan import plan_resume as plan_resume
     from ._plan import validate_resume as validate_resume
+    from ._policy import AnswerPolicy as AnswerPolicy
     from ._replay import pause_nonce as pause_nonce
     from ._replay import spend_pause as spend_pause
     from ._signing import Keyring as Keyring
@@ -34,8 +35,27 @@ if TYPE_CHECKING:
     from ._tokens import input_digest as input_digest
     from ._tokens import mint_tokens as mint_tokens
     from ._tokens import refused as refused
+    from ._who import Bound as Bound
+    from ._who import any_of as any_of
+    from ._who import has_role as has_role
+    from ._who import in_group as in_group
+    from ._who import is_identity as is_identity
+    from ._who import may_decrease as may_decrease
+    from ._who import may_increase as may_increase
+    from ._who import one_of as one_of
+    from ._who import within as within
 
 _WHERE = {
+    "AnswerPolicy": "._policy",
+    "Bound": "._who",
+    "any_of": "._who",
+    "has_role": "._who",
+    "in_group": "._who",
+    "is_identity": "._who",
+    "may_decrease": "._who",
+    "may_increase": "._who",
+    "one_of": "._who",
+    "within": "._who",
     "Decision": "._decisions",
     "DecisionLabel": "._decisions",
     "Keyring": "._signing",
@@ -64,6 +84,8 @@ _WHERE = {
 }
 
 __all__ = [
+    "AnswerPolicy",
+    "Bound",
     "Decision",
     "DecisionLabel",
     "Keyring",
@@ -74,21 +96,29 @@ __all__ = [
     "TokenDecision",
     "TokenSigner",
     "Verb",
+    "any_of",
     "check_resume_shape",
     "check_tokens",
     "decision_of",
+    "has_role",
     "id_digest",
+    "in_group",
     "input_digest",
     "interrupt_as",
+    "is_identity",
     "is_interrupt",
     "json_equal",
+    "may_decrease",
+    "may_increase",
     "mint_tokens",
+    "one_of",
     "pause_nonce",
     "pending_interrupts",
     "plan_resume",
     "refused",
     "spend_pause",
     "validate_resume",
+    "within",
 ]
 
 

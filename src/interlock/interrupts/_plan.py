@@ -21,6 +21,7 @@ from ..messages import Message
 from ..parts import Part, ToolRequestPart, ToolResponsePart
 from ..tools._signature import data_as
 from ._decisions import DecisionLabel, decision_of
+from ._policy import AnswerPolicy, policy_for
 
 if TYPE_CHECKING:
     from ..tools._tool import Tool
@@ -65,6 +66,8 @@ class PlannedCall:
             only for a revised restart, which records it as ``replacedInput``).
         decision: ``"approve"``/``"deny"`` from an explicit decision or the tool's
             declared rule, else ``None``.
+        policy: the answer policy the call was asked under (:mod:`interlock.interrupts._policy`;
+            ``None``: the tool has none, or it is unknown here).
     """
 
     index: int
@@ -76,6 +79,7 @@ class PlannedCall:
     payload: Any = None
     original_input: Any = None
     decision: DecisionLabel | None = None
+    policy: AnswerPolicy | None = None
 
     @property
     def replaced(self) -> bool:
@@ -284,8 +288,16 @@ def plan_resume(
         elif (response := _entry_for(resume.respond, part)) is not None:
             if found is not None and not md.is_hold(part) and not md.is_in_doubt(part):  # notes, not outputs
                 found.validate_respond(response.output)
+            policy = None if found is None else policy_for(found.policies, part)
             calls.append(
-                PlannedCall(index=i, request=part, verb="respond", response=response, decision=decision_of(response))
+                PlannedCall(
+                    index=i,
+                    request=part,
+                    verb="respond",
+                    response=response,
+                    decision=decision_of(response),
+                    policy=policy,
+                )
             )
         elif (restart := _entry_for(resume.restart, part)) is not None:
             calls.append(_plan_restart(i, part, restart, found))
@@ -330,6 +342,7 @@ def _plan_restart(
         payload=payload,
         original_input=part.meta(md.REPLACED_INPUT, part.input),
         decision=decision,
+        policy=None if tool is None else policy_for(tool.policies, part),
     )
 
 

@@ -11,6 +11,8 @@ output). The token binds:
   turn writes a new snapshot, so this is the snapshot *version*); the ids as 128-bit
   digests, so a token does not reveal them;
 * the tool name and ref, and a SHA-256 digest of the tool input;
+* the digest of the answer policy the interrupt was asked under (:mod:`interlock.interrupts._policy`),
+  and, for a quorum vote's token (:func:`vote_token`), the one voter who may use it;
 * the decisions it allows: ``respond``, ``restart``, and ``edit`` (a restart with a
   revised input) only when the agent allows revised inputs (:meth:`Agent.token_decisions`);
 * an expiry (``ttl``, 24 h by default) and a random 128-bit nonce;
@@ -50,6 +52,8 @@ reason               the token ...
 ``other-interrupt``  answers another tool, ref or input
 ``decision``         does not allow this decision (e.g. restart of an ask-only tool)
 ``edited``           does not allow a revised input
+``policy_changed``   was minted under another answer policy than the tool has now (its digest)
+``other-voter``      is another identity's quorum vote token (:func:`vote_token`)
 ``replayed``         was spent, yet its snapshot is not answered (:mod:`interlock._engine.claims`;
                      spent by the answer that won: ABORTED, naming it)
 ===================  ===============================================================
@@ -74,7 +78,9 @@ from .._json_object import is_array, is_object
 from ..errors import PermissionDeniedError, UsageError
 from ..messages import Message
 from ..parts import ToolRequestPart, ToolResponsePart
+from ._policy import recorded
 from ._signing import Keyring
+from ._who import identity_key
 
 if TYPE_CHECKING:
     from ._plan import ResumePlan
@@ -138,6 +144,10 @@ class ResumeToken:
     expires_at: float
     nonce: str
     key_id: str
+    policy: str | None = None
+    """The digest of the answer policy the interrupt was asked under (``None``: none)."""
+    voter: str | None = None
+    """A quorum vote's token names its voter (:func:`identity_key`); only that identity may use it."""
 
 
 class TokenSigner:
@@ -172,9 +182,19 @@ class TokenSigner:
         self.clock = clock
 
     def mint(
-        self, *, agent: str, session_id: str, snapshot_id: str, part: ToolRequestPart, decisions: Iterable[str]
+        self,
+        *,
+        agent: str,
+        session_id: str,
+        snapshot_id: str,
+        part: ToolRequestPart,
+        decisions: Iterable[str],
+        voter: str | None = None,
     ) -> str:
-        """A token for the interrupt ``part`` pausing in ``snapshot_id``."""
+        """A token for the interrupt ``part`` pausing in ``snapshot_id`` (for one quorum ``voter``, if named).
+
+        It names the digest of the answer policy ``part`` records (:mod:`interlock.interrupts._policy`).
+        """
         allowed = sorted(set(decisions))
         if not allowed or not set(allowed) <= _DECISIONS:
             raise UsageError(f"a resume token allows some of respond, restart and edit, not {allowed!r}")
@@ -190,6 +210,9 @@ class TokenSigner:
             int(now + self.ttl),
             secrets.token_urlsafe(16),
         ]
+        policy = (recorded(part) or {}).get("digest")
+        if policy is not None or voter is not None:
+            body += [policy, voter]
         payload = _b64(json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
         return f"{_PREFIX}.{payload}.{self._keyring.sign(_DOMAIN + payload.encode('ascii'), now=now)}"
 
@@ -233,9 +256,12 @@ def _decode(payload: str, kid: str) -> ResumeToken | None:
         body: Any = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
     except (ValueError, binascii.Error):
         return None
-    if not is_array(body) or len(body) != 9:
+    if not is_array(body) or len(body) not in (9, 11):
         return None
-    agent, session_id, snapshot_id, tool, ref, digest, decisions, expires, nonce = body
+    agent, session_id, snapshot_id, tool, ref, digest, decisions, expires, nonce = body[:9]
+    policy, voter = body[9:] if len(body) == 11 else (None, None)
+    if not all(x is None or isinstance(x, str) for x in (policy, voter)):
+        return None
     texts = (agent, session_id, snapshot_id, tool, digest, nonce)
     if not all(isinstance(t, str) for t in texts) or not (ref is None or isinstance(ref, str)):
         return None
@@ -252,6 +278,8 @@ def _decode(payload: str, kid: str) -> ResumeToken | None:
         expires_at=float(expires),
         nonce=nonce,
         key_id=kid,
+        policy=policy,
+        voter=voter,
     )
 
 
@@ -307,7 +335,9 @@ def mint_tokens(agent: TokenAgent, messages: Sequence[Message], *, session_id: s
     return out
 
 
-def check_tokens(agent: TokenAgent, plan: ResumePlan, *, session_id: str, snapshot_id: str | None) -> tuple[str, ...]:
+def check_tokens(
+    agent: TokenAgent, plan: ResumePlan, *, session_id: str, snapshot_id: str | None, identity: object = None
+) -> tuple[str, ...]:
     """Check the token of every entry of a validated resume of ``snapshot_id``; the nonces to spend.
 
     The one check (``Turn._plan``, in ``interlock._engine.turn``, calls it after ``check_resume``, before any claim).
@@ -333,6 +363,7 @@ def check_tokens(agent: TokenAgent, plan: ResumePlan, *, session_id: str, snapsh
             continue
         token = signer.read(raw, label=label)
         _check_binding(token, agent.name, session_id, snapshot_id, call.request, label)
+        _check_policy(token, call.policy.digest if call.policy else None, identity, label)
         if call.verb not in token.decisions:
             allows = ", ".join(sorted(token.decisions))
             raise refused("decision", f"the resume token for {label} does not allow {call.verb} (it allows {allows})")
@@ -343,6 +374,36 @@ def check_tokens(agent: TokenAgent, plan: ResumePlan, *, session_id: str, snapsh
             )
         nonces.append(token.nonce)
     return tuple(nonces)
+
+
+def _check_policy(token: ResumeToken, current: str | None, identity: object, label: str) -> None:
+    if token.policy != current:
+        raise refused(
+            "policy_changed",
+            f"the resume token for {label} was minted under another answer policy than the tool has now; "
+            "it cannot answer under the new one (ask again: run the turn anew)",
+        )
+    if token.voter is not None and identity_key(identity) != token.voter:
+        raise refused(
+            "other-voter",
+            f"the resume token for {label} is {token.voter!r}'s quorum vote; each voter answers with their own",
+        )
+
+
+def vote_token(
+    agent: TokenAgent, part: ToolRequestPart, *, session_id: str, snapshot_id: str, voter: object
+) -> str | None:
+    """A token only ``voter`` may answer the quorum interrupt ``part`` with (``None``: the agent mints none)."""
+    signer = agent.host.resume_tokens
+    who = identity_key(voter)
+    if signer is None:
+        return None
+    if who is None:
+        raise UsageError("a vote token names its voter: pass an identity with a name")
+    decisions = agent.token_decisions(part)
+    return signer.mint(
+        agent=agent.name, session_id=session_id, snapshot_id=snapshot_id, part=part, decisions=decisions, voter=who
+    )
 
 
 def _check_binding(

@@ -16,6 +16,10 @@ one at a time, and for each:
   The audit record names the policy (``expired``) and the commit writes an
   ``interrupt.expired`` webhook with it. A resume answers every interrupt of the paused
   turn, so this waits until each of them has passed a ``reject``/``respond`` deadline;
+* a warning timer (``deadline.warn``, from ``warn_before=``): in one atomic write the snapshot
+  is marked (``metadata.warned``, per deadline) and an ``interrupt.expiring`` webhook is added to
+  the outbox; a second sweeper finds the mark and does nothing; an extended deadline's old
+  timers find it moved (the due one waits for the new time);
 * ``escalate``: in one atomic write the snapshot is marked (``metadata.escalated``) and an
   ``interrupt.escalated`` webhook for the policy's group is added to the outbox; a second
   sweeper finds the mark and does nothing. The interrupt keeps waiting.
@@ -41,16 +45,17 @@ from ..inbox._inbox import Inbox, PendingInterrupt
 from ..inbox._items import ResumableAgent
 from ..interrupts._decisions import Decision
 from ..interrupts._plan import Resume
+from ..interrupts._policy import DEADLINE_IDENTITY, call_key
 from ..parts import ToolRequestPart, ToolResponsePart
 from ..records._outbox import DEADLINE, KEEP_SETTLED, WEBHOOK, OutboxEvent, Retention, backoff, new_event
 from ..records._sessions import new_id, utcnow
-from ..records.snapshots import NoChange, claim_state, mark_escalated
+from ..records.snapshots import NoChange, claim_state, mark_escalated, mark_warned
 from ..stores import SessionStore, SnapshotStore
 from ..tools._expiry import OnExpire, expiry_note
 
 logger = logging.getLogger("interlock.deadlines")
 
-IDENTITY = "interlock.deadlines"
+IDENTITY = DEADLINE_IDENTITY
 """Who the audit trail says answered a call whose deadline passed."""
 
 ExpiryResult: TypeAlias = Literal["applied", "answered", "later", "failed"]
@@ -134,6 +139,12 @@ async def _one(inbox: Inbox, store: SnapshotStore, row: OutboxEvent, identity: s
         deadline = None if item is None else md.deadline_of(item.part)
         if item is None or deadline is None:
             raise NoChange("the call no longer waits")
+        if row.type == "deadline.warn":
+            await _warn(store, item, deadline, row, identity)
+            return outcome("applied", "warn")
+        at = datetime.fromisoformat(str(deadline.get("expiresAt")))
+        if at > utcnow():  # the deadline was extended: this timer waits for the new one
+            raise _Later(f"{item.label}'s deadline moved to {at.isoformat()}", at)
         policy = OnExpire.from_json(deadline.get("onExpire"))
         if policy.policy == "escalate":
             await _escalate(store, item, policy, row.tenant, identity)
@@ -184,6 +195,21 @@ async def _escalate(
         group=policy.group,
     )
     await store.save_all([(item.snapshot_id, mark)], tenant=tenant, events=[event])
+
+
+async def _warn(
+    store: SnapshotStore, item: PendingInterrupt, deadline: dict[str, Any], row: OutboxEvent, by: str
+) -> None:
+    """Send ``interrupt.expiring`` for the deadline the timer was set for, once (the mark and webhook: one write)."""
+    at = deadline.get("expiresAt")
+    if at != row.data.get("expiresAt"):
+        raise NoChange("the deadline moved; its new timers warn of it")
+    mark = mark_warned(call_key(item.part), str(at), {"at": utcnow().isoformat(), "by": by})
+    data = interrupt_data(item.agent or "", item.session_id, item.snapshot_id, item.part)
+    event = new_event(
+        WEBHOOK, "interrupt.expiring", data | {"warnBefore": deadline.get("warnBefore")}, tenant=row.tenant
+    )
+    await store.save_all([(item.snapshot_id, mark)], tenant=row.tenant, events=[event])
 
 
 def _entry(item: PendingInterrupt, now: datetime) -> ToolResponsePart:

@@ -13,11 +13,11 @@ store runs inside its transaction. An updater refuses by raising: nothing of the
 commits. :class:`NoChange` means the row no longer qualifies (the caller drops its write);
 :class:`~interlock.errors.ClaimConflictError` and the other typed errors reach the caller.
 
-* a claim: :func:`take_claim`, :func:`refresh_claim`, :func:`answer_claim`,
-  :func:`release_claim`, and :func:`settle_claimed` (a worker's lease on the row it writes);
+* a claim: :func:`take_claim` (recording quorum votes with :func:`cast_votes`), :func:`refresh_claim`,
+  :func:`answer_claim`, :func:`release_claim`, and :func:`settle_claimed` (a worker's lease on the row it writes);
 * a row: :func:`put_row`, :func:`heartbeat`, :func:`fail_pending`, :func:`fail_taken_over`,
   :func:`abort_pending`, :func:`finalize`, :func:`requeue` (with :func:`if_orphaned`),
-  :func:`mark_escalated` and :func:`spend_nonce`.
+  :func:`mark_escalated`, :func:`mark_warned`, :func:`extend_deadline` and :func:`spend_nonce`.
 
 Every store runs each updater through :func:`apply_update`, which enforces the rules all
 stores share (a row keeps its id and session, a finished status never changes, the version
@@ -30,7 +30,7 @@ and :data:`~interlock.records._sessions.EXPIRY`) are defined in :mod:`interlock.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypeAlias
 
@@ -42,19 +42,22 @@ from ..errors import (
     PermissionDeniedError,
     SnapshotNotFoundError,
 )
-from ..metadata import CONSUMED_TOKENS, ESCALATED, HANDOFF, RECLAIMED_FROM, REQUEUED
+from ..metadata import CONSUMED_TOKENS, DEADLINE, ESCALATED, EXTENDED, HANDOFF, RECLAIMED_FROM, REQUEUED, VOTES, WARNED
+from ..parts import ToolRequestPart
 from ._sessions import EXPIRY, ErrorInfo, SessionState, Snapshot, SnapshotStatus, utcnow
 
 __all__ = [
     "Updater",
     "apply_update",
     "EXPIRY",
+    "Ballot",
     "ClaimState",
     "ClaimTake",
     "NoChange",
     "SnapshotStatus",
     "abort_pending",
     "answer_claim",
+    "cast_votes",
     "claim_state",
     "conflict",
     "consumed_tokens",
@@ -65,7 +68,9 @@ __all__ = [
     "if_orphaned",
     "is_answerable",
     "is_orphaned",
+    "extend_deadline",
     "mark_escalated",
+    "mark_warned",
     "put_row",
     "refresh_claim",
     "refuse_spent",
@@ -181,15 +186,35 @@ def conflict(parent_id: str, holder: str | None, *, answered: bool, lapsed: bool
 # the claim changes -------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Ballot:
+    """One quorum vote to record on an interrupted row (:mod:`interlock.interrupts._policy` casts them).
+
+    ``key`` names the call (``tool#ref``), ``by`` the voter, ``quorum`` the approvals it needs,
+    ``row`` the record kept in ``metadata.votes`` (``{by, at, decision, digest}``).
+    """
+
+    key: str
+    by: str
+    quorum: int
+    row: dict[str, Any]
+
+
 @dataclass(kw_only=True)
 class ClaimTake:
-    """The updater of :func:`take_claim`; after a write that wrote nothing, ``lapsed`` names the lapsed holder."""
+    """The updater of :func:`take_claim`; after a write that wrote nothing, ``lapsed`` names the lapsed holder.
+
+    With ``ballots``, after a write that recorded them without reaching every call's quorum,
+    ``voted_only`` is true (the row is written with the votes, and not claimed).
+    """
 
     turn_id: str
     ttl: float
     steal: str | None
     nonces: tuple[str, ...] = ()
+    ballots: tuple[Ballot, ...] = ()
     lapsed: str | None = None
+    voted_only: bool = False
 
     def __call__(self, cur: Snapshot | None) -> Snapshot | None:
         if cur is None:
@@ -203,20 +228,51 @@ class ClaimTake:
             self.lapsed = cur.claimed_by
             return None
         meta = dict(cur.metadata or {})
+        self.voted_only = False
+        if self.ballots:
+            meta[VOTES], reached = cast_votes(meta.get(VOTES), self.ballots)
+            if not reached:
+                self.voted_only = True
+                return cur.evolve(metadata=meta)
         if self.steal:
             meta[RECLAIMED_FROM] = self.steal
         return cur.evolve(claimed_by=self.turn_id, claim_expires_at=now + timedelta(seconds=self.ttl), metadata=meta)
 
 
-def take_claim(turn_id: str, *, ttl: float, steal: str | None = None, nonces: Sequence[str] = ()) -> ClaimTake:
+def take_claim(
+    turn_id: str, *, ttl: float, steal: str | None = None, nonces: Sequence[str] = (), ballots: Sequence[Ballot] = ()
+) -> ClaimTake:
     """Claim a free interrupted row for ``turn_id`` (a lapsed one only when ``steal`` names its holder).
 
     A row held or answered by another turn raises :func:`conflict` (checked before the spent
     tokens: a spent token's resume is told who answered); a spent nonce with nobody answering
     raises PERMISSION_DENIED; a lapsed claim of another holder writes nothing and is named in
-    :attr:`ClaimTake.lapsed` (take it over with ``steal``).
+    :attr:`ClaimTake.lapsed` (take it over with ``steal``). ``ballots`` are recorded first
+    (:func:`cast_votes`); the row is claimed only when they reach every call's quorum.
     """
-    return ClaimTake(turn_id=turn_id, ttl=ttl, steal=steal, nonces=tuple(nonces))
+    return ClaimTake(turn_id=turn_id, ttl=ttl, steal=steal, nonces=tuple(nonces), ballots=tuple(ballots))
+
+
+def cast_votes(recorded: object, ballots: Sequence[Ballot]) -> tuple[dict[str, Any], bool]:
+    """``metadata.votes`` with ``ballots`` added, and whether every call they vote on reached its quorum.
+
+    The one rule of a quorum, run inside the store's transaction: a voter already recorded on
+    that call is refused (PERMISSION_DENIED ``already_voted``: the same identity counts once,
+    even racing itself from two processes); the approvals that reach the quorum claim the row.
+    """
+    votes: dict[str, Any] = {k: list(v) for k, v in recorded.items()} if is_object(recorded) else {}
+    reached = True
+    for ballot in ballots:
+        rows: list[Any] = votes.setdefault(ballot.key, [])
+        if any(is_object(r) and r.get("by") == ballot.by for r in rows):
+            raise PermissionDeniedError(
+                f"already_voted: {ballot.by!r} has already voted on {ballot.key}; a vote counts once",
+                details={"reason": "already_voted", "identity": ballot.by, "call": ballot.key},
+            )
+        rows.append(ballot.row)
+        approvals = sum(1 for r in rows if is_object(r) and r.get("decision") == "approve")
+        reached = reached and ballot.row.get("decision") == "approve" and approvals >= ballot.quorum
+    return votes, reached
 
 
 def refresh_claim(parent_id: str, turn_id: str, ttl: float) -> Update:
@@ -400,6 +456,55 @@ def mark_escalated(label: str, mark: dict[str, Any]) -> Update:
         return cur.evolve(metadata={**(cur.metadata or {}), ESCALATED: marks})
 
     return escalate
+
+
+def mark_warned(label: str, expires_at: str, mark: dict[str, Any]) -> Update:
+    """Record that the deadline ``expires_at`` of call ``label`` was warned of (``metadata.warned``).
+
+    An answered (or held) row, or that deadline warned of already, raises :class:`NoChange`.
+    """
+
+    def warn(cur: Snapshot | None) -> Snapshot | None:
+        if cur is None or not is_answerable(cur):
+            raise NoChange("the interrupt was answered meanwhile")
+        done: Any = (cur.metadata or {}).get(WARNED)
+        marks = dict(done) if is_object(done) else {}
+        if is_object(marks.get(label)) and marks[label].get("expiresAt") == expires_at:
+            raise NoChange(f"{label} was already warned of its deadline")
+        marks[label] = {**mark, "expiresAt": expires_at}
+        return cur.evolve(metadata={**(cur.metadata or {}), WARNED: marks})
+
+    return warn
+
+
+def extend_deadline(label: str, expires_at: str, mark: dict[str, Any]) -> Update:
+    """Move the deadline of the pending call ``label`` to ``expires_at``, recording ``mark`` (``metadata.extended``).
+
+    ``mark`` says who and when; ``from`` and ``to`` are added. An answered (or held) row, or a
+    call that no longer waits with a deadline, raises :class:`NoChange`.
+    """
+
+    def extend(cur: Snapshot | None) -> Snapshot | None:
+        if cur is None or not is_answerable(cur) or cur.state is None or not cur.state.messages:
+            raise NoChange("the interrupt was answered meanwhile")
+        last = cur.state.messages[-1]
+        content = list(last.content)
+        for i, part in enumerate(content):
+            if not isinstance(part, ToolRequestPart) or not part.is_interrupt:
+                continue
+            deadline = part.meta(DEADLINE)
+            if is_object(deadline) and f"{part.name}#{part.ref or ''}" == label:
+                moved: dict[str, Any] = {**deadline, "expiresAt": expires_at}
+                content[i] = replace(part, metadata={**(part.metadata or {}), DEADLINE: moved})
+                state = cur.state.copy()
+                state.messages = [*state.messages[:-1], replace(last, content=content)]
+                done: Any = (cur.metadata or {}).get(EXTENDED)
+                marks = {k: list(v) for k, v in done.items()} if is_object(done) else {}
+                marks.setdefault(label, []).append({**mark, "from": deadline.get("expiresAt"), "to": expires_at})
+                return cur.evolve(state=state, metadata={**(cur.metadata or {}), EXTENDED: marks})
+        raise NoChange(f"{label} no longer waits with a deadline")
+
+    return extend
 
 
 def spend_nonce(nonce: str, *, session_id: str, agent: str) -> Update:

@@ -120,6 +120,18 @@ def _number(value: object) -> float | int | None:
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+def reasked(part: ToolRequestPart, reason: str) -> None:
+    """An approved call's recheck failed: it is asked again instead of running."""
+    add_event("interlock.tool.reasked", {"gen_ai.tool.name": part.name, "gen_ai.tool.call.id": part.ref})
+    _tools.warning(
+        "tool %s#%s asked again: its approval went stale (%s)",
+        part.name,
+        part.ref or "",
+        reason,
+        extra={"tool": part.name, "ref": part.ref, "reason": reason},
+    )
+
+
 def model_retry(error: InterlockError, attempt: int, delay: float) -> None:
     """A transient model failure is retried after ``delay`` seconds."""
     add_event("interlock.model.retry", {"error.type": error.status, "interlock.retry.attempt": attempt})

@@ -166,6 +166,28 @@ def resuming(plan: ResumePlan, context: dict[str, Any], holder: str | None) -> N
     )
 
 
+def answer_refused(details: dict[str, Any], digest: str | None) -> None:
+    """An answer policy refused a resume (nothing was claimed or run): who, when, what, under which policy."""
+    attrs = {
+        "interlock.policy.reason": details.get("reason"),
+        "interlock.policy.digest": digest,
+        "interlock.identity": details.get("identity"),
+        "interlock.answer.kind": details.get("kind"),
+        "gen_ai.tool.name": details.get("tool"),
+        "gen_ai.tool.call.id": details.get("ref"),
+    }
+    add_event("interlock.answer.refused", attrs)
+    _agents.warning(
+        "answer refused (%s): %s of %s#%s by %s",
+        details.get("reason"),
+        details.get("kind"),
+        details.get("tool"),
+        details.get("ref") or "",
+        details.get("identity"),
+        extra={"policy": digest, **{k: v for k, v in details.items() if k != "message"}},
+    )
+
+
 def detached_enqueued(agent: str, snapshot_id: str, session_id: str | None, trace: TurnTrace | None) -> None:
     """A turn went to the background: its pending snapshot is written."""
     add_event("interlock.detached.enqueued", {"interlock.snapshot.id": snapshot_id}, trace.span if trace else None)

@@ -19,6 +19,7 @@ from pydantic_core import PydanticSerializationError
 from .. import metadata as md
 from .._json import check_json
 from ..errors import Interrupt, InvalidArgumentError
+from ..interrupts._policy import AnswerPolicy
 from ..parts import ToolRequestPart
 from ..records._sessions import Session
 from ._expiry import OnExpire, check_expires_in
@@ -102,18 +103,32 @@ class ToolContext(Generic[R]):
         return self.resumed is not None
 
     def interrupt(
-        self, data: Any = None, *, expires_in: float | timedelta | None = None, on_expire: OnExpire | None = None
+        self,
+        data: Any = None,
+        *,
+        expires_in: float | timedelta | None = None,
+        on_expire: OnExpire | None = None,
+        policy: AnswerPolicy | None = None,
+        warn_before: float | timedelta | None = None,
     ) -> NoReturn:
         """Pause the turn; ``data`` (a pydantic model or JSON) goes to whoever answers it.
 
         ``expires_in`` (seconds or a timedelta) gives this interrupt a deadline and
-        ``on_expire`` its policy (:mod:`interlock.tools._expiry`), overriding the tool's defaults.
+        ``on_expire`` its policy (:mod:`interlock.tools._expiry`), overriding the tool's defaults;
+        ``warn_before`` sends an ``interrupt.expiring`` notification that long before the deadline;
+        ``policy`` picks which of the tool's answer policies this interrupt is asked under.
         Raises :class:`~interlock.UsageError` for data that reads as "not paused" on the
         wire (``False``, ``0``, ``""``): no one could answer that turn.
         """
         value = to_json(data, "the interrupt data")
         md.interrupt_value(value)  # refuses falsy data here, where the tool raised it
-        raise Interrupt(value, expires_in=check_expires_in(expires_in), on_expire=on_expire)
+        raise Interrupt(
+            value,
+            expires_in=check_expires_in(expires_in),
+            on_expire=on_expire,
+            policy=policy,
+            warn_before=check_expires_in(warn_before),
+        )
 
 
 class StepJournal(Protocol):
@@ -121,6 +136,9 @@ class StepJournal(Protocol):
 
     async def step(self, name: str, fn: Callable[[], Awaitable[T] | T]) -> T: ...
 
+
+Recheck = Callable[[Any, ToolContext[Any]], Any]
+"""``recheck(input, ctx) -> str | None`` (sync or async): why an approved call must be asked again, or ``None``."""
 
 Reconcile = Callable[[str], Any]
 """``reconcile(idempotency_key) -> output | None`` (sync or async): did the in-doubt effect happen?"""

@@ -23,6 +23,10 @@ the policy exactly once:
                                     the interrupt keeps waiting for a person
 ==================================  ===================================================
 
+``warn_before=`` (seconds or a timedelta, on the tool or the interrupt) sends an
+``interrupt.expiring`` webhook that long before the deadline, once (``metadata.warned``).
+A permitted identity may move a deadline (:meth:`~interlock.inbox.Inbox.extend`; audited).
+
 Without ``on_expire`` a deadline rejects. Holds of tool-approval middleware and in-doubt
 pauses take a deadline only from an explicit ``ctx.interrupt(expires_in=...)``, never from
 the tool's default.
@@ -105,6 +109,9 @@ class ExpiringTool(Protocol):
     @property
     def on_expire(self) -> OnExpire | None: ...
 
+    @property
+    def warn_before(self) -> float | None: ...
+
     def validate_output(self, output: object) -> Any: ...
 
 
@@ -168,6 +175,7 @@ def deadline_metadata(
     *,
     expires_in: float | None,
     on_expire: OnExpire | None,
+    warn_before: float | None = None,
     now: datetime | None = None,
 ) -> dict[str, Any] | None:
     """The ``metadata.deadline`` of an interrupt ``tool`` raised with ``data`` (``None``: no deadline).
@@ -175,6 +183,7 @@ def deadline_metadata(
     The interrupt's own ``expires_in``/``on_expire`` win; the tool's defaults apply to its
     own interrupts only (not to holds or in-doubt pauses). The answer the policy will give
     is fixed and checked against the tool's output schema here (:func:`checked_policy`).
+    ``warnBefore`` (seconds) is there when a warning goes out before the deadline.
     """
     own = expires_in is not None
     seconds = expires_in if own else tool.expires_in
@@ -182,7 +191,9 @@ def deadline_metadata(
         return None
     policy = checked_policy(tool, on_expire or tool.on_expire or OnExpire.reject())
     at = (now or utcnow()) + timedelta(seconds=seconds)
-    return {"expiresAt": at.isoformat(), "onExpire": policy.to_json()}
+    out: dict[str, Any] = {"expiresAt": at.isoformat(), "onExpire": policy.to_json()}
+    warn = warn_before if warn_before is not None else tool.warn_before
+    return out if warn is None else {**out, "warnBefore": warn}
 
 
 def _foreign_pause(tool: ExpiringTool, data: object) -> bool:

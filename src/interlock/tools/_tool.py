@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Generic, Literal, TypeVar, cast, overload
@@ -32,9 +32,10 @@ from pydantic import TypeAdapter
 from .. import metadata as md
 from ..errors import Interrupt, UsageError
 from ..interrupts._decisions import Decision
+from ..interrupts._policy import AnswerPolicy, policies_of
 from ..models import ToolDefinition
 from ..parts import ToolRequestPart, ToolResponsePart
-from ._context import Reconcile, ToolContext, to_json
+from ._context import Recheck, Reconcile, ToolContext, to_json
 from ._context import ToolMiddleware as ToolMiddleware
 from ._expiry import OnExpire, check_expires_in, checked_policy
 from ._signature import (
@@ -74,6 +75,9 @@ class Tool(Generic[I, O, R]):
         expires_in: float | timedelta | None = None,
         on_expire: OnExpire | None = None,
         lax_answers: bool = False,
+        policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
+        warn_before: float | timedelta | None = None,
+        recheck: Recheck | None = None,
     ) -> None:
         self.fn = fn
         self.name = name
@@ -92,6 +96,12 @@ class Tool(Generic[I, O, R]):
         """Seconds the tool's own interrupts wait before ``on_expire`` applies (``None``: no deadline)."""
         if on_expire is not None and not isinstance(on_expire, OnExpire):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise UsageError(f"on_expire is an OnExpire policy (OnExpire.reject/respond/escalate), not {on_expire!r}")
+        self.warn_before = check_expires_in(warn_before)
+        """Seconds before a deadline that an ``interrupt.expiring`` notification goes out (``None``: none)."""
+        self.recheck = recheck
+        """``recheck(input, ctx) -> reason | None``, run before a resumed call's body: a reason re-asks it."""
+        self.policies = policies_of(policy)
+        """Who may answer its paused calls (:class:`~interlock.interrupts.AnswerPolicy`; the first is the default)."""
         self.lax_answers = lax_answers
         """Validate a person's answers (resume payloads, respond outputs) in pydantic's lax mode (default: strict)."""
         self._sig = signature
@@ -276,6 +286,9 @@ class ToolDecorator:
         expires_in: float | timedelta | None = None,
         on_expire: OnExpire | None = None,
         lax_answers: bool = False,
+        policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
+        warn_before: float | timedelta | None = None,
+        recheck: Recheck | None = None,
     ) -> None:
         self._name = name
         self._description = description
@@ -285,6 +298,9 @@ class ToolDecorator:
         self._expires_in = expires_in
         self._on_expire = on_expire
         self._lax_answers = lax_answers
+        self._policy = policy
+        self._recheck = recheck
+        self._warn_before = warn_before
 
     @overload
     def __call__(
@@ -299,6 +315,9 @@ class ToolDecorator:
         expires_in: float | timedelta | None = None,
         on_expire: OnExpire | None = None,
         lax_answers: bool = False,
+        policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
+        warn_before: float | timedelta | None = None,
+        recheck: Recheck | None = None,
     ) -> ToolDecorator: ...
     @overload
     def __call__(self, fn: Callable[[I, ToolContext[Any], R | None], Awaitable[O]], /) -> Tool[I, O, R]: ...
@@ -337,6 +356,9 @@ class ToolDecorator:
         expires_in: float | timedelta | None = None,
         on_expire: OnExpire | None = None,
         lax_answers: bool = False,
+        policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
+        warn_before: float | timedelta | None = None,
+        recheck: Recheck | None = None,
     ) -> Tool[Any, Any, Any] | ToolDecorator:
         if fn is None:
             return ToolDecorator(
@@ -348,6 +370,9 @@ class ToolDecorator:
                 expires_in=expires_in,
                 on_expire=on_expire,
                 lax_answers=lax_answers,
+                policy=policy,
+                recheck=recheck,
+                warn_before=warn_before,
             )
         # Hints may name classes local to the caller's function (with postponed annotations).
         caller = sys._getframe(1).f_locals  # pyright: ignore[reportPrivateUsage]
@@ -366,6 +391,9 @@ class ToolDecorator:
             expires_in=self._expires_in,
             on_expire=self._on_expire,
             lax_answers=self._lax_answers,
+            policy=self._policy,
+            recheck=self._recheck,
+            warn_before=self._warn_before,
         )
 
 
@@ -386,7 +414,15 @@ attempt may or may not have taken effect pauses for a person, unless the tool is
 happened (its output, or ``None`` when the effect did not happen).
 
 Deadlines (see :mod:`interlock.tools._expiry`): ``expires_in`` gives the tool's interrupts a
-deadline, and ``on_expire`` what happens when it passes (default: reject).
+deadline, and ``on_expire`` what happens when it passes (default: reject); ``warn_before`` sends
+an ``interrupt.expiring`` notification that long before it.
+
+Who may answer (see :mod:`interlock.interrupts._policy`): ``policy=`` an
+:class:`~interlock.interrupts.AnswerPolicy` (or a list; the first is the default) checked on
+every resume, whatever surface it comes from. ``recheck(input, ctx) -> reason | None`` (sync or
+async) runs when an approved call resumes, before its body, on the world as it is then: a reason
+(the balance no longer covers it, the recipient was blocked) re-asks the call (a fresh interrupt,
+its ``metadata.reasked`` saying why) instead of running it on an approval given for another situation.
 
 Answers: a person's answers (the resume payload of a restart, the output of a respond) are
 validated strictly: JSON types as declared (``"yes"``, ``1`` and ``"no"`` are not booleans)
@@ -407,6 +443,8 @@ def interrupt_tool(
     expires_in: float | timedelta | None = None,
     on_expire: OnExpire | None = None,
     lax_answers: bool = False,
+    policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
+    warn_before: float | timedelta | None = None,
 ) -> Tool[I, O, None]: ...
 @overload
 def interrupt_tool(
@@ -418,6 +456,8 @@ def interrupt_tool(
     expires_in: float | timedelta | None = None,
     on_expire: OnExpire | None = None,
     lax_answers: bool = False,
+    policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
+    warn_before: float | timedelta | None = None,
 ) -> Tool[I, Any, None]: ...
 @overload
 def interrupt_tool(
@@ -429,6 +469,8 @@ def interrupt_tool(
     expires_in: float | timedelta | None = None,
     on_expire: OnExpire | None = None,
     lax_answers: bool = False,
+    policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
+    warn_before: float | timedelta | None = None,
 ) -> Tool[dict[str, Any], O, None]: ...
 @overload
 def interrupt_tool(
@@ -439,6 +481,8 @@ def interrupt_tool(
     expires_in: float | timedelta | None = None,
     on_expire: OnExpire | None = None,
     lax_answers: bool = False,
+    policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
+    warn_before: float | timedelta | None = None,
 ) -> Tool[dict[str, Any], Any, None]: ...
 def interrupt_tool(
     name: str,
@@ -450,6 +494,8 @@ def interrupt_tool(
     expires_in: float | timedelta | None = None,
     on_expire: OnExpire | None = None,
     lax_answers: bool = False,
+    policy: AnswerPolicy | Sequence[AnswerPolicy] | None = None,
+    warn_before: float | timedelta | None = None,
 ) -> Tool[Any, Any, None]:
     """Declare a tool that never runs: every call pauses the turn, answered by respond.
 
@@ -461,8 +507,10 @@ def interrupt_tool(
         data: the interrupt data: a JSON value, a pydantic model, or ``fn(input) -> data``.
         expires_in: a deadline for every call's interrupt (seconds or a timedelta).
         on_expire: what happens when it passes (:class:`~interlock.tools.OnExpire`; default: reject).
+        warn_before: an ``interrupt.expiring`` notification this long before the deadline.
         lax_answers: validate a respond's output in pydantic's lax mode (coercing types,
             dropping unknown keys) instead of strictly (JSON types as declared, unknown keys refused).
+        policy: who may answer (:class:`~interlock.interrupts.AnswerPolicy`, or a list: the first is the default).
     """
     return Tool(
         None,
@@ -474,4 +522,6 @@ def interrupt_tool(
         expires_in=expires_in,
         on_expire=on_expire,
         lax_answers=lax_answers,
+        policy=policy,
+        warn_before=warn_before,
     )

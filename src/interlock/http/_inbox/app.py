@@ -11,6 +11,7 @@ Routes (see :data:`interlock.http._inbox.openapi.ROUTES`)::
                                              newer_than, order=oldest|newest, limit, cursor)
     GET  /api/interrupts/{snapshot_id}       one snapshot's interrupts, answer schemas, recent messages
     POST /api/interrupts/{snapshot_id}/answer  {"decision": approve|reject|respond|restart|edit, ...}
+    POST /api/interrupts/{snapshot_id}/extend  {"by": "1h"} or {"until": ISO 8601}, and "ref" or "tool"
                                              (several interrupts: {"answers": [{..., "ref": ...}, ...]})
     GET  /api/sessions/{session_id}/audit    a session's audit trail
     GET  /api/audit                          the newest answers across the store
@@ -99,6 +100,7 @@ class InboxApp:
             Route("/api/interrupts", self._guarded(self._list), methods=["GET"]),
             Route("/api/interrupts/{snapshot_id}", self._guarded(self._detail), methods=["GET"]),
             Route("/api/interrupts/{snapshot_id}/answer", self._guarded(self._answer), methods=["POST"]),
+            Route("/api/interrupts/{snapshot_id}/extend", self._guarded(self._extend), methods=["POST"]),
             Route("/api/sessions/{session_id}/audit", self._guarded(self._session_audit), methods=["GET"]),
             Route("/api/audit", self._guarded(self._audit), methods=["GET"]),
             Route("/api/events", self._guarded(self._events), methods=["GET"]),
@@ -213,13 +215,23 @@ class InboxApp:
 
     async def _detail(self, request: Request, who: Who) -> Response:
         _no_query(request)
-        return json_response(await service.detail(self.inbox, request.path_params["snapshot_id"], who.tenant))
+        return json_response(
+            await service.detail(self.inbox, request.path_params["snapshot_id"], who.tenant, who.identity)
+        )
 
     async def _answer(self, request: Request, who: Who) -> Response:
         check_origin(request)
         parsed = service.parse_answers(await self.read_json(request))
         result = await service.answer(
             self.inbox, request.path_params["snapshot_id"], parsed, identity=who.identity, tenant=who.tenant
+        )
+        return json_response(result)
+
+    async def _extend(self, request: Request, who: Who) -> Response:
+        check_origin(request)
+        body = await self.read_json(request)
+        result = await service.extend(
+            self.inbox, request.path_params["snapshot_id"], body, identity=who.identity, tenant=who.tenant
         )
         return json_response(result)
 

@@ -72,6 +72,46 @@ ROUTES: dict[str, dict[str, dict[str, Any]]] = {
             | {"409": {"description": "already answered: details name who and when", **_ERROR}},
         }
     },
+    "/api/interrupts/{snapshot_id}/extend": {
+        "post": {
+            "summary": "Move an interrupt's deadline (whoever may answer the call; audited)",
+            "parameters": [_param("snapshot_id", "path", "the paused turn's snapshot id")],
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "properties": {
+                                "by": {"type": "string", "description": "a duration: 90s, 10m, 2h, 1d"},
+                                "until": {"type": "string", "format": "date-time"},
+                                "ref": {"type": "string"},
+                                "tool": {"type": "string"},
+                            },
+                        }
+                    }
+                },
+            },
+            "responses": {
+                "200": {
+                    "description": "the new deadline",
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "properties": {
+                                    "snapshot_id": _ID,
+                                    "expires_at": {"type": "string", "format": "date-time"},
+                                },
+                            }
+                        }
+                    },
+                },
+                "403": {"description": "the policy refuses this identity: details.reason", **_ERROR},
+            },
+        }
+    },
     "/api/sessions/{session_id}/audit": {
         "get": {
             "summary": "A session's audit trail: every answer, who gave it and when",

@@ -204,7 +204,7 @@ class _Pages:
     async def _snapshot(self, snapshot_id: str, who: Who, token: str | None) -> dict[str, Any]:
         values: dict[str, Any] = {"snapshot_id": snapshot_id, "token": token, "who": who.identity}
         try:
-            values["detail"] = await service.detail(self.inbox, snapshot_id, who.tenant)
+            values["detail"] = await service.detail(self.inbox, snapshot_id, who.tenant, who.identity)
         except service.AnsweredError as exc:
             values["answered"] = exc.details
         except NotFoundError as exc:

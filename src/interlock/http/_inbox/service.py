@@ -27,6 +27,9 @@ from ...inbox._inbox import Answer, AuditEntry, Inbox, PendingInterrupt
 from ...inbox._options import AnsweredError as AnsweredError
 from ...inbox._options import answer_options as options_for
 from ...inbox._options import answered as answered
+from ...inbox._options import paused_by
+from ...interrupts._policy import votes_of
+from ...interrupts._policy_view import answer_view
 
 MAX_LIMIT = 500
 """The most interrupts one page lists."""
@@ -141,6 +144,11 @@ def item_json(inbox: Inbox, item: PendingInterrupt) -> dict[str, Any]:
     }
 
 
+def _policy(inbox: Inbox, item: PendingInterrupt, votes: Mapping[str, Any], identity: Any) -> dict[str, Any] | None:
+    found = paused_by(inbox.agents, item)
+    return answer_view(found.policies if found else (), item.part, votes, identity)
+
+
 def answer_options(inbox: Inbox, item: PendingInterrupt) -> dict[str, dict[str, Any]]:
     """The answers ``item`` takes, each with the JSON Schema of what it carries (``inbox._options.answer_options``)."""
     return options_for(inbox.agents, item)
@@ -154,10 +162,15 @@ async def waiting(inbox: Inbox, snapshot_id: str, tenant: str | None) -> list[Pe
         raise await answered(inbox, snapshot_id, tenant, exc) from None
 
 
-async def detail(inbox: Inbox, snapshot_id: str, tenant: str | None) -> dict[str, Any]:
-    """A snapshot's pending interrupts with their answer schemas, and its session's recent messages."""
+async def detail(inbox: Inbox, snapshot_id: str, tenant: str | None, identity: Any = None) -> dict[str, Any]:
+    """A snapshot's pending interrupts with their answer schemas, and its session's recent messages.
+
+    An interrupt asked under an answer policy carries ``policy``: who may answer, the votes so far,
+    and what ``identity`` may not do and why (:func:`interlock.interrupts._policy_view.answer_view`).
+    """
     items = await waiting(inbox, snapshot_id, tenant)
     snap = await inbox.store.load(snapshot_id, tenant=tenant) if inbox.store else None
+    votes = votes_of(snap)
     messages = snap.state.messages[-RECENT_MESSAGES:] if snap and snap.state else []
     first = items[0]
     return {
@@ -165,7 +178,10 @@ async def detail(inbox: Inbox, snapshot_id: str, tenant: str | None) -> dict[str
         "session_id": first.session_id,
         "agent": first.agent,
         "created_at": first.created_at.isoformat(),
-        "interrupts": [item_json(inbox, i) | {"part": part_to_json(i.part)} for i in items],
+        "interrupts": [
+            item_json(inbox, i) | {"part": part_to_json(i.part), "policy": _policy(inbox, i, votes, identity)}
+            for i in items
+        ],
         "messages": messages_to_json(messages),
     }
 
@@ -287,3 +303,25 @@ async def audit(inbox: Inbox, tenant: str | None, *, session_id: str | None, lim
             raise SnapshotNotFoundError(f"there is no session {session_id}" + (f" in tenant {tenant!r}" * bool(tenant)))
         return [e.to_json() for e in entries[-limit:]]
     return [e.to_json() for e in await inbox.audit_all(tenant=tenant, limit=limit)]
+
+
+async def extend(
+    inbox: Inbox, snapshot_id: str, body: Mapping[str, Any], *, identity: Any, tenant: str | None
+) -> dict[str, Any]:
+    """``POST .../extend``: move the deadline (``by`` a duration, or ``until`` a time); the new one."""
+    unknown = sorted(set(body) - {"by", "until", "ref", "tool"})
+    if unknown:
+        raise InvalidArgumentError(f"unknown field {unknown[0]!r}; an extension takes by or until, and ref or tool")
+    by, until, ref, tool = (body.get(k) for k in ("by", "until", "ref", "tool"))
+    for name, value in (("by", by), ("until", until), ("ref", ref), ("tool", tool)):
+        if value is not None and not isinstance(value, str):
+            raise InvalidArgumentError(f"{name} is a string, not {type(value).__name__}")
+    moved = parse_duration(by, "by") if by is not None else None
+    try:
+        when = datetime.fromisoformat(until) if until is not None else None
+    except ValueError:
+        raise InvalidArgumentError(f"until is an ISO 8601 time with its offset, not {until!r}") from None
+    if when is not None and when.tzinfo is None:
+        raise InvalidArgumentError("until needs its UTC offset (e.g. 2030-01-01T12:00:00+00:00)")
+    new = await inbox.extend(snapshot_id, by=moved, until=when, ref=ref, tool=tool, identity=identity, tenant=tenant)
+    return {"snapshot_id": snapshot_id, "expires_at": new.isoformat()}
