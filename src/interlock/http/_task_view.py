@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from .._json_object import is_object
@@ -39,6 +40,8 @@ class TaskView:
     """A task as the store has it: its first snapshot's id, its current snapshot, the last answer given."""
 
     task_id: str
+    started: datetime
+    """When the task's first snapshot was written."""
     current: Snapshot
     status: TaskStatus
     answered: Snapshot | None = None
@@ -50,6 +53,7 @@ class TaskView:
 async def follow(service: AgentService, agent: str, task_id: str, caller: Caller) -> TaskView:
     """The task ``task_id``: from its first snapshot through every resume to the current one."""
     snap = await service.read(agent, snapshot_id=task_id, caller=caller)
+    started = snap.created_at
     answered: Snapshot | None = None
     meta: Mapping[str, Any] | None = None
     cancelled = False
@@ -57,13 +61,16 @@ async def follow(service: AgentService, agent: str, task_id: str, caller: Caller
         claim = claim_state(snap) if snap.finish_reason == "interrupted" else "free"
         if claim != "answered" or snap.claimed_by is None:
             status = "cancelled" if cancelled else status_of(snap, working=claim == "held")
-            return TaskView(task_id=task_id, current=snap, status=status, answered=answered, answer_meta=meta)
+            return TaskView(
+                task_id=task_id, started=started, current=snap, status=status, answered=answered, answer_meta=meta
+            )
         answered = snap
         snap = await service.read(agent, snapshot_id=snap.claimed_by, caller=caller)
         found: Any = (snap.metadata or {}).get("resume")
         meta = found if is_object(found) else {}
         cancelled = cancelled or is_cancel(meta)
-    return TaskView(task_id=task_id, current=snap, status=status_of(snap, working=False), answered=answered)
+    status = status_of(snap, working=False)
+    return TaskView(task_id=task_id, started=started, current=snap, status=status, answered=answered)
 
 
 def status_of(snap: Snapshot, *, working: bool) -> TaskStatus:
@@ -82,9 +89,9 @@ def status_of(snap: Snapshot, *, working: bool) -> TaskStatus:
 
 def is_cancel(meta: Mapping[str, Any]) -> bool:
     """Whether a resume's audit record (``metadata.resume``) is a cancel's: every call answered with a cancel note."""
-    rows: list[Any] = [*(meta.get("respond") or []), *(meta.get("restart") or [])]
-    values = [r.get("output", r.get("payload")) for r in rows if is_object(r)]
-    return bool(values) and all(_is_cancel_note(v) for v in values)
+    given: list[Any] = [*(meta.get("respond") or []), *(meta.get("restart") or [])]
+    rows = [r for r in given if is_object(r)]
+    return bool(rows) and all(_is_cancel_note(r.get("output", r.get("payload"))) or _is_cancel_note(r) for r in rows)
 
 
 def _is_cancel_note(value: Any) -> bool:
@@ -96,14 +103,22 @@ def _is_cancel_note(value: Any) -> bool:
 def cancel_answer(options: Mapping[str, Mapping[str, Any]], note: str) -> Answer:
     """The answer a cancel gives one paused call: a rejection whose output says so (the call does not run).
 
-    The output is ``{"canceled": true, "message": note}``, or ``note`` where the call's result
-    is text; a call whose result takes neither is rejected with ``note`` as the reason (the
-    tool gets its denial). ``note`` is one of :data:`CANCEL_NOTES`.
+    The output is ``{"canceled": true, "message": note}`` where the call's result takes that
+    object, or ``note`` where it is text; a call whose result takes neither is rejected with
+    ``note`` as the reason (the tool gets its denial). ``note`` is one of :data:`CANCEL_NOTES`.
     """
     schema: Any = (options.get("respond") or {}).get("output_schema")
     kind = schema.get("type") if is_object(schema) else None
-    if schema is None or kind == "object":
+    if schema is None or (kind == "object" and _takes_note(schema)):
         return Reject(output={"canceled": True, "message": note})
     if kind == "string":
         return Reject(output=note)
     return Reject(reason=note)
+
+
+def _takes_note(schema: Mapping[str, Any]) -> bool:
+    """Whether an object schema admits ``{"canceled": true, "message": ...}`` (requires nothing else, allows both)."""
+    required: Any = schema.get("required") or []
+    properties: Any = schema.get("properties") or {}
+    extra = schema.get("additionalProperties", True) is not False
+    return set(required) <= {"canceled", "message"} and (extra or {"canceled", "message"} <= set(properties))
