@@ -1,10 +1,8 @@
 """An A2A task read from interlock's snapshots, and an A2A message read as answers.
 
-There is no A2A task store: a task *is* snapshots. Its id is the snapshot id of the turn that
-started it (the pending row of a detached run); a resume continues it, and the snapshot it
-answered names the resuming turn (its claim's holder, ``claimed_by``), so :func:`follow`
-walks from the task's first snapshot to its current one through the store (the seam's
-``read``), and every process sees the same task. ``contextId`` is the session id.
+There is no A2A task store: a task *is* snapshots (:mod:`interlock.http._task_view`, the walk
+MCP's tasks use too): its id is the snapshot id of the turn that started it, and every
+process sees the same task. ``contextId`` is the session id.
 """
 
 from __future__ import annotations
@@ -21,24 +19,30 @@ from google.protobuf.json_format import ParseDict
 from ... import metadata as md
 from ..._json_object import is_object
 from ...errors import InvalidArgumentError
-from ...inbox._answers import Answer, Reject, answer_schema, parse_answer
+from ...inbox._answers import Answer, answer_schema, parse_answer
 from ...inbox._items import PendingInterrupt
 from ...records._sessions import Snapshot
-from ...records.snapshots import claim_state
+from .. import _task_view
 from .._service import AgentService, Caller
+from .._task_view import CANCEL_NOTES
+from .._task_view import is_cancel as is_cancel
 
 EXTENSION_URI = "urn:interlock:a2a:interrupts:v1"
 """The interlock interrupts extension: what an input-required task asks, and how to answer it (``docs/a2a.md``)."""
-CANCEL_NOTE = "The task was canceled (A2A CancelTask); the call did not run."
-CANCELED: dict[str, Any] = {"canceled": True, "message": CANCEL_NOTE}
-"""The output a canceled task's paused calls are answered with (a rejection: nothing runs)."""
-MAX_HOPS = 1000
-"""The most resumes one task is followed through."""
+CANCEL_NOTE = CANCEL_NOTES[0]
+"""What a CancelTask answers a canceled task's paused calls with (:func:`cancel_answer`: nothing runs)."""
+STATES: dict[_task_view.TaskStatus, TaskState] = {
+    "working": TaskState.TASK_STATE_WORKING,
+    "input_required": TaskState.TASK_STATE_INPUT_REQUIRED,
+    "completed": TaskState.TASK_STATE_COMPLETED,
+    "failed": TaskState.TASK_STATE_FAILED,
+    "cancelled": TaskState.TASK_STATE_CANCELED,
+}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TaskView:
-    """A task as the store has it: its first snapshot's id, its current snapshot, the last answer given."""
+    """A task as the store has it (:class:`~interlock.http._task_view.TaskView`), with its A2A state."""
 
     task_id: str
     current: Snapshot
@@ -51,63 +55,19 @@ class TaskView:
 
 async def follow(service: AgentService, agent: str, task_id: str, caller: Caller) -> TaskView:
     """The task ``task_id``: from its first snapshot through every resume to the current one."""
-    snap = await service.read(agent, snapshot_id=task_id, caller=caller)
-    answered: Snapshot | None = None
-    meta: Mapping[str, Any] | None = None
-    canceled = False
-    for _ in range(MAX_HOPS):
-        claim = claim_state(snap) if snap.finish_reason == "interrupted" else "free"
-        if claim != "answered" or snap.claimed_by is None:
-            working = claim == "held"
-            state = TaskState.TASK_STATE_CANCELED if canceled else state_of(snap, working=working)
-            return TaskView(task_id=task_id, current=snap, state=state, answered=answered, answer_meta=meta)
-        answered = snap
-        snap = await service.read(agent, snapshot_id=snap.claimed_by, caller=caller)
-        found: Any = (snap.metadata or {}).get("resume")
-        meta = found if is_object(found) else {}
-        canceled = canceled or is_cancel(meta)
-    return TaskView(task_id=task_id, current=snap, state=state_of(snap, working=False), answered=answered)
-
-
-def state_of(snap: Snapshot, *, working: bool) -> TaskState:
-    """The A2A state of a task whose current snapshot is ``snap`` (``working``: an answer is being run)."""
-    status = snap.read_status()
-    if status == "pending" or working:
-        return TaskState.TASK_STATE_WORKING
-    if status == "aborted":
-        return TaskState.TASK_STATE_CANCELED
-    if status in ("failed", "expired"):
-        return TaskState.TASK_STATE_FAILED
-    if snap.finish_reason == "interrupted":
-        return TaskState.TASK_STATE_INPUT_REQUIRED
-    return TaskState.TASK_STATE_COMPLETED
-
-
-def is_cancel(meta: Mapping[str, Any]) -> bool:
-    """Whether a resume's audit record (``metadata.resume``) is a CancelTask's: every call answered :data:`CANCELED`."""
-    rows: list[Any] = [*(meta.get("respond") or []), *(meta.get("restart") or [])]
-    values = [r.get("output", r.get("payload")) for r in rows if is_object(r)]
-    return bool(values) and all(_is_cancel_note(v) for v in values)
-
-
-def _is_cancel_note(value: Any) -> bool:
-    note = CANCEL_NOTE
-    return value == note or (is_object(value) and (value.get("message") == note or value.get("reason") == note))
+    view = await _task_view.follow(service, agent, task_id, caller)
+    return TaskView(
+        task_id=view.task_id,
+        current=view.current,
+        state=STATES[view.status],
+        answered=view.answered,
+        answer_meta=view.answer_meta,
+    )
 
 
 def cancel_answer(options: Mapping[str, Mapping[str, Any]]) -> Answer:
-    """The answer a CancelTask gives one paused call: a rejection whose output says so (the call does not run).
-
-    The output is :data:`CANCELED`, or its message where the call's result is text; a call whose
-    result takes neither is rejected with that message as the reason (the tool gets its denial).
-    """
-    schema: Any = (options.get("respond") or {}).get("output_schema")
-    kind = schema.get("type") if is_object(schema) else None
-    if schema is None or kind == "object":
-        return Reject(output=dict(CANCELED))
-    if kind == "string":
-        return Reject(output=CANCEL_NOTE)
-    return Reject(reason=CANCEL_NOTE)
+    """The answer a CancelTask gives one paused call (:func:`~interlock.http._task_view.cancel_answer`)."""
+    return _task_view.cancel_answer(options, CANCEL_NOTE)
 
 
 # A2A values ------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 ``AgentServer(agents, protocols=[MCP()])`` (or ``interlock serve app:agents --mcp``)
 serves Streamable HTTP MCP at ``/mcp``: :mod:`.mount` (the endpoint), :mod:`.calls` (the tool
 handlers over the protocol seam), :mod:`.forms` (elicitation forms and answers),
-:mod:`.state` (the sealed ``requestState``). See ``docs/mcp.md``.
+:mod:`.state` (the sealed ``requestState``), :mod:`.tasks` (the Tasks extension, its shapes in
+:mod:`.shapes`). See ``docs/mcp.md``.
 """
 
 from __future__ import annotations

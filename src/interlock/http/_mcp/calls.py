@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Mapping
+from typing import Any, TypeVar
 
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
@@ -47,6 +47,7 @@ from .forms import answer_of, ask, form_for, key_of
 from .state import Pause, StateSeal
 
 logger = logging.getLogger("interlock.mcp")
+_T = TypeVar("_T")
 
 REFUSALS = frozenset(
     {
@@ -125,23 +126,19 @@ class Calls:
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
     ) -> CallToolResult | InputRequiredResult:
-        try:
-            return await self._call(ctx, params)
-        except InterlockError as exc:
-            raise rpc_error(exc) from None
-        except MCPError:
-            raise
-        except Exception:
-            logger.exception("tools/call %r failed", params.name)
-            raise MCPError(code=INTERNAL_ERROR, message="Internal error") from None
+        return await answering(f"tools/call {params.name!r}", self._call(ctx, params))
+
+    async def caller(self, ctx: ServerRequestContext[Any, Any], name: str) -> Caller:
+        """Who calls agent ``name`` (the server's context provider); MCP serves only server-managed agents."""
+        if self.service.describe(name).state_management != "server":
+            raise FailedPreconditionError(f"agent {name!r} keeps its state on the client, which MCP cannot carry")
+        return await self.host.caller(_scope(ctx), name)
 
     async def _call(
         self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
     ) -> CallToolResult | InputRequiredResult:
         name, arguments = params.name, dict(params.arguments or {})
-        if self.service.describe(name).state_management != "server":
-            raise FailedPreconditionError(f"agent {name!r} keeps its state on the client, which MCP cannot carry")
-        caller = await self.host.caller(_scope(ctx), name)
+        caller = await self.caller(ctx, name)
         message, session_id = read_arguments(arguments)
         if params.request_state is None:
             if params.input_responses:
@@ -150,13 +147,13 @@ class Calls:
             turn = await self.service.start(name, AgentInput(message=Message.user(message)), init, caller=caller)
         else:
             pause = self.seal.open(params.request_state, agent=name, arguments=arguments, caller=caller)
-            resumed = await self._resume(name, pause, params.input_responses or {}, caller)
+            resumed = await self.resume(name, pause, params.input_responses or {}, caller)
             if resumed is None:
                 return _abandoned(pause)
             turn = resumed
         return await self._result(ctx, name, await turn.output(), arguments, caller)
 
-    async def _resume(
+    async def resume(
         self, name: str, pause: Pause, responses: Mapping[str, InputResponse], caller: Caller
     ) -> RunningTurn | None:
         """The resumed turn the responses answer, or ``None`` when one was cancelled (nothing is answered)."""
@@ -204,10 +201,7 @@ class Calls:
         caller: Caller,
     ) -> CallToolResult | InputRequiredResult:
         if out.error is not None:
-            if out.error.status in REFUSALS:
-                raise error_from_status(out.error.status, out.error.message, details=out.error.details)
-            text = f"{out.error.status}: {out.error.message}"
-            return CallToolResult(content=[TextContent(text=text)], is_error=True, structured_content=_about(out))
+            return tool_result(out)
         if out.finish_reason == "interrupted" and out.snapshot_id:
             items = await self.service.pending(name, snapshot_id=out.snapshot_id, caller=caller)
             if items and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
@@ -228,7 +222,30 @@ class Calls:
                 labels = ", ".join(i.label for i in items)
                 text = f"paused: snapshot {out.snapshot_id} waits for an answer to {labels} (answer it in the inbox)"
                 return CallToolResult(content=[TextContent(text=text)], structured_content=_about(out))
+        return tool_result(out)
+
+
+async def answering(what: str, work: Awaitable[_T]) -> _T:
+    """``work``'s value; a typed refusal as its JSON-RPC error (:func:`rpc_error`), anything else INTERNAL, logged."""
+    try:
+        return await work
+    except InterlockError as exc:
+        raise rpc_error(exc) from None
+    except MCPError:
+        raise
+    except Exception:
+        logger.exception("%s failed", what)
+        raise MCPError(code=INTERNAL_ERROR, message="Internal error") from None
+
+
+def tool_result(out: AgentOutput) -> CallToolResult:
+    """The ``CallToolResult`` of a turn that ended; a refusal (nothing ran) is raised, a failure is ``isError``."""
+    if out.error is None:
         return CallToolResult(content=[TextContent(text=out.text)], structured_content=_about(out))
+    if out.error.status in REFUSALS:
+        raise error_from_status(out.error.status, out.error.message, details=out.error.details)
+    text = f"{out.error.status}: {out.error.message}"
+    return CallToolResult(content=[TextContent(text=text)], is_error=True, structured_content=_about(out))
 
 
 def _about(out: AgentOutput) -> dict[str, Any]:

@@ -6,7 +6,9 @@ self-contained, and older clients get a transport per request), whose task group
 the :class:`~interlock.http.AgentServer` runs. Every request is authenticated first by the
 server's context provider (its :class:`~interlock.http.RequestInfo` shows ``action="mcp"``
 and ``agent=""``; a refusal is the provider's HTTP status), and each ``tools/call`` again with
-the agent it names, so tools read the same context as over Genkit's routes.
+the agent it names, so tools read the same context as over Genkit's routes. The Tasks
+extension (:mod:`.tasks`) is advertised in the server's capabilities; its methods are
+registered on the low-level server beside the tool handlers.
 """
 
 from __future__ import annotations
@@ -17,13 +19,16 @@ from typing import Any
 
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp_types import CallToolRequestParams
 
 from ...errors import InterlockError
 from .._asgi import Action, Receive, Scope, Send, respond
 from .._mounts import ASGIApp, MountHost
 from .._status import error_body, http_status
 from .calls import Calls
+from .shapes import EXTENSION
 from .state import StateSeal
+from .tasks import Tasks
 
 
 class MCP:
@@ -64,9 +69,16 @@ class MCP:
         from ... import __version__
 
         calls = Calls(host, self.seal)
+        tasks = Tasks(calls)
         server: Server[Any] = Server(
             self.server_name, version=__version__, on_list_tools=calls.list_tools, on_call_tool=calls.call_tool
         )
+        # a tools/call may answer a task (resultType "task"), so its handler is wrapped as the SDK wraps
+        # an extension's tool-call interceptor: registered in place of the plain one
+        server.add_request_handler("tools/call", CallToolRequestParams, tasks.call_tool)
+        for method, (params, handler) in tasks.handlers().items():
+            server.add_request_handler(method, params, handler)
+        server.extensions[EXTENSION] = {}
         manager = StreamableHTTPSessionManager(app=server, stateless=True, max_request_body_size=host.max_body)
         self._managers.append(manager)
 
