@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol, cast
+from typing import Any, Literal, Protocol, cast, runtime_checkable
 from weakref import WeakKeyDictionary
 
 from pydantic import BaseModel, Field
@@ -38,7 +38,8 @@ from ..interrupts._plan import Resume
 from ..messages import Message
 from ..parts import TextPart, ToolRequestPart
 from ..records._sessions import Artifact, ErrorInfo, Session, SessionState, Snapshot
-from ..tools._tool import Tool, ToolContext, tool
+from ..tools._signature import read_signature
+from ..tools._tool import Tool, ToolContext
 
 REFUSALS = frozenset({"INVALID_ARGUMENT", "PERMISSION_DENIED", "ABORTED", "FAILED_PRECONDITION", "UNAUTHENTICATED"})
 """Statuses of a sub-agent refusing a resume before it ran anything, that another answer (or a later one) may pass.
@@ -77,6 +78,18 @@ class SubAgent(Protocol):
     async def get_snapshot(
         self, snapshot_id: str | None = None, *, session_id: str | None = None, context: dict[str, Any] | None = None
     ) -> Snapshot: ...
+
+
+@runtime_checkable
+class AsksQuestions(Protocol):
+    """A sub-agent whose surfaced interrupts are answered by tools it gives (a remote A2A agent's questions).
+
+    ``question(part)`` is the tool that answers ``part`` (its schemas check an answer before
+    anything is claimed or sent, and the inbox renders them), or ``None`` when it is not one of
+    its questions. A local sub-agent's interrupts are answered by its own tools instead.
+    """
+
+    def question(self, part: ToolRequestPart) -> Tool[Any, Any, Any] | None: ...
 
 
 async def _turn(
@@ -121,6 +134,14 @@ class Delegation(BaseModel):
 
     response: str
     artifacts: list[DelegatedArtifact] | None = None
+
+
+class _DelegationTool(Tool[DelegationTask, Delegation, dict[str, Any]]):
+    """A delegation tool: a question its sub-agent asked is answered by the sub-agent's tool for it."""
+
+    def question(self, part: ToolRequestPart) -> Tool[Any, Any, Any] | None:
+        agent = _SUB_AGENTS.get(self)
+        return agent.question(part) if isinstance(agent, AsksQuestions) else None
 
 
 class _Limit:
@@ -196,7 +217,16 @@ def _tool(
         return _result(agent, out, ctx)
 
     # A server-managed sub-agent's turn is found again by its session, so running the call again is safe.
-    made = tool(name=name, description=description, idempotent=agent.state_management == "server")(run)
+    made = _DelegationTool(
+        run,
+        name=name,
+        description=description,
+        input_type=DelegationTask,
+        output_type=Delegation,
+        resume_type=dict[str, Any],
+        signature=read_signature(run),
+        idempotent=agent.state_management == "server",
+    )
     _SUB_AGENTS[made] = agent
     return made
 
@@ -208,7 +238,8 @@ _SUB_AGENTS: WeakKeyDictionary[Tool[Any, Any, Any], SubAgent] = WeakKeyDictionar
 def tool_for(agent: object, part: ToolRequestPart) -> Tool[Any, Any, Any] | None:
     """The tool that paused ``part``: ``agent``'s own, or, for a surfaced interrupt, its sub-agent's down the path.
 
-    ``None`` when an agent on the way is not a local agent with tools (a remote one, say).
+    A sub-agent that :class:`AsksQuestions` gives the tool of its own question. ``None`` when
+    an agent on the way is not a local agent with tools (a Genkit remote one, say).
     """
     current: object = agent
     for name in md.agent_path(part):
@@ -221,6 +252,8 @@ def tool_for(agent: object, part: ToolRequestPart) -> Tool[Any, Any, Any] | None
         current = next((a for a in subs if a.name == name), None)
         if current is None:
             return None
+    if isinstance(current, AsksQuestions):
+        return current.question(part)
     tools = getattr(current, "tools", ())
     return next((t for t in tools if t.name == part.name), None)
 

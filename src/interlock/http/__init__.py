@@ -7,7 +7,8 @@ and :func:`~interlock.http.mount_inbox` serve the approval inbox (the ``inbox`` 
 wire protocols are served beside the Genkit routes (``AgentServer(agents, protocols=[...])``):
 :class:`~interlock.http.MCP` (the ``mcp`` extra), :class:`~interlock.http.AGUI`
 (AG-UI 1.0, the ``ag-ui`` extra) and :class:`~interlock.http.A2A` (the ``a2a`` extra);
-:func:`~interlock.http.mcp_tools` gives an agent the tools of a remote MCP server. They are
+:func:`~interlock.http.mcp_tools` gives an agent the tools of a remote MCP server, and
+:class:`~interlock.http.A2AAgent` makes a remote A2A agent a sub-agent for ``delegate``. They are
 loaded on first use, so this package imports without their extras.
 """
 
@@ -21,6 +22,7 @@ from ._server import AgentServer, ContextProvider, RequestInfo
 
 if TYPE_CHECKING:
     from ._a2a import A2A as A2A
+    from ._a2a_agent import A2AAgent as A2AAgent
     from ._agui import AGUI as AGUI
     from ._inbox import InboxApp as InboxApp
     from ._inbox import mount_inbox as mount_inbox
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "A2A": "._a2a",
+    "A2AAgent": "._a2a_agent",
     "AGUI": "._agui",
     "InboxApp": "._inbox",
     "McpTool": "._mcp_tools",
@@ -40,6 +43,7 @@ _LAZY = {
 
 __all__ = [
     "A2A",
+    "A2AAgent",
     "AGUI",
     "AgentServer",
     "ContextProvider",

@@ -9,6 +9,7 @@ each agent answers JSON-RPC at ``/a2a/{agent}`` (the a2a-sdk's dispatcher, over
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,32 @@ EXTENSION_DESCRIPTION = (
     '{"interrupts": [...]} (each with tool, ref, input, interrupt, answerSchema, decisions, resumeToken, '
     'deadline); answer with a message on the task whose DataPart is {"answers": {"<ref>": answer}}'
 )
+
+
+_CLIENT_MISTAKES = frozenset({"Failed to validate base JSON-RPC request", "Failed to parse request params"})
+"""What the SDK's dispatcher logs with a traceback for a body that is not a JSON-RPC request, or bad params."""
+
+
+class _ClientMistake(logging.Filter):
+    """A client's malformed request, logged by the SDK as a warning with its reason, not a server traceback.
+
+    The client gets its JSON-RPC error (``-32600`` or ``-32602``) either way; only a failure of
+    the server's own (the SDK's ``Unhandled exception``) keeps its traceback.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg in _CLIENT_MISTAKES and record.exc_info:
+            reason = record.exc_info[1]
+            record.msg = f"{record.msg} (the client's): {reason}"
+            record.exc_info, record.exc_text = None, None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+def _quiet_client_mistakes() -> None:
+    log = logging.getLogger("a2a.server.routes.jsonrpc_dispatcher")
+    if not any(isinstance(f, _ClientMistake) for f in log.filters):
+        log.addFilter(_ClientMistake())
 
 
 class _Context(DefaultServerCallContextBuilder):
@@ -65,6 +92,7 @@ class A2A:
         return no_lifespan()
 
     def app(self, host: MountHost) -> ASGIApp:
+        _quiet_client_mistakes()
         context = _Context()
         dispatchers = {
             name: JsonRpcDispatcher(AgentHandler(host.service, name, wait=self.wait), context_builder=context)
