@@ -75,7 +75,7 @@ def questions(agent: str, message: A2AMessage | None) -> tuple[ToolRequestPart, 
 
 def _entry_question(entry: Mapping[str, Any]) -> ToolRequestPart:
     tool, ref = str(entry.get("tool") or "input"), entry.get("ref")
-    data: Any = entry.get("interrupt")
+    data: Any = entry.get(md.INTERRUPT)
     record: dict[str, Any] = {
         "free": False,
         "answerSchema": entry.get("answerSchema"),
@@ -83,8 +83,8 @@ def _entry_question(entry: Mapping[str, Any]) -> ToolRequestPart:
         "deadline": entry.get("deadline"),
     }
     meta: dict[str, Any] = {md.INTERRUPT: data if data not in (None, False) else True, A2A: record}
-    if isinstance(entry.get("resumeToken"), str):
-        meta[md.RESUME_TOKEN] = entry["resumeToken"]
+    if isinstance(entry.get(md.RESUME_TOKEN), str):
+        meta[md.RESUME_TOKEN] = entry[md.RESUME_TOKEN]
     return ToolRequestPart(
         name=tool, ref=ref if isinstance(ref, str) and ref else tool, input=entry.get("input"), metadata=meta
     )
@@ -122,7 +122,7 @@ def _answer(entry: ToolRequestPart | ToolResponsePart) -> dict[str, Any]:
         answer["reason"] = reason
     token = md.resume_token(entry)
     if token is not None:
-        answer["resumeToken"] = token
+        answer[md.RESUME_TOKEN] = token
     return answer
 
 

@@ -140,7 +140,7 @@ def interrupt_entry(item: PendingInterrupt, options: dict[str, dict[str, Any]]) 
         "tool": item.tool,
         "ref": item.ref,
         "input": item.input,
-        "interrupt": item.data,
+        md.INTERRUPT: item.data,
         "answerSchema": answer_schema(options),
         "decisions": list(options),
         "inDoubt": item.in_doubt,
@@ -148,7 +148,7 @@ def interrupt_entry(item: PendingInterrupt, options: dict[str, dict[str, Any]]) 
     }
     token = md.resume_token(item.part)
     if token is not None:
-        entry["resumeToken"] = token
+        entry[md.RESUME_TOKEN] = token
     deadline = md.deadline_of(item.part)
     if deadline is not None:
         entry["deadline"] = deadline
@@ -208,8 +208,8 @@ def parse_answers(value: object) -> Answers:
         if not is_object(body):
             raise InvalidArgumentError(f'the answer to {ref!r} must be an object with a "decision"')
         fields = dict(body)
-        if "resumeToken" in fields:
-            fields["resume_token"] = fields.pop("resumeToken")
+        if md.RESUME_TOKEN in fields:
+            fields["resume_token"] = fields.pop(md.RESUME_TOKEN)
         parsed = parse_answer(fields)
         answers[ref] = parsed.answer
         if parsed.token:

@@ -179,13 +179,13 @@ def interrupt_of(item: PendingInterrupt, accepts: Acceptance, answers: Mapping[s
     metadata: dict[str, Any] = {
         "tool": item.tool,
         "input": item.input,
-        "interrupt": item.data,
+        md.INTERRUPT: item.data,
         "snapshotId": item.snapshot_id,
         "answer": accepts.decision,
         "answers": dict(answers),
     }
     if token is not None:
-        metadata["resumeToken"] = token
+        metadata[md.RESUME_TOKEN] = token
     return Interrupt(
         id=call_id(item.ref, item.tool),
         reason=reason,

@@ -22,6 +22,7 @@ from typing import Any
 from ag_ui.core import ResumeEntry, RunAgentInput, TextPart, UserMessage
 from pydantic import ValidationError
 
+from ... import metadata as md
 from ..._engine.io import AgentInit, AgentInput
 from ..._json_object import is_object
 from ..._wire import state_from_json
@@ -147,7 +148,7 @@ def _answer(service: AgentService, agent: str, entry: ResumeEntry, item: Pending
 
 
 def _token(metadata: Mapping[str, Any] | None) -> str | None:
-    token = (metadata or {}).get("resumeToken")
+    token = (metadata or {}).get(md.RESUME_TOKEN)
     return token if isinstance(token, str) else None
 
 
