@@ -29,9 +29,8 @@ from .commit import TurnWriter, error_info
 from .detached import DetachedRun
 from .handoff import handoff_metadata, handoff_named, read_handoff
 from .io import END, AgentInit, AgentInput, AgentOutput, AgentResult, Ended, StreamChunk, TurnEnd
-from .load import PreTurnFailure, load_state
 from .protocols import RunnableAgent, SessionRunner, TurnHandler
-from .turn import QueuedTurn, Turn
+from .turn import PreTurnFailure, QueuedTurn, Turn, load_state
 
 _background: set[asyncio.Task[Any]] = set()
 
