@@ -231,6 +231,14 @@ class Connection(Protocol):
     async def output(self) -> AgentOutput: ...
 
 
+async def send_checked(conn: Connection, input: AgentInput) -> None:
+    """Send ``conn`` an input :func:`as_input` returned; a :class:`BaseConnection` does not check it again."""
+    if isinstance(conn, BaseConnection):
+        conn.put_checked(input)
+    else:
+        await conn.send(input)
+
+
 class _End(enum.Enum):
     END = "end"
 
@@ -256,9 +264,13 @@ class BaseConnection:
 
     async def send(self, value: InputLike = None, *, resume: Resume | None = None, detach: bool = False) -> None:
         """Queue one input: a message (text or :class:`~interlock.Message`), a resume, or both."""
+        self.put_checked(as_input(value, resume=resume, detach=detach))
+
+    def put_checked(self, input: AgentInput) -> None:
+        """Queue an input :func:`as_input` returned (it is not checked again: input is checked once, at the edge)."""
         if self._closed:
             raise UsageError("this connection is closed; open a new one with agent.connect()")
-        self._put(as_input(value, resume=resume, detach=detach))
+        self._put(input)
 
     async def resume(self, resume: Resume) -> None:
         """Queue a resume: answers to the paused turn's interrupts."""

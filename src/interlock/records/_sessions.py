@@ -12,9 +12,10 @@ from __future__ import annotations
 import copy
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from operator import attrgetter
 from typing import Any
 
 import jsonpatch
@@ -111,7 +112,7 @@ class SessionState:
         return trusted_state(
             session_id=self.session_id,
             messages=list(self.messages),
-            custom=copy.deepcopy(self.custom),
+            custom=None if self.custom is None else copy.deepcopy(self.custom),
             artifacts=list(self.artifacts),
         )
 
@@ -215,8 +216,20 @@ class Snapshot:
         return self.agent is None or self.agent == agent
 
     def evolve(self, **changes: Any) -> Snapshot:
-        """A copy with ``changes`` applied."""
-        return replace(self, **changes)
+        """A copy with ``changes`` applied (as :func:`dataclasses.replace`, without its per-call field walk)."""
+        new = object.__new__(type(self))
+        put = object.__setattr__
+        for name, value in zip(_SNAPSHOT_FIELDS, _snapshot_values(self), strict=True):
+            put(new, name, value)
+        for name, value in changes.items():
+            if name not in _SNAPSHOT_FIELDS:
+                raise TypeError(f"Snapshot has no field {name!r}")
+            put(new, name, value)
+        return new
+
+
+_SNAPSHOT_FIELDS = tuple(f.name for f in fields(Snapshot))
+_snapshot_values = attrgetter(*_SNAPSHOT_FIELDS)
 
 
 ChunkSink = Callable[[Any], None]
