@@ -36,12 +36,18 @@ _capture: bool | None = None
 _provider: TracerProvider | None = None
 _tracer: tuple[object, Tracer] | None = None
 _TRUE = frozenset({"1", "true", "yes", "on"})
+_UNDECIDED: Any = object()
+_GLOBAL_SLOT = "_TRACER_PROVIDER"
+"""Where the OpenTelemetry API keeps the global provider (``None`` until one is set; it is set once)."""
+_decided_for: Any = _UNDECIDED
+"""The global provider slot's value when :func:`_get_tracer` last decided (``_UNDECIDED``: decide again)."""
+_decided: Tracer | None = None
 
 
 def set_options(*, capture_content: bool | None, tracer_provider: TracerProvider | None) -> None:
     """Record content on spans (``None``: by the environment); take tracers from ``tracer_provider`` (or the global)."""
-    global _capture, _provider, _tracer
-    _capture, _provider, _tracer = capture_content, tracer_provider, None
+    global _capture, _provider, _tracer, _decided_for
+    _capture, _provider, _tracer, _decided_for = capture_content, tracer_provider, None, _UNDECIDED
 
 
 def capture_content() -> bool:
@@ -99,7 +105,20 @@ def tracing() -> bool:
 
 
 def _get_tracer() -> Tracer | None:
-    """Interlock's tracer; ``None`` while no tracer provider is set (so no span is made at all)."""
+    """Interlock's tracer; ``None`` while no tracer provider is set (so no span is made at all).
+
+    Decided once, and again only when the configuration changes: :func:`set_options`, or the
+    OpenTelemetry API's global provider slot, read as one attribute (no provider lookup).
+    """
+    global _decided, _decided_for
+    slot = getattr(_trace, _GLOBAL_SLOT, _UNDECIDED)
+    if slot is _decided_for and slot is not _UNDECIDED:
+        return _decided
+    _decided, _decided_for = _look_up_tracer(), slot
+    return _decided
+
+
+def _look_up_tracer() -> Tracer | None:
     global _tracer
     if _trace is None:
         return None
@@ -131,8 +150,11 @@ def current_span() -> Span | None:
 
 
 def add_event(name: str, attributes: Attributes, target: Span | None = None) -> None:
-    """Add an event to ``target`` (or the current span), when it records."""
-    target = target if target is not None else current_span()
+    """Add an event to ``target`` (or the current span), when it records (without a tracer provider: nothing)."""
+    if target is None:
+        if _get_tracer() is None:
+            return
+        target = current_span()
     if target is not None and target.is_recording():
         target.add_event(name, _clean(attributes))
 
