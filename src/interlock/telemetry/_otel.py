@@ -42,12 +42,14 @@ _GLOBAL_SLOT = "_TRACER_PROVIDER"
 _decided_for: Any = _UNDECIDED
 """The global provider slot's value when :func:`_get_tracer` last decided (``_UNDECIDED``: decide again)."""
 _decided: Tracer | None = None
+_capture_env: bool | None = None
 
 
 def set_options(*, capture_content: bool | None, tracer_provider: TracerProvider | None) -> None:
     """Record content on spans (``None``: by the environment); take tracers from ``tracer_provider`` (or the global)."""
-    global _capture, _provider, _tracer, _decided_for
+    global _capture, _provider, _tracer, _decided_for, _capture_env
     _capture, _provider, _tracer, _decided_for = capture_content, tracer_provider, None, _UNDECIDED
+    _capture_env = None
 
 
 def capture_content() -> bool:
@@ -56,12 +58,13 @@ def capture_content() -> bool:
     ``INTERLOCK_OTEL_CAPTURE_CONTENT=true`` (or OpenTelemetry's own
     ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``) turns it on; off by default.
     """
+    global _capture_env
     if _capture is not None:
         return _capture
-    for name in ("INTERLOCK_OTEL_CAPTURE_CONTENT", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"):
-        if os.environ.get(name, "").strip().lower() in _TRUE:
-            return True
-    return False
+    if _capture_env is None:  # read once, and again after the next configure()
+        names = ("INTERLOCK_OTEL_CAPTURE_CONTENT", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+        _capture_env = any(os.environ.get(name, "").strip().lower() in _TRUE for name in names)
+    return _capture_env
 
 
 def _clean(attributes: Attributes) -> dict[str, Any]:
