@@ -223,7 +223,9 @@ def check_parts(parts: object, where: str) -> None:
 
 def check_object(value: object, where: str) -> None:
     """Check an optional JSON object (``None`` or a dict holding JSON)."""
-    if value is not None and not isinstance(value, dict):
+    if value is None or _is_empty_dict(value):
+        return
+    if not isinstance(value, dict):
         raise InvalidArgumentError(f"{where} must be a dict or None, not {type_name(value)}")
     check_json(cast(object, value), where)
 

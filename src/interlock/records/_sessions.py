@@ -12,10 +12,9 @@ from __future__ import annotations
 import copy
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from operator import attrgetter
 from typing import Any
 
 import jsonpatch
@@ -25,6 +24,7 @@ from .._json_object import is_array
 from ..errors import InvalidArgumentError
 from ..messages import Message
 from ..parts import Part
+from ._evolve import evolver
 
 
 class SnapshotStatus(StrEnum):
@@ -216,20 +216,11 @@ class Snapshot:
         return self.agent is None or self.agent == agent
 
     def evolve(self, **changes: Any) -> Snapshot:
-        """A copy with ``changes`` applied (as :func:`dataclasses.replace`, without its per-call field walk)."""
-        new = object.__new__(type(self))
-        put = object.__setattr__
-        for name, value in zip(_SNAPSHOT_FIELDS, _snapshot_values(self), strict=True):
-            put(new, name, value)
-        for name, value in changes.items():
-            if name not in _SNAPSHOT_FIELDS:
-                raise TypeError(f"Snapshot has no field {name!r}")
-            put(new, name, value)
-        return new
+        """A copy with ``changes`` applied."""
+        return _evolve_snapshot(self, **changes)
 
 
-_SNAPSHOT_FIELDS = tuple(f.name for f in fields(Snapshot))
-_snapshot_values = attrgetter(*_SNAPSHOT_FIELDS)
+_evolve_snapshot = evolver(Snapshot)
 
 
 ChunkSink = Callable[[Any], None]
