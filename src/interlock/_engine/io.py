@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, Protocol, Self, TypeAlias, cast
 
-from .._json import check_message, type_name
+from .._json import check_json, check_message, type_name
 from ..errors import InterlockError, InvalidArgumentError, UsageError, error_class
 from ..interrupts._plan import Resume, ResumePlan, check_resume_shape
 from ..messages import Message
@@ -204,15 +204,19 @@ def as_input(value: InputLike | object, *, resume: Resume | None = None, detach:
     :class:`Resume`, a part of the wrong kind) or one holding something that is not JSON
     raises :class:`~interlock.errors.InvalidArgumentError` here, before anything runs.
     """
+    built = False  # a user message built here from a string: only its text is the caller's
     if isinstance(value, AgentInput):
         if resume is not None or detach:
             value = AgentInput(message=value.message, resume=resume or value.resume, detach=detach or value.detach)
     elif value is None or isinstance(value, (str, Message)):
+        if isinstance(value, str):
+            check_json(value, "message.content[0].text")
+            built = True
         message = Message.user(value) if isinstance(value, str) else value
         value = AgentInput(message=message, resume=resume, detach=detach)
     else:
         raise InvalidArgumentError(f"an agent input is a string, a Message or an AgentInput, not {type_name(value)}")
-    if value.message is not None:
+    if value.message is not None and not built:
         check_message(value.message, "message")
     if value.resume is not None:
         check_resume_shape(value.resume)
