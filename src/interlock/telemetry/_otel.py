@@ -86,7 +86,7 @@ def span(
     ``parent`` makes the span a child of that span instead of the current one.
     """
     tracer = _get_tracer()
-    if _trace is None or tracer is None:
+    if _trace is None or _context is None or tracer is None:
         yield None
         return
     links = _links(link_to)
@@ -98,8 +98,13 @@ def span(
         attributes=_clean(attributes),
         links=links,
     )
-    with _trace.use_span(started, end_on_exit=True, record_exception=False, set_status_on_exception=False):
+    # what ``use_span(end_on_exit=True, record_exception=False, set_status_on_exception=False)`` does, inline
+    token = _context.attach(_trace.set_span_in_context(started))
+    try:
         yield started
+    finally:
+        _context.detach(token)
+        started.end()
 
 
 def tracing() -> bool:
@@ -139,9 +144,20 @@ def _links(carrier: Mapping[str, Any] | None) -> list[Link]:
     if _trace is None or _tracecontext is None or not carrier:
         return []
     strings = {k: v for k, v in carrier.items() if isinstance(v, str)}
-    extracted = _tracecontext.TraceContextTextMapPropagator().extract(strings)
+    extracted = _propagator().extract(strings)
     linked = _trace.get_current_span(extracted).get_span_context()
     return [_trace.Link(linked, {"interlock.link": "paused_turn"})] if linked.is_valid else []
+
+
+def _propagator() -> Any:
+    """The W3C trace-context propagator (one, made on first use)."""
+    global _w3c
+    if _w3c is None and _tracecontext is not None:
+        _w3c = _tracecontext.TraceContextTextMapPropagator()
+    return _w3c
+
+
+_w3c: Any = None
 
 
 def current_span() -> Span | None:
@@ -177,7 +193,7 @@ def span_carrier(target: Span | None) -> dict[str, str]:
     if _trace is None or _tracecontext is None or target is None or not target.get_span_context().is_valid:
         return {}
     carrier: dict[str, str] = {}
-    _tracecontext.TraceContextTextMapPropagator().inject(carrier, context=_trace.set_span_in_context(target))
+    _propagator().inject(carrier, context=_trace.set_span_in_context(target))
     return carrier
 
 
@@ -212,7 +228,7 @@ def incoming_trace(headers: Mapping[str, str]) -> Generator[None, None, None]:
     if _context is None or _tracecontext is None or "traceparent" not in headers or not tracing():
         yield
         return
-    extracted = _tracecontext.TraceContextTextMapPropagator().extract(dict(headers))
+    extracted = _propagator().extract(dict(headers))
     token = _context.attach(extracted)
     try:
         yield
