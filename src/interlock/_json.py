@@ -17,6 +17,7 @@ with the same error.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from typing import Any, cast
@@ -94,6 +95,8 @@ def check_json(value: object, where: str) -> None:
     ``where`` names the value for the message (``"resume.respond[0].output"``); the
     message adds the path to the offending item. Iterative, so any depth is safe to check.
     """
+    if value is None:
+        return
     stack: list[tuple[object, _Trail, int]] = [(value, None, 0)]
     while stack:
         item, trail, depth = stack.pop()
@@ -123,30 +126,61 @@ def check_json(value: object, where: str) -> None:
             raise _refuse(where, trail, f"it is {type_name(item)}")
 
 
+_SKIP, _PARTS, _STR, _OPT_STR, _BOOL, _OBJECT, _JSON = range(7)
+
+
+@functools.cache
+def _part_rules(kind: type) -> tuple[tuple[str, int], ...]:
+    """How :func:`check_part` checks each field of a part type (worked out once per type)."""
+    rules: list[tuple[str, int]] = []
+    for f in dataclasses.fields(kind):
+        name = f.name
+        if name == "kind":
+            rule = _SKIP
+        elif name == "content" and issubclass(kind, ToolResponsePart):
+            rule = _PARTS
+        elif name in _STR_FIELDS:
+            rule = _STR
+        elif name in _OPT_STR_FIELDS:
+            rule = _OPT_STR
+        elif name == "partial":
+            rule = _BOOL
+        elif name in _DICT_FIELDS or name.endswith("extra"):
+            rule = _OBJECT
+        else:
+            rule = _JSON
+        rules.append((name, rule))
+    return tuple(rules)
+
+
 def check_part(part: object, where: str) -> None:
     """Check that ``part`` is a :data:`~interlock.parts.Part` whose fields all hold JSON."""
     if not isinstance(part, _PART_TYPES):
         raise InvalidArgumentError(f"{where} must be a part (TextPart, ToolRequestPart, ...), not {type_name(part)}")
-    for f in dataclasses.fields(part):
-        name, value = f.name, getattr(part, f.name)
-        label = f"{where}.{name}"
-        if name == "kind":
+    for name, rule in _part_rules(type(part)):
+        value: Any = getattr(part, name)
+        if rule == _SKIP or (value is None and rule != _STR):  # None is JSON, and every field but a name may be it
             continue
-        if name == "content" and isinstance(part, ToolResponsePart):
-            if value is not None:
-                check_parts(value, label)
-        elif name in _STR_FIELDS or (name in _OPT_STR_FIELDS and value is not None):
+        if rule == _OBJECT and _is_empty_dict(value):
+            continue
+        label = f"{where}.{name}"
+        if rule == _PARTS:
+            check_parts(value, label)
+        elif rule == _STR or rule == _OPT_STR:
             if not isinstance(value, str):
                 raise InvalidArgumentError(f"{label} must be a string, not {type_name(value)}")
-            check_json(value, label)
-        elif name == "partial":
-            if value is not None and not isinstance(value, bool):
+            _check_str(value, label, None)
+        elif rule == _BOOL:
+            if not isinstance(value, bool):
                 raise InvalidArgumentError(f"{label} must be a boolean or None")
+        elif rule == _OBJECT:
+            check_object(value, label)
         else:
-            if name in _DICT_FIELDS or name.endswith("extra"):
-                check_object(value, label)
-            else:
-                check_json(value, label)
+            check_json(value, label)
+
+
+def _is_empty_dict(value: object) -> bool:
+    return type(value) is dict and not value
 
 
 def check_reply(message: Message, where: str) -> None:
@@ -189,7 +223,9 @@ def check_parts(parts: object, where: str) -> None:
 
 def check_object(value: object, where: str) -> None:
     """Check an optional JSON object (``None`` or a dict holding JSON)."""
-    if value is not None and not isinstance(value, dict):
+    if value is None or _is_empty_dict(value):
+        return
+    if not isinstance(value, dict):
         raise InvalidArgumentError(f"{where} must be a dict or None, not {type_name(value)}")
     check_json(cast(object, value), where)
 

@@ -141,25 +141,32 @@ class ClaimHold:
     """Why the lease was lost while the turn ran (then :meth:`commit_updater` refuses)."""
     done: bool = False
     _refresher: asyncio.Task[None] | None = field(default=None, repr=False)
+    _timer: asyncio.TimerHandle | None = field(default=None, repr=False)
 
     def start(self) -> None:
-        self._refresher = asyncio.ensure_future(self._keep_fresh())
+        """Refresh the lease every ``ttl / 3`` seconds (a timer: most turns end before it fires, and cost no task)."""
+        self._timer = asyncio.get_running_loop().call_later(self.claims.ttl / 3, self._due)
+
+    def _due(self) -> None:
+        self._timer = None
+        if not self.done:
+            self._refresher = asyncio.ensure_future(self._keep_fresh())
 
     async def _keep_fresh(self) -> None:
         claims = self.claims
-        while True:
-            await asyncio.sleep(claims.ttl / 3)
-            try:
-                refresh = refresh_claim(self.parent_id, self.turn_id, claims.ttl)
-                written = await claims.store.save(self.parent_id, refresh, tenant=claims.tenant)
-            except ClaimConflictError as exc:
-                self.lost = exc.message
-                hooks.claim_lost(self.parent_id, self.turn_id, exc.message)
+        try:
+            refresh = refresh_claim(self.parent_id, self.turn_id, claims.ttl)
+            if await claims.store.save(self.parent_id, refresh, tenant=claims.tenant) is None:
                 return
-            except Exception:  # the store is unreachable: the lease runs out, and the commit will refuse
-                continue
-            if written is None:
-                return
+        except ClaimConflictError as exc:
+            self.lost = exc.message
+            hooks.claim_lost(self.parent_id, self.turn_id, exc.message)
+            return
+        except Exception:  # the store is unreachable: the lease runs out, and the commit will refuse
+            pass
+        if self._refresher is not None:  # not stopped meanwhile: the next refresh
+            self._refresher = None
+            self.start()
 
     def commit_updater(self) -> Updater:
         """The updater that fences a commit: the claim must still be held by this turn; it becomes answered.
@@ -221,6 +228,9 @@ class ClaimHold:
             await self.claims.store.save(self.parent_id, release_claim(self.turn_id), tenant=self.claims.tenant)
 
     def _stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._refresher is not None:
             self._refresher.cancel()
             self._refresher = None

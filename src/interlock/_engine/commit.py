@@ -305,6 +305,8 @@ def _paused(
         return []
     events: list[OutboxEvent] = []
     for part in last.interrupts:
+        if not notify and (md.deadline_of(part) or {}).get("expiresAt") is None:
+            continue  # neither a webhook nor a timer
         data = interrupt_data(agent, session_id, snapshot_id, part)
         if notify:
             kind = "effect.in_doubt" if data["inDoubt"] else "interrupt.created"

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..models import ModelChunk
-from ..records._sessions import ErrorInfo, Session, SessionState, Snapshot, new_id
+from ..records._sessions import ErrorInfo, Session, SessionState, Snapshot, new_id, trusted_state
 from ..stores import SnapshotStore, check_tenant
 from ..telemetry import _hooks as hooks
 from .claims import ClaimHold, Claims
@@ -68,7 +68,8 @@ class Invocation:
         self.chunks: asyncio.Queue[StreamChunk | Ended] = asyncio.Queue()
         self.output: asyncio.Future[AgentOutput] = asyncio.get_running_loop().create_future()
         self.abort_event = asyncio.Event()
-        self.session = Session(SessionState(), sink=self._put_chunk, transform=agent.custom_transform)
+        empty = trusted_state(session_id=None, messages=[], custom=None, artifacts=[])  # replaced by the loaded one
+        self.session = Session(empty, sink=self._put_chunk, transform=agent.custom_transform)
         self.tip: Snapshot | None = None
         self.last_finish_reason: str | None = None
         self.error: ErrorInfo | None = None

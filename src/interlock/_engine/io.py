@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, Protocol, Self, TypeAlias, cast
 
-from .._json import check_message, type_name
+from .._json import check_json, check_message, type_name
 from ..errors import InterlockError, InvalidArgumentError, UsageError, error_class
 from ..interrupts._plan import Resume, ResumePlan, check_resume_shape
 from ..messages import Message
@@ -204,15 +204,19 @@ def as_input(value: InputLike | object, *, resume: Resume | None = None, detach:
     :class:`Resume`, a part of the wrong kind) or one holding something that is not JSON
     raises :class:`~interlock.errors.InvalidArgumentError` here, before anything runs.
     """
+    built = False  # a user message built here from a string: only its text is the caller's
     if isinstance(value, AgentInput):
         if resume is not None or detach:
             value = AgentInput(message=value.message, resume=resume or value.resume, detach=detach or value.detach)
     elif value is None or isinstance(value, (str, Message)):
+        if isinstance(value, str):
+            check_json(value, "message.content[0].text")
+            built = True
         message = Message.user(value) if isinstance(value, str) else value
         value = AgentInput(message=message, resume=resume, detach=detach)
     else:
         raise InvalidArgumentError(f"an agent input is a string, a Message or an AgentInput, not {type_name(value)}")
-    if value.message is not None:
+    if value.message is not None and not built:
         check_message(value.message, "message")
     if value.resume is not None:
         check_resume_shape(value.resume)
@@ -229,6 +233,14 @@ class Connection(Protocol):
     async def close(self) -> None: ...
     def __aiter__(self) -> AsyncIterator[StreamChunk]: ...
     async def output(self) -> AgentOutput: ...
+
+
+async def send_checked(conn: Connection, input: AgentInput) -> None:
+    """Send ``conn`` an input :func:`as_input` returned; a :class:`BaseConnection` does not check it again."""
+    if isinstance(conn, BaseConnection):
+        conn.put_checked(input)
+    else:
+        await conn.send(input)
 
 
 class _End(enum.Enum):
@@ -256,9 +268,13 @@ class BaseConnection:
 
     async def send(self, value: InputLike = None, *, resume: Resume | None = None, detach: bool = False) -> None:
         """Queue one input: a message (text or :class:`~interlock.Message`), a resume, or both."""
+        self.put_checked(as_input(value, resume=resume, detach=detach))
+
+    def put_checked(self, input: AgentInput) -> None:
+        """Queue an input :func:`as_input` returned (it is not checked again: input is checked once, at the edge)."""
         if self._closed:
             raise UsageError("this connection is closed; open a new one with agent.connect()")
-        self._put(as_input(value, resume=resume, detach=detach))
+        self._put(input)
 
     async def resume(self, resume: Resume) -> None:
         """Queue a resume: answers to the paused turn's interrupts."""

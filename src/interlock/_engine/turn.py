@@ -37,7 +37,7 @@ from ..interrupts._tokens import check_tokens
 from ..messages import Message
 from ..models import ModelChunk
 from ..parts import ToolRequestPart
-from ..records._sessions import SessionState, Snapshot, new_id
+from ..records._sessions import SessionState, Snapshot, new_id, trusted_state
 from ..records.snapshots import claim_state, conflict
 from ..stores import SnapshotStore
 from ..telemetry import _hooks as hooks
@@ -305,7 +305,7 @@ async def load_state(agent: RunnableAgent, init: AgentInit, tenant: str | None) 
         return await _load_snapshot(store, name, tenant, init.snapshot_id, init.session_id)
     if init.session_id:
         return await _load_session(store, name, tenant, init.session_id)
-    return SessionState(session_id=new_id()), None
+    return trusted_state(session_id=new_id(), messages=[], custom=None, artifacts=[]), None
 
 
 def _client_state(agent: RunnableAgent, init: AgentInit) -> SessionState:

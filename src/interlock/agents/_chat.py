@@ -27,7 +27,7 @@ import inspect
 from collections.abc import AsyncIterator, Iterable
 from typing import Any, Protocol
 
-from .._engine.io import AgentInput, AgentOutput, Connection, InputLike, OnChunk, StreamChunk, as_input
+from .._engine.io import AgentInput, AgentOutput, Connection, InputLike, OnChunk, StreamChunk, as_input, send_checked
 from ..errors import InvalidArgumentError
 from ..interrupts._plan import Resume
 from ..parts import ToolRequestPart, ToolResponsePart
@@ -195,7 +195,7 @@ class ChatTurn:
     async def _send(self) -> None:
         if not self._sent:
             self._sent = True
-            await self._conn.send(self._input)
+            await send_checked(self._conn, self._input)
             await self._conn.close()
 
     def __aiter__(self) -> AsyncIterator[StreamChunk]:

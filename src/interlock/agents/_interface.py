@@ -9,7 +9,7 @@ import asyncio
 import inspect
 from typing import Any
 
-from .._engine.io import AgentOutput, Connection, InputLike, OnChunk, as_input
+from .._engine.io import AgentOutput, Connection, InputLike, OnChunk, as_input, send_checked
 from ..errors import DeadlineExceededError, InvalidArgumentError
 from ..interrupts._plan import Resume
 from ..parts import ToolRequestPart
@@ -66,11 +66,11 @@ class AgentAPI:
         """
         if input is None and resume is None and not detach:
             raise InvalidArgumentError("agent input message or resume is required")
-        as_input(input, resume=resume, detach=detach)  # refuse bad input before connecting
+        checked = as_input(input, resume=resume, detach=detach)  # refuse bad input before connecting, once
         if state is not None:
             check_state(state)
         conn = self.connect(snapshot_id=snapshot_id, session_id=session_id, state=state, context=context)
-        await conn.send(input, resume=resume, detach=detach)
+        await send_checked(conn, checked)
         await conn.close()
         if on_chunk is not None:
             async for chunk in conn:

@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from .. import metadata as md
-from .._engine.io import AgentInit, AgentInput, AgentOutput, StreamChunk, as_input
+from .._engine.io import AgentInit, AgentInput, AgentOutput, StreamChunk, as_input, send_checked
 from ..agents._agent import Agent
 from ..agents._interface import SETTLED
 from ..errors import AbortedError, FailedPreconditionError, InvalidArgumentError, NotFoundError
@@ -227,7 +227,7 @@ class ServedAgents:
         conn = found.connect(
             snapshot_id=init.snapshot_id, session_id=init.session_id, state=init.state, context=caller.context()
         )
-        await conn.send(input)
+        await send_checked(conn, input)
         await conn.close()
         return conn
 

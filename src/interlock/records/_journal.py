@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, TypeAlias
 
 from ..errors import ClaimConflictError
+from ._evolve import evolver
 from ._sessions import utcnow
 
 JournalStatus: TypeAlias = Literal["running", "done", "interrupted", "failed"]
@@ -93,7 +94,7 @@ class JournalEntry:
 
     def evolve(self, **changes: Any) -> JournalEntry:
         """A copy with ``changes`` applied."""
-        return replace(self, **changes)
+        return _evolve_entry(self, **changes)
 
     def to_json(self) -> dict[str, Any]:
         """The entry as JSON (how stores keep it)."""
@@ -136,6 +137,9 @@ class JournalEntry:
             finished_at=None if finished is None else datetime.fromisoformat(finished),
             attempts=tuple(data.get("attempts") or ()),
         )
+
+
+_evolve_entry = evolver(JournalEntry)
 
 
 def superseded(entry: JournalEntry, stored: JournalEntry | None, expect: int) -> ClaimConflictError:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -24,6 +24,7 @@ from .._json_object import is_array
 from ..errors import InvalidArgumentError
 from ..messages import Message
 from ..parts import Part
+from ._evolve import evolver
 
 
 class SnapshotStatus(StrEnum):
@@ -111,7 +112,7 @@ class SessionState:
         return trusted_state(
             session_id=self.session_id,
             messages=list(self.messages),
-            custom=copy.deepcopy(self.custom),
+            custom=None if self.custom is None else copy.deepcopy(self.custom),
             artifacts=list(self.artifacts),
         )
 
@@ -216,7 +217,10 @@ class Snapshot:
 
     def evolve(self, **changes: Any) -> Snapshot:
         """A copy with ``changes`` applied."""
-        return replace(self, **changes)
+        return _evolve_snapshot(self, **changes)
+
+
+_evolve_snapshot = evolver(Snapshot)
 
 
 ChunkSink = Callable[[Any], None]

@@ -73,8 +73,8 @@ class InMemoryStore:
         tenant = check_tenant(tenant)
         staged: list[tuple[Snapshot | None, Snapshot | None]] = []
         for snapshot_id, update in updates:  # every updater runs before anything is written
-            current = self._rows.get((tenant, snapshot_id))
-            staged.append((current, apply_update(None if current is None else _isolated(current), update, snapshot_id)))
+            current = self._rows.get((tenant, snapshot_id))  # updaters are pure: the stored row itself, no copy
+            staged.append((current, apply_update(current, update, snapshot_id)))
         entries = [(key, update(self._journal.get((tenant, key)))) for key, update in journal]
         run_steps(then, None)
         for key, entry in entries:

@@ -103,12 +103,13 @@ def _chat_attributes(provider: str, name: str, request: ModelRequest) -> Attribu
 
 def _record_response(span: Span, request: ModelRequest, response: ModelResponse) -> None:
     finish_reason = str(response.finish_reason)
-    span.set_attribute("gen_ai.response.finish_reasons", [finish_reason])
     usage = response.usage
+    found: dict[str, Any] = {"gen_ai.response.finish_reasons": [finish_reason]}
     if usage is not None and usage.input_tokens is not None:
-        span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
+        found["gen_ai.usage.input_tokens"] = usage.input_tokens
     if usage is not None and usage.output_tokens is not None:
-        span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
+        found["gen_ai.usage.output_tokens"] = usage.output_tokens
+    span.set_attributes(found)  # one call (one lock) for the three
     if capture_content():
         span.set_attribute("gen_ai.input.messages", as_json(_genai_messages(request.messages)))
         output = _genai_messages([response.message])

@@ -35,6 +35,7 @@ from ._otel import (
     error_type,
     fail,
     span_carrier,
+    tracing,
 )
 from ._otel import span as otel_span
 
@@ -70,18 +71,26 @@ class TurnTrace:
 
     def finish(self, *, finish_reason: str | None, error: ErrorInfo | None, messages: Sequence[Message]) -> None:
         """Record how the turn ended: its finish reason, its interrupts, or its error."""
-        where = {"agent": self.agent, "session_id": self.session_id, "snapshot_id": self.turn_id}
         if error is not None:
             fail(self.span, error.status, error.message)
-            _agents.warning("turn failed: %s %s", error.status, error.message, extra={**where, "status": error.status})
+            _agents.warning(
+                "turn failed: %s %s", error.status, error.message, extra={**self.where(), "status": error.status}
+            )
             return
         if self.span is not None:
             self.span.set_attribute("interlock.finish_reason", finish_reason or "")
-        if finish_reason == "interrupted" and messages:
+        if (
+            finish_reason == "interrupted"
+            and messages
+            and (self.span is not None or _agents.isEnabledFor(logging.INFO))
+        ):
             for part in messages[-1].interrupts:
                 _interrupted(self, part)
         if _agents.isEnabledFor(logging.DEBUG):
-            _agents.debug("turn finished: %s", finish_reason, extra={**where, "finish_reason": finish_reason})
+            _agents.debug("turn finished: %s", finish_reason, extra={**self.where(), "finish_reason": finish_reason})
+
+    def where(self) -> dict[str, Any]:
+        return {"agent": self.agent, "session_id": self.session_id, "snapshot_id": self.turn_id}
 
 
 def _interrupted(trace: TurnTrace, part: ToolRequestPart) -> None:
@@ -103,7 +112,19 @@ def _interrupted(trace: TurnTrace, part: ToolRequestPart) -> None:
     )
 
 
-@contextlib.contextmanager
+class _QuietTurn(contextlib.AbstractContextManager[TurnTrace]):
+    """A turn with neither a tracer provider nor debug logging: no span, nothing timed."""
+
+    def __init__(self, trace: TurnTrace) -> None:
+        self.trace = trace
+
+    def __enter__(self) -> TurnTrace:
+        return self.trace
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
 def turn(
     agent: str,
     *,
@@ -112,8 +133,23 @@ def turn(
     parent: Snapshot | None,
     tenant: str | None,
     detached: str | None,
-) -> Generator[TurnTrace, None, None]:
+) -> contextlib.AbstractContextManager[TurnTrace]:
     """The ``invoke_agent`` span of one turn; a turn continuing a paused snapshot links to its span."""
+    if not tracing() and not _agents.isEnabledFor(logging.DEBUG):
+        return _QuietTurn(TurnTrace(span=None, agent=agent, session_id=session_id, turn_id=turn_id))
+    return _turn(agent, session_id=session_id, turn_id=turn_id, parent=parent, tenant=tenant, detached=detached)
+
+
+@contextlib.contextmanager
+def _turn(
+    agent: str,
+    *,
+    session_id: str | None,
+    turn_id: str | None,
+    parent: Snapshot | None,
+    tenant: str | None,
+    detached: str | None,
+) -> Generator[TurnTrace, None, None]:
     paused = parent is not None and parent.finish_reason == "interrupted"
     carrier = (parent.metadata or {}).get(md.TRACE_CONTEXT) if paused and parent is not None else None
     attributes: Attributes = {
@@ -145,25 +181,27 @@ def resuming(plan: ResumePlan, context: dict[str, Any], holder: str | None) -> N
     """A resume runs: per answered call its verb, tool and ref; who answered; the claim's holder (fencing token)."""
     identity = context.get("identity")
     answered = [c for c in plan.calls if c.verb != "pending"]
-    content = current_span() is not None and capture_content()
-    for call in answered:
-        payload = call.payload if call.verb == "restart" else (call.response.output if call.response else None)
-        add_event(
-            "interlock.resume",
-            {
-                "interlock.resume.verb": call.verb,
-                "interlock.resume.decision": call.decision,
-                "gen_ai.tool.name": call.request.name,
-                "gen_ai.tool.call.id": call.request.ref,
-                "interlock.identity": identity if isinstance(identity, str) else None,
-                "interlock.claim.holder": holder,
-                "interlock.resume.payload": as_json(payload) if content else None,
-            },
+    if tracing():
+        content = current_span() is not None and capture_content()
+        for call in answered:
+            payload = call.payload if call.verb == "restart" else (call.response.output if call.response else None)
+            add_event(
+                "interlock.resume",
+                {
+                    "interlock.resume.verb": call.verb,
+                    "interlock.resume.decision": call.decision,
+                    "gen_ai.tool.name": call.request.name,
+                    "gen_ai.tool.call.id": call.request.ref,
+                    "interlock.identity": identity if isinstance(identity, str) else None,
+                    "interlock.claim.holder": holder,
+                    "interlock.resume.payload": as_json(payload) if content else None,
+                },
+            )
+    if _agents.isEnabledFor(logging.INFO):
+        calls = ", ".join(f"{c.verb} {c.request.name}" for c in answered)
+        _agents.info(
+            "resume: %s", calls, extra={"identity": identity, "holder": holder, "verbs": [c.verb for c in answered]}
         )
-    calls = ", ".join(f"{c.verb} {c.request.name}" for c in answered)
-    _agents.info(
-        "resume: %s", calls, extra={"identity": identity, "holder": holder, "verbs": [c.verb for c in answered]}
-    )
 
 
 def answer_refused(details: dict[str, Any], digest: str | None) -> None:
@@ -221,6 +259,8 @@ def detached_finished(
 
 def claim_taken(parent_id: str, holder: str, reclaimed_from: str | None, ttl: float) -> None:
     """A resume claimed an interrupted snapshot (and maybe took a lapsed claim over)."""
+    if reclaimed_from is None and not tracing() and not _claims.isEnabledFor(logging.DEBUG):
+        return
     attributes = {"interlock.snapshot.id": parent_id, "interlock.claim.holder": holder, "interlock.claim.ttl": ttl}
     add_event("interlock.claim.taken", attributes)
     extra = {"snapshot_id": parent_id, "holder": holder, "ttl": ttl}

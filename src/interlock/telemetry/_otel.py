@@ -36,12 +36,20 @@ _capture: bool | None = None
 _provider: TracerProvider | None = None
 _tracer: tuple[object, Tracer] | None = None
 _TRUE = frozenset({"1", "true", "yes", "on"})
+_UNDECIDED: Any = object()
+_GLOBAL_SLOT = "_TRACER_PROVIDER"
+"""Where the OpenTelemetry API keeps the global provider (``None`` until one is set; it is set once)."""
+_decided_for: Any = _UNDECIDED
+"""The global provider slot's value when :func:`_get_tracer` last decided (``_UNDECIDED``: decide again)."""
+_decided: Tracer | None = None
+_capture_env: bool | None = None
 
 
 def set_options(*, capture_content: bool | None, tracer_provider: TracerProvider | None) -> None:
     """Record content on spans (``None``: by the environment); take tracers from ``tracer_provider`` (or the global)."""
-    global _capture, _provider, _tracer
-    _capture, _provider, _tracer = capture_content, tracer_provider, None
+    global _capture, _provider, _tracer, _decided_for, _capture_env
+    _capture, _provider, _tracer, _decided_for = capture_content, tracer_provider, None, _UNDECIDED
+    _capture_env = None
 
 
 def capture_content() -> bool:
@@ -50,12 +58,13 @@ def capture_content() -> bool:
     ``INTERLOCK_OTEL_CAPTURE_CONTENT=true`` (or OpenTelemetry's own
     ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``) turns it on; off by default.
     """
+    global _capture_env
     if _capture is not None:
         return _capture
-    for name in ("INTERLOCK_OTEL_CAPTURE_CONTENT", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"):
-        if os.environ.get(name, "").strip().lower() in _TRUE:
-            return True
-    return False
+    if _capture_env is None:  # read once, and again after the next configure()
+        names = ("INTERLOCK_OTEL_CAPTURE_CONTENT", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+        _capture_env = any(os.environ.get(name, "").strip().lower() in _TRUE for name in names)
+    return _capture_env
 
 
 def _clean(attributes: Attributes) -> dict[str, Any]:
@@ -77,7 +86,7 @@ def span(
     ``parent`` makes the span a child of that span instead of the current one.
     """
     tracer = _get_tracer()
-    if _trace is None or tracer is None:
+    if _trace is None or _context is None or tracer is None:
         yield None
         return
     links = _links(link_to)
@@ -89,8 +98,13 @@ def span(
         attributes=_clean(attributes),
         links=links,
     )
-    with _trace.use_span(started, end_on_exit=True, record_exception=False, set_status_on_exception=False):
+    # what ``use_span(end_on_exit=True, record_exception=False, set_status_on_exception=False)`` does, inline
+    token = _context.attach(_trace.set_span_in_context(started))
+    try:
         yield started
+    finally:
+        _context.detach(token)
+        started.end()
 
 
 def tracing() -> bool:
@@ -99,7 +113,20 @@ def tracing() -> bool:
 
 
 def _get_tracer() -> Tracer | None:
-    """Interlock's tracer; ``None`` while no tracer provider is set (so no span is made at all)."""
+    """Interlock's tracer; ``None`` while no tracer provider is set (so no span is made at all).
+
+    Decided once, and again only when the configuration changes: :func:`set_options`, or the
+    OpenTelemetry API's global provider slot, read as one attribute (no provider lookup).
+    """
+    global _decided, _decided_for
+    slot = getattr(_trace, _GLOBAL_SLOT, _UNDECIDED)
+    if slot is _decided_for and slot is not _UNDECIDED:
+        return _decided
+    _decided, _decided_for = _look_up_tracer(), slot
+    return _decided
+
+
+def _look_up_tracer() -> Tracer | None:
     global _tracer
     if _trace is None:
         return None
@@ -117,9 +144,20 @@ def _links(carrier: Mapping[str, Any] | None) -> list[Link]:
     if _trace is None or _tracecontext is None or not carrier:
         return []
     strings = {k: v for k, v in carrier.items() if isinstance(v, str)}
-    extracted = _tracecontext.TraceContextTextMapPropagator().extract(strings)
+    extracted = _propagator().extract(strings)
     linked = _trace.get_current_span(extracted).get_span_context()
     return [_trace.Link(linked, {"interlock.link": "paused_turn"})] if linked.is_valid else []
+
+
+def _propagator() -> Any:
+    """The W3C trace-context propagator (one, made on first use)."""
+    global _w3c
+    if _w3c is None and _tracecontext is not None:
+        _w3c = _tracecontext.TraceContextTextMapPropagator()
+    return _w3c
+
+
+_w3c: Any = None
 
 
 def current_span() -> Span | None:
@@ -131,8 +169,11 @@ def current_span() -> Span | None:
 
 
 def add_event(name: str, attributes: Attributes, target: Span | None = None) -> None:
-    """Add an event to ``target`` (or the current span), when it records."""
-    target = target if target is not None else current_span()
+    """Add an event to ``target`` (or the current span), when it records (without a tracer provider: nothing)."""
+    if target is None:
+        if _get_tracer() is None:
+            return
+        target = current_span()
     if target is not None and target.is_recording():
         target.add_event(name, _clean(attributes))
 
@@ -152,7 +193,7 @@ def span_carrier(target: Span | None) -> dict[str, str]:
     if _trace is None or _tracecontext is None or target is None or not target.get_span_context().is_valid:
         return {}
     carrier: dict[str, str] = {}
-    _tracecontext.TraceContextTextMapPropagator().inject(carrier, context=_trace.set_span_in_context(target))
+    _propagator().inject(carrier, context=_trace.set_span_in_context(target))
     return carrier
 
 
@@ -187,7 +228,7 @@ def incoming_trace(headers: Mapping[str, str]) -> Generator[None, None, None]:
     if _context is None or _tracecontext is None or "traceparent" not in headers or not tracing():
         yield
         return
-    extracted = _tracecontext.TraceContextTextMapPropagator().extract(dict(headers))
+    extracted = _propagator().extract(dict(headers))
     token = _context.attach(extracted)
     try:
         yield
