@@ -55,8 +55,9 @@ def _start_trace(con: Con, path: str) -> None:
     con.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS | psycopg.pq.Trace.REGRESS_MODE)
 
 
-def _trace_connections(folder: str) -> None:
-    """Trace every connection psycopg opens from now on, each into its own file under ``folder``."""
+def _trace_connections(folder: str) -> Callable[[], None]:
+    """Trace every connection psycopg opens from now on, each into its own file under ``folder``; returns the undo."""
+    saved = psycopg.AsyncConnection.__dict__["connect"]
     original = psycopg.AsyncConnection.connect.__func__
 
     async def connect(cls: type[Con], *args: Any, **kwargs: Any) -> Any:
@@ -67,6 +68,12 @@ def _trace_connections(folder: str) -> None:
         return con
 
     psycopg.AsyncConnection.connect = classmethod(connect)  # type: ignore[method-assign,assignment]
+
+    def undo() -> None:
+        psycopg.AsyncConnection.connect = saved
+        _traced.clear()
+
+    return undo
 
 
 def _count_calls(store: PostgresStore) -> None:
@@ -158,6 +165,22 @@ def _http_cycle(store: PostgresStore) -> Callable[[], Awaitable[None]]:
         assert done["finishReason"] == "stop", done
 
     return cycle
+
+
+async def trips_per_cycle(dsn: str, cycles: int = 20) -> float:
+    """The round trips of ``bench/agents.py``'s cycle on a store of ``dsn`` (traced only for this count)."""
+    with tempfile.TemporaryDirectory() as folder:
+        undo = _trace_connections(folder)
+        try:
+            async with PostgresStore(dsn, max_size=4) as store:
+                for _ in range(10):
+                    await one_cycle(store)
+                _read_traces()
+                for _ in range(cycles):
+                    await one_cycle(store)
+                return _read_traces().trips / cycles
+        finally:
+            undo()
 
 
 async def main() -> None:
