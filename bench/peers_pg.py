@@ -5,7 +5,8 @@ LangGraph with ``langgraph-checkpoint-postgres`` (and psycopg) into its own virt
 ``.bench-venvs/langgraph`` (pip, from the registry; the project's environment is not touched),
 starts one cluster with PostgreSQL's default durability (every commit flushed;
 ``scripts/postgres.sh``), and one worker process per side, each on its own database of that
-cluster, on asyncio:
+cluster, both on the same event loop (``--loop``: uvloop, where both servers run, ``interlock serve``
+and LangGraph's uvicorn-served API alike, or asyncio):
 
 * **interlock**: ``bench/bank.py``'s cycle: a :class:`~interlock.testing.ScriptedModel` asks for
   ``transfer``, which pauses for approval; a fresh agent object over the same
@@ -41,7 +42,7 @@ from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 VENV = ROOT / ".bench-venvs" / "langgraph"
-PACKAGES = ["langgraph", "langgraph-checkpoint-postgres", "psycopg[binary]", "psycopg-pool"]
+PACKAGES = ["langgraph", "langgraph-checkpoint-postgres", "psycopg[binary]", "psycopg-pool", "uvloop"]
 TICK = os.sysconf("SC_CLK_TCK")
 TARGETS = {"client CPU": 0.17, "wall": 0.35}
 
@@ -125,13 +126,13 @@ async def _serve(cycle: Any) -> None:
 # the parent ----------------------------------------------------------------------------------------------------
 
 
-def _venv_python() -> str:
+def venv_python() -> str:
     """The bench environment's python, with LangGraph installed on first use."""
     python = VENV / "bin" / "python"
     if not python.exists():
         print(f"==> creating {VENV.relative_to(ROOT)} and installing {' '.join(PACKAGES)}", flush=True)
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    probe = "import langgraph.checkpoint.postgres.aio, langgraph.prebuilt"
+    probe = "import langgraph.checkpoint.postgres.aio, langgraph.prebuilt, uvloop"
     if subprocess.run([str(python), "-c", probe], capture_output=True).returncode != 0:
         subprocess.run([str(python), "-m", "pip", "install", "--quiet", *PACKAGES], check=True)
     return str(python)
@@ -140,12 +141,12 @@ def _venv_python() -> str:
 class Side:
     """One worker process, and the PostgreSQL backends that serve it."""
 
-    def __init__(self, name: str, python: str, dsn: str, admin: Any, env: dict[str, str]) -> None:
+    def __init__(self, name: str, python: str, dsn: str, admin: Any, env: dict[str, str], loop: str) -> None:
         self.name = name
         self.app = f"bench-{name}"
         self.admin = admin
         self.dsn = f"{dsn}?application_name={self.app}"
-        args = [python, __file__, "--worker", name, "--dsn", self.dsn]
+        args = [python, __file__, "--worker", name, "--dsn", self.dsn, "--loop", loop]
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         assert self.proc.stdout is not None
         if self.proc.stdout.readline().strip() != "ready":
@@ -190,22 +191,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--cycles", type=int, default=200, help="cycles per side per round")
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop", help="both workers' event loop")
     parser.add_argument("--worker", choices=["interlock", "langgraph"], help=argparse.SUPPRESS)
     parser.add_argument("--dsn", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker is not None:
         worker = _interlock_worker if args.worker == "interlock" else _langgraph_worker
-        asyncio.run(worker(args.dsn))
+        if args.loop == "uvloop":
+            import uvloop
+
+            uvloop.run(worker(args.dsn))
+        else:
+            asyncio.run(worker(args.dsn))
         return
-    _compare(args.cycles, args.rounds)
+    _compare(args.cycles, args.rounds, args.loop)
 
 
-def _compare(cycles: int, rounds: int) -> None:
+def _compare(cycles: int, rounds: int, loop: str) -> None:
     import psycopg
     from machine import describe
     from postgres import Cluster
 
-    lang_python = _venv_python()
+    lang_python = venv_python()
     print(describe())
     cluster = Cluster(durable=True)
     sides: list[Side] = []
@@ -215,22 +222,22 @@ def _compare(cycles: int, rounds: int) -> None:
             for name in ("interlock", "langgraph"):
                 admin.execute(f"CREATE DATABASE bench_{name}")
             env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
-            sides.append(Side("interlock", sys.executable, f"{base}/bench_interlock", admin, env))
-            sides.append(Side("langgraph", lang_python, f"{base}/bench_langgraph", admin, dict(os.environ)))
+            sides.append(Side("interlock", sys.executable, f"{base}/bench_interlock", admin, env, loop))
+            sides.append(Side("langgraph", lang_python, f"{base}/bench_langgraph", admin, dict(os.environ), loop))
             for i in range(rounds):
                 for side in sides if i % 2 == 0 else reversed(sides):
                     side.run(cycles)
-            _report(sides, cycles, rounds)
+            _report(sides, cycles, rounds, loop)
     finally:
         for side in sides:
             side.stop()
         cluster.stop()
 
 
-def _report(sides: list[Side], cycles: int, rounds: int) -> None:
+def _report(sides: list[Side], cycles: int, rounds: int, loop: str) -> None:
     print(
-        f"interrupt cycle on PostgreSQL (fsync on), {cycles} cycles x {rounds} rounds per side, interleaved; "
-        "per cycle, median of the rounds:"
+        f"interrupt cycle on PostgreSQL (fsync on), on {loop}, {cycles} cycles x {rounds} rounds per side, "
+        "interleaved; per cycle, median of the rounds:"
     )
     figures = {side.name: side.median() for side in sides}
     for name, (client, server, wall) in figures.items():
