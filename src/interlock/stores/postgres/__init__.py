@@ -12,8 +12,12 @@ psycopg 3's async API and a connection pool:
   runs again, so its updater sees that row. A deadlock or serialization failure is retried
   the same way (updaters are pure). Nothing is serialised inside the process: concurrent
   saves run on different connections, and PostgreSQL's WAL group commit batches their commits.
-* **Two round trips per save.** The transaction is pipelined (:func:`~._plumbing._transaction`): ``BEGIN``
-  and the locking reads go out together, then every write and ``COMMIT`` together.
+* **One round trip per save, usually.** The transaction is pipelined (:func:`~._plumbing._transaction`). A
+  save of rows this store last read or wrote (and of new ids) runs its updaters on what it
+  remembers and sends a guard that locks the rows and fails the transaction unless each is the
+  row version remembered (:mod:`~._known`): ``BEGIN``, the guard, every write, ``COMMIT`` and
+  the notification in one round trip. Otherwise (or after a stale guess) ``BEGIN`` and the
+  locking reads go out together, then every write and ``COMMIT`` together: two.
 * **Reads** are single autocommitted statements when a row's history is a checkpoint or in
   the cache; a read that must follow a base chain (or a session's rows) runs in one
   repeatable-read transaction.
