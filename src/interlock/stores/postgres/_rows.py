@@ -11,8 +11,9 @@ PostgreSQL way. Every method runs in a transaction the caller opened
 Locks that keep histories sound across processes: a row being saved or deleted is read
 ``FOR UPDATE``, and a new row's parent ``FOR SHARE`` (unless the save already holds it
 ``FOR UPDATE``), so a parent's messages cannot change, nor the parent go, between reading
-its history and committing a delta on it. A save reads all its rows ``FOR UPDATE`` in one
-statement (:meth:`PgRows.begin`, in id order, so that two saves lock in the same order) and
+its history and committing a delta on it. A save locks all its rows ``FOR UPDATE`` in one
+statement (:meth:`PgRows.begin`, in id order, so that two saves lock in the same order: it
+reads them, or checks the rows it guessed from what the store last saw, :mod:`._tx`) and
 then sends its writes without waiting for each one's answer (the store pipelines them): a
 new row is inserted without ``ON CONFLICT``, so one created meanwhile by another
 transaction fails the insert on :data:`~._schema.PRIMARY_KEY`, and the save runs again.

@@ -76,6 +76,8 @@ async def begin(
     """Open a save of the rows of ``ids`` and the journal entries of ``keys``: guessed if it may and can, else read."""
     unique = list(dict.fromkeys(ids))
     keys = list(dict.fromkeys(keys))
+    if not unique and not keys:  # nothing to read or lock (outbox events alone)
+        return Tx(con, tenant, {}, {}, {})
     if guess.on:
         tx = _guessed(con, tenant, unique, keys, known, cache)
         if tx is not None:
