@@ -41,8 +41,12 @@ _traced: list[tuple[Con, str]] = []
 _parsed: dict[str, dict[str, str]] = collections.defaultdict(dict)
 """Per trace file: prepared statement name -> its text (a statement is parsed once, then bound many times)."""
 _calls: collections.Counter[str] = collections.Counter()
+_by_call: collections.Counter[str] = collections.Counter()
+"""Round trips per store call, in the order a cycle makes them (``--by-call``: each call's traces read after it)."""
+_order: list[str] = []
+_BY_CALL = contextvars.ContextVar("by_call", default=False)
 _QUOTED = re.compile(r'"((?:[^"]|"")*)"')
-_CALLS = ("load", "latest", "save", "save_all", "journal_get", "journal_put", "journal_entries", "list")
+_CALLS = ("load", "latest", "save", "save_all", "journal_get", "journal_put", "journal_entries", "list", "ready")
 
 
 def _start_trace(con: Con, path: str) -> None:
@@ -51,8 +55,9 @@ def _start_trace(con: Con, path: str) -> None:
     con.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS | psycopg.pq.Trace.REGRESS_MODE)
 
 
-def _trace_connections(folder: str) -> None:
-    """Trace every connection psycopg opens from now on, each into its own file under ``folder``."""
+def _trace_connections(folder: str) -> Callable[[], None]:
+    """Trace every connection psycopg opens from now on, each into its own file under ``folder``; returns the undo."""
+    saved = psycopg.AsyncConnection.__dict__["connect"]
     original = psycopg.AsyncConnection.connect.__func__
 
     async def connect(cls: type[Con], *args: Any, **kwargs: Any) -> Any:
@@ -64,6 +69,12 @@ def _trace_connections(folder: str) -> None:
 
     psycopg.AsyncConnection.connect = classmethod(connect)  # type: ignore[method-assign,assignment]
 
+    def undo() -> None:
+        psycopg.AsyncConnection.connect = saved
+        _traced.clear()
+
+    return undo
+
 
 def _count_calls(store: PostgresStore) -> None:
     """Count the store methods the agent calls (the outermost ones: ``save`` calls ``save_all``)."""
@@ -72,13 +83,18 @@ def _count_calls(store: PostgresStore) -> None:
         method: Callable[..., Awaitable[Any]] = getattr(store, name)
 
         async def counted(*args: Any, _m: Callable[..., Awaitable[Any]] = method, _n: str = name, **kw: Any) -> Any:
-            if depth.get() == 0:
+            outer = depth.get() == 0
+            if outer:
                 _calls[_n] += 1
             token = depth.set(depth.get() + 1)
             try:
                 return await _m(*args, **kw)
             finally:
                 depth.reset(token)
+                if outer and _BY_CALL.get():
+                    step = f"{len(_order)}. {_n}"
+                    _order.append(step)
+                    _by_call[step] += _read_traces().trips
 
         setattr(store, name, functools.wraps(method)(counted))
 
@@ -151,11 +167,28 @@ def _http_cycle(store: PostgresStore) -> Callable[[], Awaitable[None]]:
     return cycle
 
 
+async def trips_per_cycle(dsn: str, cycles: int = 20) -> float:
+    """The round trips of ``bench/agents.py``'s cycle on a store of ``dsn`` (traced only for this count)."""
+    with tempfile.TemporaryDirectory() as folder:
+        undo = _trace_connections(folder)
+        try:
+            async with PostgresStore(dsn, max_size=4) as store:
+                for _ in range(10):
+                    await one_cycle(store)
+                _read_traces()
+                for _ in range(cycles):
+                    await one_cycle(store)
+                return _read_traces().trips / cycles
+        finally:
+            undo()
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--cycles", type=int, default=20)
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--http", action="store_true", help="the cycle as HTTP requests to an AgentServer")
+    parser.add_argument("--by-call", action="store_true", help="the round trips of each store call, in order")
     args = parser.parse_args()
     n = args.cycles
     cluster = Cluster(durable=False)
@@ -174,6 +207,13 @@ async def main() -> None:
                 for _ in range(n):
                     await cycle()
                 counts = _read_traces()
+                calls = dict(_calls)
+                if args.by_call:
+                    _BY_CALL.set(True)
+                    for _ in range(n):
+                        _order.clear()
+                        await cycle()
+                        _by_call["(between calls)"] += _read_traces().trips
             finally:
                 await store.close()
     finally:
@@ -183,7 +223,11 @@ async def main() -> None:
         f"  statements {counts.statements / n:5.1f}   round trips {counts.trips / n:5.1f}   "
         f"transactions {counts.begins / n:4.1f}"
     )
-    print("  store calls: " + ", ".join(f"{k} {v / n:g}" for k, v in sorted(_calls.items())))
+    print("  store calls: " + ", ".join(f"{k} {v / n:g}" for k, v in sorted(calls.items())))
+    if args.by_call:
+        print("  round trips by store call, in the cycle's order:")
+        for step, k in _by_call.items():
+            print(f"  {k / n:5.2f}  {step}")
     if args.verbose:
         for text, k in counts.texts.most_common():
             print(f"  {k / n:5.2f}  {text}")

@@ -6,9 +6,11 @@ PostgreSQL's default durability (every commit flushed, as SQLite's ``synchronous
 with the test suite's settings (``fsync=off``). An interrupt cycle is a pause, then a fresh agent
 object over the same store that loads it and resumes it (``bench/agents.py``'s cycle).
 
-Printed per store: client CPU per cycle (this process), the PostgreSQL server's CPU per cycle
-(its processes' user + system time), wall time per cycle one at a time, and cycles/s for 1000
-sessions at concurrency 100 in this one process. Target: the PostgreSQL cycle costs the client
+Printed per store: round trips per cycle (PostgreSQL: counted on the wire by libpq's tracer,
+``bench/pg_trips.py``, in a pass of its own), client CPU per cycle (this process), the PostgreSQL
+server's CPU per cycle (all its processes' user + system time: backends, WAL writer,
+checkpointer), wall time per cycle one at a time, and cycles/s for 1000 sessions at concurrency
+100 in this one process. Target: the PostgreSQL cycle costs the client
 at most 2x SQLite's CPU (the server's share is reported, not targeted).
 """
 
@@ -99,7 +101,11 @@ async def concurrent(store: SessionStore, sessions: int, width: int) -> float:
 
 
 async def measure(
-    label: str, open_store: Callable[[], Awaitable[SessionStore]], server: Callable[[], float], quick: bool
+    label: str,
+    open_store: Callable[[], Awaitable[SessionStore]],
+    server: Callable[[], float],
+    quick: bool,
+    dsn: str | None = None,
 ) -> float:
     store = await open_store()
     try:
@@ -107,9 +113,14 @@ async def measure(
         rate = await concurrent(store, 200 if quick else 1000, 100)
     finally:
         await store.close()  # type: ignore[attr-defined]
+    trips = "    -"
+    if dsn is not None:
+        from pg_trips import trips_per_cycle
+
+        trips = f"{await trips_per_cycle(dsn):5.1f}"
     print(
-        f"  {label:<44} client CPU {client:6.2f} ms  server CPU {srv:6.2f} ms  wall {wall:6.2f} ms  "
-        f"concurrency 100: {rate:7.1f} cycles/s"
+        f"  {label:<44} round trips {trips}  client CPU {client:6.2f} ms  server CPU {srv:6.2f} ms  "
+        f"wall {wall:6.2f} ms  concurrency 100: {rate:7.1f} cycles/s"
     )
     return client
 
@@ -138,7 +149,7 @@ async def main() -> None:
                 await store.setup()
                 return store
 
-            figures[label] = await measure(label, postgres, cluster.cpu, quick)
+            figures[label] = await measure(label, postgres, cluster.cpu, quick, cluster.dsn)
         finally:
             cluster.stop()
     worst = max(figures.values())

@@ -4,7 +4,8 @@ The worker takes the jobs that agents with ``detach_to`` (or ``interlock serve
 --detach-to-workers``) enqueue, in the store's PostgreSQL database, and runs their turns
 (:mod:`interlock.workers._run`): a lease with a fencing token per run, heartbeats, a sweeper
 that re-runs the turns of workers that died, abort, and on SIGTERM/SIGINT a graceful stop
-that waits ``--grace`` seconds and then hands unfinished turns back to the other workers.
+that waits ``--grace`` seconds and then hands unfinished turns back to the other workers. It runs
+on uvloop when it is installed, as ``interlock serve`` does.
 
 It also adds ``--detach-to-workers`` to ``interlock serve``: each served agent's detached
 turns go to the worker queue in its store's database instead of running in the server.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, cast
 
@@ -112,12 +114,22 @@ def _run(args: argparse.Namespace) -> int:
         _postgres_dsn(agent)
     export_traces()  # as `serve` does: OTEL_* variables, when interlock[otel] is installed
     try:
-        asyncio.run(_work(args, agents))
+        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            runner.run(_work(args, agents))
     except ModuleNotFoundError as exc:
         raise CommandError(str(exc), code=1) from None
     except InterlockError as exc:
         raise CommandError(f"{exc.message} ({exc.status})", code=1) from None
     return 0
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The event loop to run on: uvloop's when it is installed (as ``interlock serve`` runs), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - the server extra installs it
+        return None
+    return uvloop.new_event_loop
 
 
 # serve --detach-to-workers ---------------------------------------------------------------------

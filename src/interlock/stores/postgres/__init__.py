@@ -12,8 +12,12 @@ psycopg 3's async API and a connection pool:
   runs again, so its updater sees that row. A deadlock or serialization failure is retried
   the same way (updaters are pure). Nothing is serialised inside the process: concurrent
   saves run on different connections, and PostgreSQL's WAL group commit batches their commits.
-* **Two round trips per save.** The transaction is pipelined (:func:`~._plumbing._transaction`): ``BEGIN``
-  and the locking reads go out together, then every write and ``COMMIT`` together.
+* **One round trip per save, usually.** The transaction is pipelined (:func:`~._plumbing._transaction`). A
+  save of rows this store last read or wrote (and of new ids) runs its updaters on what it
+  remembers and sends a guard that locks the rows and fails the transaction unless each is the
+  row version remembered (:mod:`~._known`): ``BEGIN``, the guard, every write, ``COMMIT`` and
+  the notification in one round trip. Otherwise (or after a stale guess) ``BEGIN`` and the
+  locking reads go out together, then every write and ``COMMIT`` together: two.
 * **Reads** are single autocommitted statements when a row's history is a checkpoint or in
   the cache; a read that must follow a base chain (or a session's rows) runs in one
   repeatable-read transaction.
@@ -58,19 +62,20 @@ except ImportError as exc:  # pragma: no cover - exercised by the test that hide
         name=exc.name,
     ) from exc
 
-from ...errors import DataLossError, InvalidArgumentError, PermissionDeniedError, UsageError
+from ...errors import DataLossError, InvalidArgumentError, UsageError
 from ...records._interrupt_index import InterruptQuery, OpenInterrupt
 from ...records._journal import JournalEntry
 from ...records._outbox import OutboxEvent
 from ...records._sessions import TERMINAL, Snapshot
 from .. import JournalUpdater, SnapshotInfo, Updater, check_tenant
-from .._sql.row_codec import to_us
 from . import _journal as journal_rows
 from . import _outbox as outbox
+from ._known import Guess, Stale
 from ._listen import Listener
 from ._plumbing import PgPlumbing, connect_seconds
 from ._rows import Conn, PgRows
-from ._schema import CURRENT, TABLE
+from ._schema import CURRENT
+from ._tx import Tx, settle
 
 __all__ = ["PostgresStore", "TxStep"]
 
@@ -245,41 +250,34 @@ class PostgresStore(PgPlumbing):
         changed: list[str] = []
         for sid, _ in todo:  # a payload PostgreSQL would refuse fails the save before it writes
             _payload(t, sid)
+        guess = Guess(on=not then)  # a step's own writes are not the store's to run again on a stale guess
+        last: list[Tx] = []
 
         async def save_each(con: Conn) -> list[Snapshot | None]:
-            tx = await self._rows.begin(con, t, [sid for sid, _ in todo], [key for key, _ in entries])
-            written: list[Snapshot | None] = []
-            for sid, update in todo:
-                new, status_changed = await self._rows.save(tx, sid, update)
-                written.append(new)
-                if status_changed:
-                    changed.append(_payload(t, sid))
-            for key, update in entries:
-                await journal_rows.update(con, t, key, update, tx.entries)
+            tx = await self._rows.begin(con, t, [sid for sid, _ in todo], [key for key, _ in entries], guess)
+            last[:] = [tx]
+            try:
+                written = await self._rows.updates(tx, todo, entries)
+            except psycopg.Error:
+                raise
+            except Exception as exc:
+                if not tx.guessed:
+                    raise
+                raise Stale from exc  # raised on a guess: asked again of the rows as they are
+            changed.extend(_payload(t, sid) for sid in tx.status_changed)
             await outbox.insert(con, added)
             for step in then:
                 if isawaitable(done := step(con)):
                     await done
             return written
 
-        return await self._write(save_each, notify=changed)
-
-    async def pending_before(self, before: datetime, *, key: str, limit: int = 100) -> list[tuple[str | None, str]]:
-        """Pending rows whose heartbeat is older than ``before``, across tenants: ``(tenant, snapshot_id)``.
-
-        Only rows whose metadata mentions ``key`` (a superset: check the rows' metadata), oldest heartbeat first.
-        """
-        sql = (
-            f"SELECT tenant, snapshot_id FROM {TABLE} WHERE status = 'pending' AND created_us + heartbeat_us < %s "
-            "AND metadata LIKE %s ORDER BY created_us + heartbeat_us LIMIT %s"
-        )
-        pattern = "%" + json.dumps(key).replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-
-        async def find(con: Conn) -> list[tuple[str | None, str]]:
-            rows = await (await con.execute(sql, (to_us(before), pattern, limit))).fetchall()
-            return [(str(t) or None, str(sid)) for t, sid in rows]
-
-        return await self._read(find)
+        try:
+            saved = await self._write(save_each, notify=changed, guess=guess)
+        except BaseException:
+            self._rows.known.forget(t, [sid for sid, _ in todo], [key for key, _ in entries])
+            raise
+        settle(last[0], self._rows.known)
+        return saved
 
     async def outbox_claim(
         self, *, channel: str, holder: str, lease: float, limit: int = 100, now: datetime | None = None
@@ -300,17 +298,6 @@ class PostgresStore(PgPlumbing):
     async def outbox_prune(self, *, channel: str, settled_before: datetime) -> int:
         return await self._write(lambda con: outbox.prune(con, channel, settled_before))
 
-    async def ready(self) -> None:
-        """Connect (creating or checking the schema) and check that the server takes writes."""
-        await self.setup()
-
-        async def check(con: Conn) -> None:
-            found = await (await con.execute("SELECT pg_is_in_recovery()")).fetchone()
-            if found is not None and found[0]:
-                raise PermissionDeniedError(f"{self.where} is a read-only standby; point the store at the primary")
-
-        await self._read(check)
-
     async def journal_get(self, key: str, *, tenant: str | None = None) -> JournalEntry | None:
         t = _key(tenant)
         return await self._read(lambda con: journal_rows.get(con, t, key))
@@ -319,7 +306,12 @@ class PostgresStore(PgPlumbing):
         self, entry: JournalEntry, *, expect: int, tenant: str | None = None, durable: bool = True
     ) -> None:
         t = _key(tenant)
-        await self._write(lambda con: journal_rows.put(con, t, entry, expect, durable), transaction=False)
+        try:
+            put = await self._write(lambda con: journal_rows.put(con, t, entry, expect, durable), transaction=False)
+        except BaseException:
+            self._rows.known.forget(t, keys=[entry.key])
+            raise
+        self._rows.known.saw_entry(t, entry.key, *put)
 
     async def journal_entries(self, *, session_id: str | None = None, tenant: str | None = None) -> list[JournalEntry]:
         t = _key(tenant)

@@ -24,16 +24,17 @@ Locked = dict[str, str | None]
 """Keys → their entries' text as a save's transaction read (and locked) them (``None``: no entry)."""
 
 _COLUMNS = "tenant, key, session_id, snapshot_id, attempt, entry"
-LOCK = f"SELECT key, entry FROM {JOURNAL} WHERE tenant = %s AND key = ANY(%s) ORDER BY key FOR UPDATE"
-"""Read (and lock) a save's entries: a save with snapshot rows too locks both in one statement (``_rows``)."""
+LOCK = f"SELECT key, entry, xmin::text FROM {JOURNAL} WHERE tenant = %s AND key = ANY(%s) ORDER BY key FOR UPDATE"
+"""Read (and lock) a save's entries, each with its ``xmin``: a save with snapshot rows too locks both in one statement
+(``_rows``)."""
 _INSERT = f"INSERT INTO {JOURNAL} ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s)"
 _UPDATE = f"""UPDATE {JOURNAL} SET key = %s, session_id = %s, snapshot_id = %s, attempt = %s, entry = %s
     WHERE tenant = %s AND key = %s"""
 _PUT_FIRST = f"""INSERT INTO {JOURNAL} ({_COLUMNS})
     SELECT %s, %s, %s, %s, %s, %s WHERE set_config('synchronous_commit', %s, true) IS NOT NULL
-    ON CONFLICT (tenant, key) DO NOTHING"""
+    ON CONFLICT (tenant, key) DO NOTHING RETURNING xmin::text"""
 _PUT_NEXT = f"""UPDATE {JOURNAL} SET attempt = %s, entry = %s WHERE tenant = %s AND key = %s AND attempt = %s
-    AND set_config('synchronous_commit', %s, true) IS NOT NULL"""
+    AND set_config('synchronous_commit', %s, true) IS NOT NULL RETURNING xmin::text"""
 PRIMARY_KEY = f"{JOURNAL}_pkey"
 """The constraint a concurrent first write of the same key violates (the save then runs again)."""
 
@@ -45,12 +46,15 @@ async def lock(con: Conn, tenant: str, keys: Sequence[str]) -> AsyncCursor[tuple
     return await con.execute(LOCK, (tenant, list(dict.fromkeys(keys))))
 
 
-async def locked(cur: AsyncCursor[tuple[Any, ...]] | None, keys: Sequence[str]) -> Locked:
-    """The entries :func:`lock` read, by key (``None`` for a key without one)."""
+async def locked(cur: AsyncCursor[tuple[Any, ...]] | None, keys: Sequence[str]) -> tuple[Locked, dict[str, str]]:
+    """The entries :func:`lock` read, by key (``None`` for a key without one), and their ``xmin``."""
     found: Locked = dict.fromkeys(keys)
+    versions: dict[str, str] = {}
     if cur is not None:
-        found |= {key: raw for key, raw in cast(list[tuple[str, str]], await cur.fetchall())}
-    return found
+        for key, raw, xmin in cast(list[tuple[str, str, str]], await cur.fetchall()):
+            found[key] = raw
+            versions[key] = xmin
+    return found, versions
 
 
 async def get(con: Conn, tenant: str, key: str) -> JournalEntry | None:
@@ -59,8 +63,10 @@ async def get(con: Conn, tenant: str, key: str) -> JournalEntry | None:
     return None if found is None else _entry(found[0], key)
 
 
-async def put(con: Conn, tenant: str, entry: JournalEntry, expect: int, durable: bool) -> None:
+async def put(con: Conn, tenant: str, entry: JournalEntry, expect: int, durable: bool) -> tuple[str, str]:
     """Write ``entry`` if the stored attempt is ``expect`` (0: none), in one statement; else ABORTED.
+
+    Returns the entry's text and ``xmin`` as written (for :mod:`._known`).
 
     ``durable=False`` commits it without waiting for the WAL flush: ``set_config(...,
     true)`` in the statement itself sets ``synchronous_commit`` for its own (implicit)
@@ -73,12 +79,14 @@ async def put(con: Conn, tenant: str, entry: JournalEntry, expect: int, durable:
         cur = await con.execute(_PUT_FIRST, args)
     else:
         cur = await con.execute(_PUT_NEXT, (entry.attempt, text, tenant, entry.key, expect, flush))
-    if cur.rowcount != 1:
+    found = await cur.fetchone()
+    if found is None:
         raise superseded(entry, await get(con, tenant, entry.key), expect)
+    return text, cast(str, found[0])
 
 
-async def update(con: Conn, tenant: str, key: str, update: JournalUpdater, found: Locked) -> None:
-    """Apply ``update`` to the entry of ``key`` (as read ``FOR UPDATE`` in ``found``) and write its result.
+async def update(con: Conn, tenant: str, key: str, update: JournalUpdater, found: Locked) -> str | None:
+    """Apply ``update`` to the entry of ``key`` (as read ``FOR UPDATE`` in ``found``); write and return its text.
 
     The write is sent without waiting for its answer (a save pipelines its writes): a first
     entry for ``key`` written meanwhile by another transaction fails this one's insert on
@@ -92,12 +100,14 @@ async def update(con: Conn, tenant: str, key: str, update: JournalUpdater, found
         raw = None if row is None else cast(str, row[0])
     new = update(None if raw is None else _entry(raw, key))
     if new is None:
-        return
-    values = (tenant, new.key, new.session_id, new.snapshot_id, new.attempt, json.dumps(new.to_json()))
+        return None
+    text = json.dumps(new.to_json())
+    values = (tenant, new.key, new.session_id, new.snapshot_id, new.attempt, text)
     if raw is None:
         await con.execute(_INSERT, values)
     else:
         await con.execute(_UPDATE, (*values[1:], tenant, key))
+    return text if new.key == key else None
 
 
 async def entries(con: Conn, tenant: str, session_id: str | None) -> list[JournalEntry]:

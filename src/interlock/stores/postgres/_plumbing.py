@@ -11,21 +11,33 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import math
+import time
 from abc import abstractmethod
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any, LiteralString, TypeVar
 
 import psycopg
 from psycopg import AsyncConnection, errors
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from ...errors import FailedPreconditionError, InterlockError, InvalidArgumentError, UnavailableError, UsageError
+from ...errors import (
+    FailedPreconditionError,
+    InterlockError,
+    InvalidArgumentError,
+    PermissionDeniedError,
+    UnavailableError,
+    UsageError,
+)
+from .._sql.row_codec import to_us
 from .._sql.versions import SCHEMA_TABLE, plan_upgrade
 from . import _index as index
 from . import _journal as journal_rows
 from ._errors import pg_error, redacted
+from ._known import Guess, Stale
 from ._rows import Conn, PgRows
 from ._schema import (
     CHANNEL,
@@ -41,6 +53,8 @@ from ._schema import (
 )
 
 _R = TypeVar("_R")
+PROVEN = 1.0
+"""Seconds a committed write answers :meth:`PgPlumbing.ready` for (no failure since)."""
 _RETRIES = 20
 _RETRYABLE = (errors.SerializationFailure, errors.DeadlockDetected)
 _RACED = (PRIMARY_KEY, journal_rows.PRIMARY_KEY)
@@ -61,6 +75,8 @@ class PgPlumbing:
     upgraded_from: int | None
     _pool: AsyncConnectionPool[Conn]
     _closed: bool
+    _wrote_at: float | None = None
+    """When (``time.monotonic()``) a write of this store last committed, if nothing failed since (see :meth:`ready`)."""
 
     @property
     @abstractmethod
@@ -70,6 +86,42 @@ class PgPlumbing:
     @abstractmethod
     async def setup(self) -> None:
         """Connect and open the pool (the store's)."""
+
+    async def ready(self) -> None:
+        """Connect (creating or checking the schema) and check that the server takes writes.
+
+        A write this store committed within the last :data:`PROVEN` seconds, with no failure
+        since, answers without asking the server: it is as recent a proof as the check's own
+        answer would be by the time the caller acts on it (the engine asks before each turn
+        that no claim has checked, so a busy store saves a round trip per turn).
+        """
+        await self.setup()
+        if self._wrote_at is not None and time.monotonic() - self._wrote_at < PROVEN:
+            return
+
+        async def check(con: Conn) -> None:
+            found = await (await con.execute("SELECT pg_is_in_recovery()")).fetchone()
+            if found is not None and found[0]:
+                raise PermissionDeniedError(f"{self.where} is a read-only standby; point the store at the primary")
+
+        await self._read(check)
+
+    async def pending_before(self, before: datetime, *, key: str, limit: int = 100) -> list[tuple[str | None, str]]:
+        """Pending rows whose heartbeat is older than ``before``, across tenants: ``(tenant, snapshot_id)``.
+
+        Only rows whose metadata mentions ``key`` (a superset: check the rows' metadata), oldest heartbeat first.
+        """
+        sql = (
+            f"SELECT tenant, snapshot_id FROM {TABLE} WHERE status = 'pending' AND created_us + heartbeat_us < %s "
+            "AND metadata LIKE %s ORDER BY created_us + heartbeat_us LIMIT %s"
+        )
+        pattern = "%" + json.dumps(key).replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+        async def find(con: Conn) -> list[tuple[str | None, str]]:
+            rows = await (await con.execute(sql, (to_us(before), pattern, limit))).fetchall()
+            return [(str(t) or None, str(sid)) for t, sid in rows]
+
+        return await self._read(find)
 
     async def _read(self, fn: Callable[[Conn], Awaitable[_R]], *, consistent: bool = False) -> _R:
         """Run ``fn`` on a pooled connection, autocommitted, or (``consistent``) in one snapshot.
@@ -87,14 +139,20 @@ class PgPlumbing:
         return await self._guard(run)
 
     async def _write(
-        self, fn: Callable[[Conn], Awaitable[_R]], *, transaction: bool = True, notify: list[str] | None = None
+        self,
+        fn: Callable[[Conn], Awaitable[_R]],
+        *,
+        transaction: bool = True,
+        notify: list[str] | None = None,
+        guess: Guess | None = None,
     ) -> _R:
         """Run ``fn`` in a read-committed transaction (or autocommitted: one statement), retried on a lost race.
 
         The transaction is pipelined (see :func:`_transaction`); the payloads ``fn`` adds to
         ``notify`` (emptied before each attempt) are notified once it has committed. A lost race
         is a deadlock, a serialization failure, or a row created by another transaction (a
-        violation of a primary key in :data:`_RACED`).
+        violation of a primary key in :data:`_RACED`). A save that guessed its rows (``guess``,
+        see :mod:`._known`) and guessed wrong runs again at once, reading them.
         """
         await self.setup()
 
@@ -105,8 +163,16 @@ class PgPlumbing:
                 try:
                     async with self._pool.connection() as con:
                         if not transaction:
-                            return await fn(con)
-                        return await _transaction(con, "BEGIN", fn, notify)
+                            done = await fn(con)
+                        else:
+                            done = await _transaction(con, "BEGIN", fn, notify)
+                    self._wrote_at = time.monotonic()
+                    return done
+                except (Stale, errors.DivisionByZero):  # only a guessed save's guard divides
+                    if guess is None or not guess.on:
+                        raise
+                    guess.on = False
+                    continue
                 except (*_RETRYABLE, errors.UniqueViolation) as exc:
                     lost = not isinstance(exc, errors.UniqueViolation) or exc.diag.constraint_name in _RACED
                     if not lost or attempt == _RETRIES - 1:
@@ -125,11 +191,13 @@ class PgPlumbing:
         except InterlockError:
             raise
         except PoolTimeout as exc:
+            self._wrote_at = None  # a failure: the next ready() asks the server
             raise UnavailableError(
                 f"{self.where} found no connection to the database within {self.pool_timeout:g} s (the server is down, "
                 f"unreachable or has no free connection: {exc}); retrying may help"
             ) from exc
         except psycopg.Error as exc:
+            self._wrote_at = None
             raise pg_error(exc, self.where) from exc
         except UnicodeEncodeError as exc:
             raise InvalidArgumentError(f"{self.where} cannot store a value that is not UTF-8 text ({exc})") from exc

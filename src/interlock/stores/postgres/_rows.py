@@ -11,8 +11,9 @@ PostgreSQL way. Every method runs in a transaction the caller opened
 Locks that keep histories sound across processes: a row being saved or deleted is read
 ``FOR UPDATE``, and a new row's parent ``FOR SHARE`` (unless the save already holds it
 ``FOR UPDATE``), so a parent's messages cannot change, nor the parent go, between reading
-its history and committing a delta on it. A save reads all its rows ``FOR UPDATE`` in one
-statement (:meth:`PgRows.begin`, in id order, so that two saves lock in the same order) and
+its history and committing a delta on it. A save locks all its rows ``FOR UPDATE`` in one
+statement (:meth:`PgRows.begin`, in id order, so that two saves lock in the same order: it
+reads them, or checks the rows it guessed from what the store last saw, :mod:`._tx`) and
 then sends its writes without waiting for each one's answer (the store pipelines them): a
 new row is inserted without ``ON CONFLICT``, so one created meanwhile by another
 transaction fails the insert on :data:`~._schema.PRIMARY_KEY`, and the save runs again.
@@ -22,9 +23,8 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, LiteralString, NamedTuple, cast
+from typing import Any, cast
 
 from psycopg import AsyncConnection
 
@@ -33,12 +33,13 @@ from ..._wire import messages_to_json
 from ...errors import DataLossError
 from ...records._interrupt_index import InterruptQuery, OpenInterrupt
 from ...records._sessions import Artifact, Snapshot
-from .. import SnapshotInfo, Updater, apply_update, choose_leaf
+from .. import JournalUpdater, SnapshotInfo, Updater, apply_update, choose_leaf
 from .._prune import prunable
 from .._sql.history import ChainCache, common_prefix
 from .._sql.row_codec import Link, Messages, Row, bookkeeping, corrupt, decode, dumps, from_us, loads, plain
 from . import _index as index
 from . import _journal as journal
+from ._known import Guess, Known, row_of
 from ._schema import (
     CHECKPOINT,
     COLUMNS,
@@ -56,87 +57,36 @@ from ._schema import (
     UPDATE_BOOKKEEPING,
     UPSERT,
 )
+from ._tx import Parent, Tx, begin
 
 Conn = AsyncConnection[tuple[Any, ...]]
 
 
-_LOCK_ROWS = (
-    f"SELECT {COLUMNS} FROM {TABLE} WHERE tenant = %s AND snapshot_id = ANY(%s) ORDER BY snapshot_id FOR UPDATE"
-)
 _ROW_ARGS = [f"row_{c}" for c in ("tenant", *COLUMNS.split(", "))]
-_WIDTH = len(COLUMNS.split(", "))
-_NULLS: list[LiteralString] = ["NULL"] * _WIDTH
-_LOCK_BOTH = f"""WITH locked_rows AS ({_LOCK_ROWS}), locked_entries AS ({journal.LOCK})
-    SELECT *, NULL, NULL FROM locked_rows
-    UNION ALL SELECT {", ".join(_NULLS)}, key, entry FROM locked_entries"""
-"""A save's rows and journal entries read ``FOR UPDATE`` in one statement (the rows first, then the entries, each
-in id order as alone): a row's columns then two ``NULL``, or ``NULL`` columns then an entry's key and text."""
-
-
-class Parent(NamedTuple):
-    """What a new row needs of its parent's row: its messages' revision, whether it has none, its session."""
-
-    mrev: int
-    stateless: bool
-    session_id: str
-
-
-@dataclass(eq=False)
-class Tx:
-    """A save's transaction: the rows and journal entries it read ``FOR UPDATE`` up front, and what it holds.
-
-    ``rows`` and ``entries`` are consumed by the first write of each; ``held`` is every snapshot
-    row the transaction holds locked, as it stands now (a new row's parent among them is not
-    read again).
-    """
-
-    con: Conn
-    tenant: str
-    rows: dict[str, Row | None]
-    held: dict[str, Parent]
-    entries: journal.Locked
-
-
-def _row(found: tuple[Any, ...]) -> Row:
-    """A :data:`~._schema.SELECT_ROW` result as the shared codec's row (offsets made absolute)."""
-    (sid, session_id, parent, base, keep, tail, mrev, base_mrev, state_session, custom, artifacts) = found[:11]
-    (created, updated, heartbeat, status, finish, error, version, claimed_by, claimed, metadata) = found[11:]
-    return Row(
-        sid,
-        session_id,
-        0,
-        parent,
-        base,
-        keep,
-        tail,
-        mrev,
-        base_mrev,
-        state_session,
-        custom,
-        artifacts,
-        created,
-        None if updated is None else created + updated,
-        None if heartbeat is None else created + heartbeat,
-        status,
-        finish,
-        error,
-        version,
-        claimed_by,
-        None if claimed is None else created + claimed,
-        metadata,
-    )
 
 
 class PgRows(ChainCache):
-    """The snapshot and journal tables, seen through one connection's transaction."""
+    """The snapshot and journal tables, seen through one connection's transaction.
+
+    ``known`` is what the store last saw of each row (:mod:`._known`): reads and saves keep it.
+    """
+
+    def __init__(self, cache_bytes: int) -> None:
+        super().__init__(cache_bytes)
+        self.known = Known()
 
     # reading ----------------------------------------------------------------------------------
 
-    @staticmethod
-    async def fetch(con: Conn, tenant: str, snapshot_id: str, *, lock: bool = False) -> Row | None:
+    async def fetch(self, con: Conn, tenant: str, snapshot_id: str, *, lock: bool = False) -> Row | None:
+        """A row (``lock``: ``FOR UPDATE``, in the caller's transaction); read outside a save, it becomes known."""
         cur = await con.execute(LOCK_ROW if lock else SELECT_ROW, (tenant, snapshot_id))
         found = await cur.fetchone()
-        return None if found is None else _row(found)
+        if found is None:
+            return None
+        row = row_of(found)
+        if not lock:
+            self.known.saw_row(tenant, row, found[-1])
+        return row
 
     async def messages_of(self, con: Conn, tenant: str, row: Row) -> Messages | None:
         if row.tail is None:
@@ -158,7 +108,8 @@ class PgRows(ChainCache):
     async def latest(self, con: Conn, tenant: str, session_id: str, reject_branching: bool) -> Snapshot | None:
         """The session's leaf: its leaves' rows in one statement, then the chosen one's history (cache or chain)."""
         cur = await con.execute(SELECT_LEAF_ROWS, {"tenant": tenant, "session_id": session_id})
-        rows = {r.snapshot_id: r for r in map(_row, await cur.fetchall())}
+        found = await cur.fetchall()
+        rows = {r.snapshot_id: r for r in map(row_of, found)}
         if not rows:
             cur = await con.execute(
                 f"SELECT 1 FROM {TABLE} WHERE tenant = %s AND session_id = %s LIMIT 1", (tenant, session_id)
@@ -167,6 +118,7 @@ class PgRows(ChainCache):
                 return None  # an unknown session (with rows but no leaf, it has a cycle: choose_leaf says so)
         leaves = [(from_us(r.created_us), sid) for sid, r in rows.items()]
         row = rows[choose_leaf(session_id, leaves, reject_branching=reject_branching)]
+        self.known.saw_row(tenant, row, next(f[-1] for f in found if f[0] == row.snapshot_id))
         return decode(row, await self.messages_of(con, tenant, row))[0]
 
     @staticmethod
@@ -217,25 +169,23 @@ class PgRows(ChainCache):
 
     # writing ----------------------------------------------------------------------------------
 
-    async def begin(self, con: Conn, tenant: str, ids: Sequence[str], keys: Sequence[str]) -> Tx:
-        """Read the rows of ``ids`` and the journal entries of ``keys`` ``FOR UPDATE``: one round trip for both."""
-        unique = list(dict.fromkeys(ids))
-        rows: dict[str, Row | None] = dict.fromkeys(unique)
-        entries: journal.Locked = dict.fromkeys(keys)
-        if unique and keys:
-            cur = await con.execute(_LOCK_BOTH, (tenant, unique, tenant, list(entries)))
-            for found in await cur.fetchall():
-                if found[0] is None:
-                    entries[found[_WIDTH]] = found[_WIDTH + 1]
-                else:
-                    rows[found[0]] = _row(found[:_WIDTH])
-        elif unique:
-            for found in await (await con.execute(_LOCK_ROWS, (tenant, unique))).fetchall():
-                rows[found[0]] = _row(found)
-        else:
-            entries = await journal.locked(await journal.lock(con, tenant, keys), keys)
-        held = {sid: Parent(r.mrev, r.tail is None, r.session_id) for sid, r in rows.items() if r is not None}
-        return Tx(con, tenant, rows, held, entries)
+    async def begin(self, con: Conn, tenant: str, ids: Sequence[str], keys: Sequence[str], guess: Guess) -> Tx:
+        """Open a save of the rows of ``ids`` and the entries of ``keys``, guessed or read ``FOR UPDATE`` (``_tx``)."""
+        return await begin(con, tenant, ids, keys, self.known, self, guess)
+
+    async def updates(
+        self, tx: Tx, todo: Sequence[tuple[str, Updater]], entries: Sequence[tuple[str, JournalUpdater]]
+    ) -> list[Snapshot | None]:
+        """A save's updates of rows, then of journal entries, in ``tx``: the rows written (``None``: none)."""
+        written: list[Snapshot | None] = []
+        for sid, update in todo:
+            new, status_changed = await self.save(tx, sid, update)
+            written.append(new)
+            if status_changed:
+                tx.status_changed.append(sid)
+        for key, update in entries:
+            tx.wrote_entries[key] = await journal.update(tx.con, tx.tenant, key, update, tx.entries)
+        return written
 
     async def save(self, tx: Tx, snapshot_id: str, update: Updater) -> tuple[Snapshot | None, bool]:
         """Read → update → write: the row written, and whether its status changed."""
@@ -278,6 +228,8 @@ class PgRows(ChainCache):
             if kept_base is None and row.keep > 0 and new.parent_id != row.parent_id:
                 kept_base = row.parent_id  # the implicit base (the old parent) must be named now
             await con.execute(UPDATE_BOOKKEEPING, (kept_base, *stored, tenant, sid))
+            kept = (row.session_id, stored[0], kept_base, row.keep, row.tail, row.mrev, row.base_mrev, *stored[1:])
+            tx.wrote[sid] = row_of((sid, *kept))
             return None
         if row is not None and old is not None:
             await self.checkpoint_dependents(con, tenant, {sid: old}, {row.session_id}, exclude=[])
@@ -297,7 +249,9 @@ class PgRows(ChainCache):
             self.remember_written(tenant, sid, mrev, messages, tail, based)
         (parent_id, state_session, *rest) = stored
         values = (tenant, sid, new.session_id, parent_id, base_id, keep, tail, mrev, base_mrev, state_session, *rest)
-        tx.held[sid] = Parent(mrev, tail is None, new.session_id if row is None else row.session_id)
+        session_id = new.session_id if row is None else row.session_id  # an upsert keeps the row's session
+        tx.held[sid] = Parent(mrev, tail is None, session_id)
+        tx.wrote[sid] = row_of((sid, session_id, *values[3:]))
         # not awaited for an answer: a row created meanwhile fails the insert on the primary key (see the module)
         if row is None and new.parent_id != sid:
             return INSERT_NAMED, dict(zip(_ROW_ARGS, values, strict=True))
@@ -357,6 +311,7 @@ class PgRows(ChainCache):
             if not isinstance(rest, list):
                 raise corrupt(sid, "column 'tail' is not a JSON list")
             await con.execute(CHECKPOINT, (dumps(prefix[:keep] + cast(list[Any], rest)), tenant, sid))
+            self.known.forget(tenant, [sid])
 
     async def delete(self, con: Conn, tenant: str, ids: list[str]) -> int:
         """Delete rows (checkpointing the rows based on them first) and their journal entries."""
@@ -374,6 +329,7 @@ class PgRows(ChainCache):
             await con.execute(f"DELETE FROM {TABLE} WHERE tenant = %s AND snapshot_id = ANY(%s)", (tenant, ids))
         await con.execute(f"DELETE FROM {JOURNAL} WHERE tenant = %s AND snapshot_id = ANY(%s)", (tenant, ids))
         self.forget(tenant, ids)
+        self.known.forget(tenant, ids)
         for sid, session_id, _ in locked:
             await index.forget(con, tenant, session_id, sid)
         dropped = set(ids)

@@ -94,11 +94,12 @@ COLUMNS = (
     "snapshot_id, session_id, parent_id, base_id, keep, tail, mrev, base_mrev, state_session, custom, artifacts, "
     "created_us, updated_us, heartbeat_us, status, finish_reason, error, version, claimed_by, claimed_us, metadata"
 )
-SELECT_ROW = f"SELECT {COLUMNS} FROM {TABLE} WHERE tenant = %s AND snapshot_id = %s"
-SELECT_LEAF_ROWS = f"""SELECT {", ".join("s." + c for c in COLUMNS.split(", "))} FROM {LEAVES} AS l
+SELECT_ROW = f"SELECT {COLUMNS}, xmin::text FROM {TABLE} WHERE tenant = %s AND snapshot_id = %s"
+"""A row's :data:`COLUMNS`, then its version's ``xmin`` (see :mod:`._known`)."""
+SELECT_LEAF_ROWS = f"""SELECT {", ".join("s." + c for c in COLUMNS.split(", "))}, s.xmin::text FROM {LEAVES} AS l
     JOIN {TABLE} AS s ON s.tenant = l.tenant AND s.snapshot_id = l.snapshot_id AND s.session_id = l.session_id
     WHERE l.tenant = %(tenant)s AND l.session_id = %(session_id)s"""
-"""The rows (:data:`SELECT_ROW`'s columns) of a session's leaves."""
+"""The rows (:data:`SELECT_ROW`'s columns and ``xmin``) of a session's leaves."""
 LOCK_ROW = SELECT_ROW + " FOR UPDATE"
 _VALUES = "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 INSERT = f"INSERT INTO {TABLE} (tenant, {COLUMNS}) {_VALUES}"

@@ -1,0 +1,129 @@
+"""What this store last read or wrote of each row, by row version: the guess that saves a save's locking read.
+
+A save must run its updaters on the rows and journal entries as they are, locked until it
+commits. Read ``FOR UPDATE`` first, that is a round trip of its own before the writes. But the
+rows a save touches are usually ones this process has just read or written: the snapshot a
+resume loaded and claims, the turn its claim holds, the journal entry its intent put. So the
+store remembers, per row, what it last saw and that row version's ``xmin`` (the transaction
+that wrote it: PostgreSQL never changes a row version in place, so an equal ``xmin`` is the
+same row), and a save of known rows (and of ids it has never seen, guessed absent: a new
+turn's row) runs its updaters on what it remembers and sends :data:`GUARD` ahead of its writes,
+all in one round trip with ``COMMIT``. The guard locks the rows and entries as the locking read
+would and fails the transaction (division by zero, SQLSTATE 22012: nothing else in the
+store divides) unless each is the version guessed, or absent as guessed; nothing is written
+then, and the save runs again the ordinary way (:class:`Stale`). An updater that raises on a
+guess sends it the ordinary way too, so what it raises is about the rows as they are.
+
+The cache is never trusted for what it says, only for what to guess: a row changed by any
+other transaction (another process, a checkpoint of a dependent, a delete) has another
+``xmin``, or none.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .._sql.row_codec import Row
+from ._schema import JOURNAL, TABLE
+
+_ROWS = f"""SELECT snapshot_id || ' ' || xmin::text AS seen FROM {TABLE}
+    WHERE tenant = %(tenant)s AND snapshot_id = ANY(%(ids)s::text[]) ORDER BY snapshot_id FOR UPDATE"""
+_ENTRIES = f"""SELECT key || ' ' || xmin::text AS seen FROM {JOURNAL}
+    WHERE tenant = %(tenant)s AND key = ANY(%(keys)s::text[]) ORDER BY key FOR UPDATE"""
+GUARD = f"""WITH locked_rows AS MATERIALIZED ({_ROWS}), locked_entries AS MATERIALIZED ({_ENTRIES})
+    SELECT pg_current_xact_id()::xid::text, 1 / (
+        (SELECT count(*) FILTER (WHERE seen = ANY(%(rows)s::text[])) = cardinality(%(rows)s::text[])
+            AND count(*) = cardinality(%(rows)s::text[]) FROM locked_rows)
+        AND (SELECT count(*) FILTER (WHERE seen = ANY(%(entries)s::text[])) = cardinality(%(entries)s::text[])
+            AND count(*) = cardinality(%(entries)s::text[]) FROM locked_entries))::int"""
+"""Lock a guessed save's rows and entries (in the locking read's order) and fail unless each is the version guessed.
+
+``rows`` and ``entries`` are ``"<id> <xmin>"`` for those guessed present (an ``xmin`` is digits, so the pair is
+unambiguous); every other id and key of ``ids`` and ``keys`` was guessed absent. Answers the transaction's id,
+the ``xmin`` of every row it writes."""
+XID = "SELECT pg_current_xact_id()::xid::text"
+"""The transaction's id (the ``xmin`` of the rows it writes), sent with the locking read of an ordinary save."""
+LIMIT = 4096
+"""How many rows (and, apart, journal entries) the store remembers."""
+
+
+class Stale(Exception):
+    """An updater raised on a guessed row: the save runs again on the rows as they are."""
+
+
+@dataclass(eq=False)
+class Guess:
+    """Whether a save may still guess (it stops after one stale guess)."""
+
+    on: bool
+
+
+def row_of(found: tuple[Any, ...] | list[Any]) -> Row:
+    """The :data:`~._schema.COLUMNS` of a row as stored (offsets after ``created_us``) as the shared codec's row."""
+    (sid, session_id, parent, base, keep, tail, mrev, base_mrev, state_session, custom, artifacts) = found[:11]
+    (created, updated, heartbeat, status, finish, error, version, claimed_by, claimed, metadata) = found[11:21]
+    return Row(
+        sid,
+        session_id,
+        0,
+        parent,
+        base,
+        keep,
+        tail,
+        mrev,
+        base_mrev,
+        state_session,
+        custom,
+        artifacts,
+        created,
+        None if updated is None else created + updated,
+        None if heartbeat is None else created + heartbeat,
+        status,
+        finish,
+        error,
+        version,
+        claimed_by,
+        None if claimed is None else created + claimed,
+        metadata,
+    )
+
+
+class Known:
+    """The rows and journal entries last seen, each with its ``xmin``, least recently used dropped first.
+
+    A remembered row keeps no tail (only whether it has one): its history is the chain cache's
+    (:class:`~interlock.stores._sql.history.ChainCache`), by message revision.
+    """
+
+    def __init__(self) -> None:
+        self.rows: OrderedDict[tuple[str, str], tuple[str, Row]] = OrderedDict()
+        self.entries: OrderedDict[tuple[str, str], tuple[str, str]] = OrderedDict()
+
+    def row(self, tenant: str, snapshot_id: str) -> tuple[str, Row] | None:
+        return self.rows.get((tenant, snapshot_id))
+
+    def entry(self, tenant: str, key: str) -> tuple[str, str] | None:
+        return self.entries.get((tenant, key))
+
+    def saw_row(self, tenant: str, row: Row, xmin: str) -> None:
+        slot = (tenant, row.snapshot_id)
+        self.rows[slot] = (xmin, row if row.tail is None else row._replace(tail=""))
+        self.rows.move_to_end(slot)
+        if len(self.rows) > LIMIT:
+            self.rows.popitem(last=False)
+
+    def saw_entry(self, tenant: str, key: str, text: str, xmin: str) -> None:
+        slot = (tenant, key)
+        self.entries[slot] = (xmin, text)
+        self.entries.move_to_end(slot)
+        if len(self.entries) > LIMIT:
+            self.entries.popitem(last=False)
+
+    def forget(self, tenant: str, snapshot_ids: Iterable[str] = (), keys: Iterable[str] = ()) -> None:
+        for sid in snapshot_ids:
+            self.rows.pop((tenant, sid), None)
+        for key in keys:
+            self.entries.pop((tenant, key), None)

@@ -1,0 +1,172 @@
+"""A save's transaction: how it starts (the rows it reads ``FOR UPDATE``, or guesses) and what it leaves known.
+
+:func:`begin` opens a save on the rows and journal entries it will update: guessed from
+:class:`~._known.Known` and checked by :data:`~._known.GUARD` in the same round trip as the
+writes when every one can be guessed, else read ``FOR UPDATE`` in one statement (the
+locking read: a round trip before the writes). :func:`settle` records, once the save has
+committed, what it read and wrote, with the ``xmin`` each row now has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, LiteralString, NamedTuple
+
+from psycopg import AsyncConnection, AsyncCursor
+
+from .._sql.history import ChainCache
+from .._sql.row_codec import Row
+from . import _journal as journal
+from ._known import GUARD, XID, Guess, Known, row_of
+from ._schema import COLUMNS, TABLE
+
+Conn = AsyncConnection[tuple[Any, ...]]
+
+_LOCK_ROWS = f"""SELECT {COLUMNS}, xmin::text FROM {TABLE} WHERE tenant = %s AND snapshot_id = ANY(%s)
+    ORDER BY snapshot_id FOR UPDATE"""
+WIDTH = len(COLUMNS.split(", ")) + 1
+"""A locked row's columns: :data:`~._schema.COLUMNS`, then ``xmin``."""
+_NULLS: list[LiteralString] = ["NULL"] * WIDTH
+_LOCK_BOTH = f"""WITH locked_rows AS ({_LOCK_ROWS}), locked_entries AS ({journal.LOCK})
+    SELECT *, NULL, NULL, NULL FROM locked_rows
+    UNION ALL SELECT {", ".join(_NULLS)}, key, entry, xmin FROM locked_entries"""
+"""A save's rows and journal entries read ``FOR UPDATE`` in one statement (the rows first, then the entries, each
+in id order as alone): a row's columns and ``xmin`` then three ``NULL``, or ``NULL`` columns then an entry's key,
+text and ``xmin``."""
+
+
+class Parent(NamedTuple):
+    """What a new row needs of its parent's row: its messages' revision, whether it has none, its session."""
+
+    mrev: int
+    stateless: bool
+    session_id: str
+
+
+@dataclass(eq=False)
+class Tx:
+    """A save's transaction: the rows and journal entries it read ``FOR UPDATE`` up front (or guessed), and more.
+
+    ``rows`` and ``entries`` are consumed by the first write of each; ``held`` is every snapshot
+    row the transaction holds locked, as it stands now (a new row's parent among them is not
+    read again). ``guessed``: they were guessed (see :mod:`._known`). ``read`` and
+    ``read_entries`` are what was read with its ``xmin``; ``wrote`` and ``wrote_entries`` what was
+    written (an entry's ``None``: written under another key, forget it); ``xid`` the answer
+    that carries the transaction's id; ``status_changed`` the rows whose status the save changed.
+    """
+
+    con: Conn
+    tenant: str
+    rows: dict[str, Row | None]
+    held: dict[str, Parent]
+    entries: journal.Locked
+    guessed: bool = False
+    xid: AsyncCursor[tuple[Any, ...]] | None = None
+    read: dict[str, tuple[str, Row]] = field(default_factory=dict[str, tuple[str, Row]])
+    read_entries: dict[str, tuple[str, str]] = field(default_factory=dict[str, tuple[str, str]])
+    wrote: dict[str, Row] = field(default_factory=dict[str, Row])
+    wrote_entries: dict[str, str | None] = field(default_factory=dict[str, str | None])
+    status_changed: list[str] = field(default_factory=list[str])
+
+
+async def begin(
+    con: Conn, tenant: str, ids: Sequence[str], keys: Sequence[str], known: Known, cache: ChainCache, guess: Guess
+) -> Tx:
+    """Open a save of the rows of ``ids`` and the journal entries of ``keys``: guessed if it may and can, else read."""
+    unique = list(dict.fromkeys(ids))
+    keys = list(dict.fromkeys(keys))
+    if not unique and not keys:  # nothing to read or lock (outbox events alone)
+        return Tx(con, tenant, {}, {}, {})
+    if guess.on:
+        tx = _guessed(con, tenant, unique, keys, known, cache)
+        if tx is not None:
+            rows = [f"{sid} {xmin}" for sid, (xmin, _) in tx.read.items()]
+            entries = [f"{key} {xmin}" for key, (xmin, _) in tx.read_entries.items()]
+            args = {"tenant": tenant, "ids": unique, "keys": keys, "rows": rows, "entries": entries}
+            tx.xid = await con.execute(GUARD, args)  # answered with the COMMIT: no round trip of its own
+            tx.read.clear()
+            tx.read_entries.clear()
+            return tx
+        guess.on = False
+    return await _locked(con, tenant, unique, keys)
+
+
+def _guessed(con: Conn, tenant: str, ids: list[str], keys: list[str], known: Known, cache: ChainCache) -> Tx | None:
+    """The save's rows and entries as known (an unknown row absent), or ``None`` if one cannot be guessed.
+
+    An unknown journal entry is not guessed (a call's entry is usually there); nor is a known
+    row whose history the chain cache no longer holds (the known row keeps no tail to read it from).
+    """
+    tx = Tx(con, tenant, dict.fromkeys(ids), {}, {}, guessed=True)
+    for sid in ids:
+        found = known.row(tenant, sid)
+        if found is None:
+            continue
+        row = found[1]
+        if row.tail is not None and cache.entry(tenant, sid, row.mrev) is None:
+            return None
+        tx.rows[sid] = row
+        tx.read[sid] = found
+        tx.held[sid] = Parent(row.mrev, row.tail is None, row.session_id)
+    for key in keys:
+        seen = known.entry(tenant, key)
+        if seen is None:
+            return None
+        tx.entries[key] = seen[1]
+        tx.read_entries[key] = seen
+    return tx
+
+
+async def _locked(con: Conn, tenant: str, ids: list[str], keys: list[str]) -> Tx:
+    """Read the rows of ``ids`` and the journal entries of ``keys`` ``FOR UPDATE``: one round trip for both."""
+    tx = Tx(con, tenant, dict.fromkeys(ids), {}, dict.fromkeys(keys))
+    if ids or keys:
+        tx.xid = await con.execute(XID)
+    if ids and keys:
+        cur = await con.execute(_LOCK_BOTH, (tenant, ids, tenant, keys))
+        for found in await cur.fetchall():
+            if found[0] is None:
+                key, raw, xmin = found[WIDTH:]
+                tx.entries[key] = raw
+                tx.read_entries[key] = (xmin, raw)
+            else:
+                _read_row(tx, found)
+    elif ids:
+        for found in await (await con.execute(_LOCK_ROWS, (tenant, ids))).fetchall():
+            _read_row(tx, found)
+    elif keys:
+        tx.entries, versions = await journal.locked(await journal.lock(con, tenant, keys), keys)
+        tx.read_entries = {key: (xmin, str(tx.entries[key])) for key, xmin in versions.items()}
+    return tx
+
+
+def _read_row(tx: Tx, found: tuple[Any, ...]) -> None:
+    row = row_of(found)
+    tx.rows[row.snapshot_id] = row
+    tx.read[row.snapshot_id] = (found[WIDTH - 1], row)
+    tx.held[row.snapshot_id] = Parent(row.mrev, row.tail is None, row.session_id)
+
+
+def settle(tx: Tx, known: Known) -> None:
+    """Remember what the committed save ``tx`` read and wrote, with each row's ``xmin`` now."""
+    tenant = tx.tenant
+    result = None if tx.xid is None else tx.xid.pgresult
+    value = None if result is None or result.ntuples != 1 else result.get_value(0, 0)
+    xid = None if value is None else bytes(value).decode()
+    for sid, (xmin, row) in tx.read.items():
+        if sid not in tx.wrote:
+            known.saw_row(tenant, row, xmin)
+    for key, (xmin, text) in tx.read_entries.items():
+        if key not in tx.wrote_entries:
+            known.saw_entry(tenant, key, text, xmin)
+    for sid, row in tx.wrote.items():
+        if xid is None:
+            known.forget(tenant, [sid])
+        else:
+            known.saw_row(tenant, row, xid)
+    for key, text in tx.wrote_entries.items():
+        if xid is None or text is None:
+            known.forget(tenant, keys=[key])
+        else:
+            known.saw_entry(tenant, key, text, xid)
