@@ -20,7 +20,7 @@ from fault_worker import _until  # pyright: ignore[reportPrivateUsage]
 
 from interlock import AgentOutput, PromptAgent, Resume, ToolRequestPart
 from interlock import metadata as md
-from interlock._engine.claims import claim_state
+from interlock._engine.commit import claim_state
 from interlock.interrupts._decisions import Decision
 from interlock.stores.sqlite import SQLiteStore
 

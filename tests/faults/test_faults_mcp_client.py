@@ -26,7 +26,7 @@ from mcp_client_app import PAY, agents
 from where import KIT, UNIT
 
 from interlock import metadata as md
-from interlock._engine.claims import claim_state
+from interlock._engine.commit import claim_state
 from interlock.inbox import Inbox, Reject, Respond
 from interlock.stores.sqlite import SQLiteStore
 

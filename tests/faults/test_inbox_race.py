@@ -21,7 +21,7 @@ from inbox_apps import build_agents
 from where import KIT
 
 from interlock import metadata as md
-from interlock._engine.claims import claim_state
+from interlock._engine.commit import claim_state
 from interlock.stores.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.slow

@@ -32,7 +32,7 @@ from interlock import (
     tool,
 )
 from interlock import metadata as md
-from interlock._engine.claims import consumed_tokens
+from interlock._engine.commit import consumed_tokens
 from interlock.agents._host import Host
 from interlock.errors import PermissionDeniedError, UsageError
 from interlock.interrupts._decisions import Decision

@@ -19,7 +19,7 @@ import pytest
 from banking import APPROVE, PAY, Approval, Transfer
 
 from interlock import ClaimConflictError, Inbox, InMemoryStore, PromptAgent, SessionStore, Snapshot, ToolContext, tool
-from interlock._engine.claims import claim_state
+from interlock._engine.commit import claim_state
 from interlock.agents._host import Host
 from interlock.errors import SnapshotNotFoundError, UnavailableError
 from interlock.records._sessions import utcnow

@@ -19,8 +19,7 @@ import pytest
 from pg import fresh_dsn
 
 from interlock import InMemoryStore
-from interlock._engine.claims import Claims
-from interlock._engine.commit import TurnWriter
+from interlock._engine.commit import Claims, TurnWriter
 from interlock._engine.effects import Effects
 from interlock.cli import _inbox as cli_inbox
 from interlock.cli import _notify as cli_notify

@@ -16,7 +16,7 @@ from pg import fresh_dsn
 from workers_fleet import DSN, FAST, LOG, Fleet, fleet, job_statuses, kill, logged, runs, settled_jobs, upgrade
 
 from interlock import PromptAgent, Snapshot
-from interlock._engine.claims import Claims
+from interlock._engine.commit import Claims
 from interlock.agents._host import Host
 from interlock.cli import main
 from interlock.errors import ClaimConflictError

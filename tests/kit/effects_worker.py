@@ -36,7 +36,7 @@ from store_kinds import integrity
 
 from interlock import Message, PromptAgent, Resume, Snapshot, ToolContext, ToolRequestPart, ToolResponsePart, tool
 from interlock import metadata as md
-from interlock._engine.claims import claim_state
+from interlock._engine.commit import claim_state
 from interlock.agents._host import Host
 from interlock.records._journal import JournalEntry
 from interlock.stores import JournalUpdater, Updater

@@ -35,7 +35,7 @@ from banking import APPROVE, PAY, Approval, Transfer
 from store_kinds import integrity, locate, store_at
 
 from interlock import AgentOutput, Inbox, PromptAgent, Snapshot, ToolContext, tool
-from interlock._engine.claims import claim_state
+from interlock._engine.commit import claim_state
 from interlock.agents._host import Host
 from interlock.models import ModelRequest, ModelResponse
 from interlock.stores import JournalUpdater, Updater

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from interlock._engine import claims
+from interlock._engine import commit as claims
 from interlock.errors import ClaimConflictError, PermissionDeniedError, SnapshotNotFoundError
 from interlock.metadata import CONSUMED_TOKENS, ESCALATED, HANDOFF, RECLAIMED_FROM, REQUEUED
 from interlock.records import snapshots as rows

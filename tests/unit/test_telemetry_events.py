@@ -17,7 +17,7 @@ from opentelemetry.trace import StatusCode
 from test_effects import FailingModel, Ledger, bank, in_doubt_after_an_abort_mid_tool, paused
 
 from interlock import PromptAgent, Resume, ToolContext, ToolRequestPart, tool
-from interlock._engine.claims import Claims
+from interlock._engine.commit import Claims
 from interlock.agents._host import Host
 from interlock.stores.sqlite import SQLiteStore
 from interlock.telemetry import configure

@@ -22,8 +22,7 @@ from ..interrupts._tokens import mint_tokens
 from ..records._sessions import ErrorInfo, SessionState, Snapshot, utcnow
 from ..records.snapshots import NoChange, fail_pending, finalize, heartbeat, put_row
 from ..stores import Updater
-from .claims import ClaimHold
-from .commit import TurnWriter, error_info
+from .commit import ClaimHold, TurnWriter, error_info
 
 
 @dataclass(kw_only=True)

@@ -24,8 +24,7 @@ from ..models import ModelChunk
 from ..records._sessions import ErrorInfo, Session, SessionState, Snapshot, new_id, trusted_state
 from ..stores import SnapshotStore, check_tenant
 from ..telemetry import _hooks as hooks
-from .claims import ClaimHold, Claims
-from .commit import TurnWriter, error_info
+from .commit import ClaimHold, Claims, TurnWriter, error_info
 from .detached import DetachedRun
 from .handoff import handoff_metadata, handoff_named, read_handoff
 from .io import END, AgentInit, AgentInput, AgentOutput, AgentResult, Ended, StreamChunk, TurnEnd
@@ -329,7 +328,7 @@ class Invocation:
 def run_handed_off(agent: RunnableAgent, pending: Snapshot, lease: ClaimHold) -> Invocation:
     """Run, on a worker, the turn the pending snapshot carries (:mod:`interlock._engine.handoff`), fenced by ``lease``.
 
-    ``lease`` is the worker's claim on ``pending`` itself (:meth:`interlock._engine.claims.Claims.take`);
+    ``lease`` is the worker's claim on ``pending`` itself (:meth:`interlock._engine.commit.Claims.take`);
     the outcome is written into ``pending`` under it, and the lease is released on every exit.
     Await the returned invocation's ``main``; :meth:`Invocation.hand_back` stops it unwritten.
     """

@@ -2,7 +2,7 @@
 
 The plan (the input's resume, validated against the history, its tokens checked) comes
 before anything runs or is claimed, so a refusal changes nothing. A resume of an interrupted
-snapshot then claims it (:mod:`interlock._engine.claims`); the handler runs; the commit is fenced
+snapshot then claims it (:mod:`interlock._engine.commit`); the handler runs; the commit is fenced
 by the claim. A failure restores the session state and gives the claim and the effect
 journal's reservations back; so does a cancellation, which propagates.
 
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from ..interrupts._plan import ResumePlan
     from ..records._sessions import ErrorInfo, Session, Snapshot
     from ..stores import SessionStore, SnapshotStore
-    from .claims import ClaimHold
+    from .commit import ClaimHold
     from .detached import DetachedRun
     from .io import AgentInit, StreamChunk
     from .protocols import RunnableAgent, TurnHandler

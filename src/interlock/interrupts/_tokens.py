@@ -54,7 +54,7 @@ reason               the token ...
 ``edited``           does not allow a revised input
 ``policy_changed``   was minted under another answer policy than the tool has now (its digest)
 ``other-voter``      is another identity's quorum vote token (:func:`vote_token`)
-``replayed``         was spent, yet its snapshot is not answered (:mod:`interlock._engine.claims`;
+``replayed``         was spent, yet its snapshot is not answered (:mod:`interlock._engine.commit`;
                      spent by the answer that won: ABORTED, naming it)
 ===================  ===============================================================
 """

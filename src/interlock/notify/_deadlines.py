@@ -11,7 +11,7 @@ one at a time, and for each:
   interrupt waits again);
 * ``reject`` / ``respond``: the sweeper resumes the snapshot through its agent, as the
   identity ``interlock.notify._deadlines``, answering the call with the policy's respond entry.
-  The resume's claim (:mod:`interlock._engine.claims`) makes this exactly once across every
+  The resume's claim (:mod:`interlock._engine.commit`) makes this exactly once across every
   sweeper, server and person: of racing answers one commits, the others get ``ABORTED``.
   The audit record names the policy (``expired``) and the commit writes an
   ``interrupt.expired`` webhook with it. A resume answers every interrupt of the paused

@@ -2,7 +2,7 @@
 
 A job names a pending snapshot (``snapshot_id``, ``tenant``). The worker that takes it:
 
-1. **claims** the pending row with a lease, through :class:`interlock._engine.claims.Claims` (the one
+1. **claims** the pending row with a lease, through :class:`interlock._engine.commit.Claims` (the one
    mechanism for claims): the holder is a fresh attempt id, the fencing token. While another
    attempt's lease is held the job waits for it to lapse (or for the row to stop being pending);
    a lapsed one is taken over (``metadata.reclaimedFrom``).
@@ -35,7 +35,7 @@ from procrastinate import JobContext, RetryStrategy
 from procrastinate.exceptions import JobAborted
 from procrastinate.job_context import AbortReason
 
-from .._engine.claims import ClaimHold, Claims
+from .._engine.commit import ClaimHold, Claims
 from .._engine.handoff import HANDOFF
 from .._engine.invocation import run_handed_off
 from .._engine.protocols import RunnableAgent

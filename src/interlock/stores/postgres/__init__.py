@@ -6,7 +6,7 @@ psycopg 3's async API and a connection pool:
 
 * **Atomic, fenced saves across processes.** :meth:`PostgresStore.save_all` runs in one
   transaction that reads its rows and journal entries ``FOR UPDATE`` (row locks held to the
-  commit), runs the updaters (the claim rules of :mod:`interlock._engine.claims` live in updaters)
+  commit), runs the updaters (the claim rules of :mod:`interlock._engine.commit` live in updaters)
   and writes. A row that did not exist is inserted without ``ON CONFLICT``: if another
   transaction created it meanwhile, the insert fails on the primary key and the whole save
   runs again, so its updater sees that row. A deadlock or serialization failure is retried
