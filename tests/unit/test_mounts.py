@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
+import sys
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -99,3 +101,24 @@ async def test_the_servers_lifespan_runs_each_protocols(server: tuple[AgentServe
     await app({"type": "lifespan"}, receive, send)
     assert echo.events == ["start", "stop"]
     assert [m["type"] for m in sent] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+
+
+@pytest.mark.parametrize(
+    ("package", "missing", "extra"),
+    [
+        ("interlock.http._mcp", "mcp", "mcp"),
+        ("interlock.http._agui", "ag_ui", "ag-ui"),
+        ("interlock.http._a2a", "a2a", "a2a"),
+    ],
+)
+def test_without_its_extra_a_protocol_says_which_to_install(package: str, missing: str, extra: str) -> None:
+    saved = dict(sys.modules)  # the failed import leaves half-built modules behind: put every entry back after
+    try:
+        for name in [n for n in sys.modules if n.startswith((package, missing))]:
+            del sys.modules[name]
+        sys.modules[missing] = None  # type: ignore[assignment]  # what "not installed" looks like to import
+        with pytest.raises(ImportError, match=rf"pip install 'interlock\[{extra}\]'"):
+            importlib.import_module(package)
+    finally:
+        sys.modules.clear()
+        sys.modules.update(saved)

@@ -10,6 +10,6 @@ try:
     from .mount import A2A as A2A
     from .tasks import EXTENSION_URI as EXTENSION_URI
 except ModuleNotFoundError as exc:
-    if exc.name in ("a2a", "starlette", "sse_starlette", "google"):
+    if (exc.name or "").split(".")[0] in ("a2a", "starlette", "sse_starlette", "google"):
         raise ImportError(f"A2A needs {exc.name}: pip install 'interlock[a2a]'") from exc
     raise

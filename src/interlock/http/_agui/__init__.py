@@ -13,7 +13,13 @@ import contextlib
 
 from .._asgi import Action
 from .._mounts import ASGIApp, MountHost, no_lifespan
-from .app import AgUiApp
+
+try:
+    from .app import AgUiApp
+except ModuleNotFoundError as exc:
+    if exc.name is not None and exc.name.split(".")[0] == "ag_ui":
+        raise ImportError(f"serving AG-UI needs {exc.name}: pip install 'interlock[ag-ui]'") from exc
+    raise
 
 
 class AGUI:

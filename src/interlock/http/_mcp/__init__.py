@@ -12,6 +12,6 @@ from __future__ import annotations
 try:
     from .mount import MCP as MCP
 except ModuleNotFoundError as exc:
-    if exc.name in ("mcp", "mcp_types", "starlette"):
+    if (exc.name or "").split(".")[0] in ("mcp", "mcp_types", "starlette"):
         raise ImportError(f"serving MCP needs {exc.name}: pip install 'interlock[mcp]'") from exc
     raise
