@@ -122,6 +122,23 @@ def flushes_intent(tool: Tool[Any, Any, Any], ctx: ToolContext[Any], entry: Jour
     return not tool.idempotent and (entry is not None or ctx.is_resumed)
 
 
+def _same_json(a: object, b: object) -> bool:
+    """Whether two JSON values are the same document (types included: ``1``, ``1.0`` and ``True`` differ)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        x, y = cast(dict[str, object], a), cast(dict[str, object], b)
+        return x.keys() == y.keys() and all(_same_json(v, y[k]) for k, v in x.items())
+    if isinstance(a, list):
+        u, w = cast(list[object], a), cast(list[object], b)
+        return len(u) == len(w) and all(_same_json(i, j) for i, j in zip(u, w, strict=True))
+    return a == b
+
+
+def _new_dict() -> dict[Any, Any]:
+    return {}  # a plain dict: a parameterised ``dict[K, V]`` as a factory costs a generic alias call per field
+
+
 @dataclass(kw_only=True)
 class Effects:
     """The journal of one turn's tool calls, in one store and tenant.
@@ -137,22 +154,14 @@ class Effects:
     snapshot_id: str
     """The snapshot the turn continues (or its own, for a session's first turn): entries are pruned with it."""
     turn_id: str | None
-    _seen: dict[str, JournalEntry | None] = field(default_factory=dict[str, "JournalEntry | None"])
+    _seen: dict[str, JournalEntry | None] = field(default_factory=_new_dict)
     """Entries the resume's claim read, by key (no read of their own when their calls run)."""
-    _prepared: dict[str, tuple[JournalEntry, JournalEntry]] = field(
-        default_factory=dict[str, "tuple[JournalEntry, JournalEntry]"]
-    )
+    _prepared: dict[str, tuple[JournalEntry, JournalEntry]] = field(default_factory=_new_dict)
     """Intents the claim wrote for calls it restarts, with the entry each replaced, until their bodies run."""
-    _outcomes: dict[str, JournalEntry] = field(default_factory=dict[str, JournalEntry])
+    _outcomes: dict[str, JournalEntry] = field(default_factory=_new_dict)
     """Outcomes the turn's commit writes (a call that paused): no write of their own before it."""
-    _pending: dict[str, tuple[JournalEntry | None, JournalEntry | None]] = field(
-        default_factory=dict[str, "tuple[JournalEntry | None, JournalEntry | None]"]
-    )
+    _pending: dict[str, tuple[JournalEntry | None, JournalEntry | None]] = field(default_factory=_new_dict)
     """What the claim's updates read and wrote, until the claim is known to be taken."""
-    _keys: dict[tuple[str, str | None, int], tuple[Any, str, str]] = field(
-        default_factory=dict[tuple[str, "str | None", int], tuple[Any, str, str]]
-    )
-    """Keys computed this turn, with the input (JSON) each is of and its digest (a digest is not free)."""
 
     # folding journal writes into the claim and the commit (one transaction each) ---------------
 
@@ -204,21 +213,8 @@ class Effects:
         return self._key(tool, ref, value, index)[0]
 
     def _key(self, tool: str, ref: str | None, value: object, index: int) -> tuple[str, str]:
-        """The call's key and its input's digest, each computed once per turn."""
-        input = to_json(value, check=False)  # digest() refuses what is not JSON, so no check pass here
-        known = self._keys.get((tool, ref, index))
-        if known is not None and known[0] == input:  # the claim computed it (same input: same key)
-            return known[1], known[2]
-        try:
-            input_digest = digest(input)
-        except (TypeError, ValueError):
-            check_json(input, "the value")  # raises the InvalidArgumentError that says what is wrong
-            raise
-        key = call_key(
-            agent=self.agent, session_id=self.session_id, index=index, tool=tool, ref=ref, input_digest=input_digest
-        )
-        self._keys[(tool, ref, index)] = (input, key, input_digest)
-        return key, input_digest
+        """The call's key and its input's digest (:func:`_call_key`)."""
+        return _call_key(self.agent, self.session_id, index, tool, ref, to_json(value, check=False))
 
     async def run(
         self,
@@ -358,6 +354,35 @@ class Effects:
 
 
 _NOT_HAPPENED: Any = object()
+
+
+_KEYS: dict[tuple[str | None, str, int, str, str | None], tuple[Any, str, str]] = {}
+"""Recently computed keys by call, with the input (JSON) each is of and its digest: a digest is not free,
+and a call's key is needed again by the turn that resumes it (its claim), often in this process."""
+_KEYS_KEPT = 4096
+
+
+def _call_key(
+    agent: str | None, session_id: str, index: int, tool: str, ref: str | None, input: Any
+) -> tuple[str, str]:
+    """The key of a call (:func:`~interlock.records._journal.call_key`) and its input's digest.
+
+    From memory when the same call with the same input (``input`` is its JSON form) was keyed recently.
+    """
+    slot = (agent, session_id, index, tool, ref)
+    known = _KEYS.get(slot)
+    if known is not None and _same_json(known[0], input):  # same call, same input: same key
+        return known[1], known[2]
+    try:
+        input_digest = digest(input)  # refuses what is not JSON, so the caller skips the check pass
+    except (TypeError, ValueError):
+        check_json(input, "the value")  # raises the InvalidArgumentError that says what is wrong
+        raise
+    key = call_key(agent=agent, session_id=session_id, index=index, tool=tool, ref=ref, input_digest=input_digest)
+    if len(_KEYS) >= _KEYS_KEPT:
+        _KEYS.clear()  # a memory, not a record: starting afresh costs one digest per call
+    _KEYS[slot] = (input, key, input_digest)
+    return key, input_digest
 
 
 def _undo(intent: JournalEntry, seen: JournalEntry) -> JournalUpdater:
