@@ -365,3 +365,18 @@ async def test_an_input_with_no_json_form_is_refused_before_the_body_runs(store:
     assert out.error is not None and out.error.status == "INVALID_ARGUMENT", out.error
     assert "not a finite number" in out.error.message
     assert runs == [] and await store.journal_entries() == []
+
+
+def test_a_remembered_key_is_for_the_same_input_only_types_included() -> None:
+    """Keys are remembered across turns; an input that differs only in JSON type (1, 1.0, true) gets its own key."""
+    from interlock._engine.effects import _call_key  # pyright: ignore[reportPrivateUsage]
+    from interlock.records._journal import call_key, digest
+
+    def fresh(value: object) -> str:
+        return call_key(agent="a", session_id="s", index=1, tool="t", ref="r", input_digest=digest(value))
+
+    keys = [_call_key("a", "s", 1, "t", "r", {"n": value})[0] for value in (1, 1.0, True, 1)]
+    assert keys == [fresh({"n": 1}), fresh({"n": 1.0}), fresh({"n": True}), fresh({"n": 1})]
+    assert len(set(keys)) == 3
+    nested = [_call_key("a", "s", 2, "t", "r", value)[0] for value in ([{"x": [1]}], [{"x": [1.0]}])]
+    assert nested == [fresh([{"x": [1]}]), fresh([{"x": [1.0]}])]
