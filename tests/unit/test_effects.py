@@ -372,11 +372,11 @@ def test_a_remembered_key_is_for_the_same_input_only_types_included() -> None:
     from interlock._engine.effects import _call_key  # pyright: ignore[reportPrivateUsage]
     from interlock.records._journal import call_key, digest
 
-    def fresh(value: object) -> str:
-        return call_key(agent="a", session_id="s", index=1, tool="t", ref="r", input_digest=digest(value))
+    def fresh(value: object, index: int = 1) -> str:
+        return call_key(agent="a", session_id="s", index=index, tool="t", ref="r", input_digest=digest(value))
 
     keys = [_call_key("a", "s", 1, "t", "r", {"n": value})[0] for value in (1, 1.0, True, 1)]
     assert keys == [fresh({"n": 1}), fresh({"n": 1.0}), fresh({"n": True}), fresh({"n": 1})]
     assert len(set(keys)) == 3
     nested = [_call_key("a", "s", 2, "t", "r", value)[0] for value in ([{"x": [1]}], [{"x": [1.0]}])]
-    assert nested == [fresh([{"x": [1]}]), fresh([{"x": [1.0]}])]
+    assert nested == [fresh([{"x": [1]}], 2), fresh([{"x": [1.0]}], 2)]
