@@ -64,6 +64,9 @@ class Invocation:
             )
         )
         self.inputs: asyncio.Queue[AgentInput | Ended] = asyncio.Queue()
+        """Inputs that wait for the reader task (:meth:`put_input` takes most at once)."""
+        self._reader_busy = False
+        self._inputs_ended = False
         self.chunks: asyncio.Queue[StreamChunk | Ended] = asyncio.Queue()
         self.output: asyncio.Future[AgentOutput] = asyncio.get_running_loop().create_future()
         self.abort_event = asyncio.Event()
@@ -150,8 +153,10 @@ class Invocation:
             self._fail_thrown(exc)
             return
         self.session.state = state
-        reader = asyncio.ensure_future(self._read_inputs())
-        self._tasks.append(reader)
+        reader = None
+        if not self._inputs_ended or not self.inputs.empty():  # inputs may still come, or some wait
+            reader = asyncio.ensure_future(self._read_inputs())
+            self._tasks.append(reader)
         try:
             result = await self.agent.invoke(SessionRunner(self))
         except asyncio.CancelledError:
@@ -164,7 +169,8 @@ class Invocation:
             self.emit_failed_turn_end()
             result = None
         finally:
-            reader.cancel()
+            if reader is not None:
+                reader.cancel()
         try:
             await self._finish(result)
         except BaseException as exc:  # never leave a caller waiting on an unresolved output
@@ -218,20 +224,44 @@ class Invocation:
 
     # inputs and detach -------------------------------------------------------------------
 
+    def put_input(self, item: AgentInput | Ended) -> None:
+        """Take one input (or the end of inputs), in order.
+
+        One that needs no await (no detach) is queued as a turn at once, unless inputs wait
+        before it; the rest go through the reader task (:meth:`_read_inputs`).
+        """
+        if self._reader_busy or not self.inputs.empty() or (item is not END and item.detach):
+            self.inputs.put_nowait(item)
+        elif item is END:
+            self._inputs_ended = True
+            self._turns.put_nowait(END)
+        elif item.message is not None or item.resume is not None:
+            self._turns.put_nowait(QueuedTurn(input=item, snapshot_id=new_id() if self.store is not None else None))
+
     async def _read_inputs(self) -> None:
         while True:
             item = await self.inputs.get()
             if item is END:
                 self._turns.put_nowait(END)
                 return
-            has_payload = item.message is not None or item.resume is not None
-            reserved = new_id() if self.store is not None and has_payload else None
-            if item.detach and reserved is not None and await self._hand_off(item, reserved):
-                return
-            if item.detach:
-                await self._detach(reserved)
-            if has_payload:
-                self._turns.put_nowait(QueuedTurn(input=item, snapshot_id=reserved))
+            self._reader_busy = True  # inputs sent meanwhile wait their turn behind this one
+            try:
+                if await self._read(item):
+                    return
+            finally:
+                self._reader_busy = False
+
+    async def _read(self, item: AgentInput) -> bool:
+        """Queue ``item``'s turn, detaching first if it asks to; ``True`` when it was handed to the worker queue."""
+        has_payload = item.message is not None or item.resume is not None
+        reserved = new_id() if self.store is not None and has_payload else None
+        if item.detach and reserved is not None and await self._hand_off(item, reserved):
+            return True
+        if item.detach:
+            await self._detach(reserved)
+        if has_payload:
+            self._turns.put_nowait(QueuedTurn(input=item, snapshot_id=reserved))
+        return False
 
     async def _detach(self, reserved: str | None) -> None:
         if self.detached is not None:

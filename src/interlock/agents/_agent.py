@@ -55,10 +55,10 @@ class AgentConnection(BaseConnection):
         self._inv = invocation
 
     def _put(self, input: AgentInput) -> None:
-        self._inv.inputs.put_nowait(input)
+        self._inv.put_input(input)
 
     def _end_inputs(self) -> None:
-        self._inv.inputs.put_nowait(END)
+        self._inv.put_input(END)
 
     def cancel(self) -> None:
         """Stop an attached invocation now (a detached one runs on)."""
