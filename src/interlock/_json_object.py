@@ -7,6 +7,20 @@ from typing import Any, TypeGuard
 from .errors import InvalidArgumentError
 
 
+def new_dict() -> dict[Any, Any]:
+    """An empty dict, as a dataclass field's ``default_factory``.
+
+    A parameterised alias (``dict[str, Any]``) as the factory would cost a generic-alias call
+    per object built; the field's declared type is what type checkers read.
+    """
+    return {}
+
+
+def new_list() -> list[Any]:
+    """An empty list, as a dataclass field's ``default_factory`` (see :func:`new_dict`)."""
+    return []
+
+
 def is_object(value: object) -> TypeGuard[dict[str, Any]]:
     """``value`` is a JSON object: a dict (decoded JSON has string keys; interlock writes only those)."""
     return isinstance(value, dict)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from ._json_object import is_array, json_object, optional_object, unknown_keys
+from ._json_object import is_array, json_object, new_dict, new_list, optional_object, unknown_keys
 from .errors import InvalidArgumentError
 from .parts import Part, ReasoningPart, TextPart, ToolRequestPart, ToolResponsePart, part_from_json, part_to_json
 
@@ -25,11 +25,11 @@ class Message:
 
     role: Role | str
     """``system``, ``user``, ``model`` or ``tool`` (unknown roles are kept as given)."""
-    content: list[Part] = field(default_factory=list[Part])
+    content: list[Part] = field(default_factory=new_list)
     """The parts, in order."""
     metadata: dict[str, Any] | None = None
     """Free-form metadata (a resumed tool message carries ``resumed``)."""
-    extra: dict[str, Any] = field(default_factory=dict[str, Any], repr=False)
+    extra: dict[str, Any] = field(default_factory=new_dict, repr=False)
     """Unknown wire keys, kept for a lossless round trip."""
 
     def to_json(self) -> dict[str, Any]:

@@ -12,12 +12,14 @@ Interrupt bookkeeping lives in ``metadata`` exactly as Genkit stores it:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Literal, Self, TypeAlias, TypeVar
 
-from ._json_object import json_object, optional_object, put_present, unknown_keys
+from ._json_object import json_object, new_dict, optional_object, put_present, unknown_keys
 from ._keys import INTERRUPT
 from .errors import InvalidArgumentError
+from .records._evolve import evolver
 
 __all__ = [
     "CustomPart",
@@ -44,7 +46,7 @@ class _Base:
     """Free-form metadata; interrupt bookkeeping keys live here."""
     custom: dict[str, Any] | None = None
     """Provider-specific data."""
-    extra: dict[str, Any] = field(default_factory=dict[str, Any], repr=False)
+    extra: dict[str, Any] = field(default_factory=new_dict, repr=False)
     """Unknown wire keys, kept so the part round-trips unchanged."""
 
     @property
@@ -98,7 +100,7 @@ class MediaPart(_Base):
 
     url: str
     content_type: str | None = None
-    media_extra: dict[str, Any] = field(default_factory=dict[str, Any], repr=False)
+    media_extra: dict[str, Any] = field(default_factory=new_dict, repr=False)
     """Unknown keys inside the wire ``media`` object."""
     kind: Literal["media"] = "media"
 
@@ -114,7 +116,7 @@ class ToolRequestPart(_Base):
     ref: str | None = None
     input: Json = None
     partial: bool | None = None
-    request_extra: dict[str, Any] = field(default_factory=dict[str, Any], repr=False)
+    request_extra: dict[str, Any] = field(default_factory=new_dict, repr=False)
     """Unknown keys inside the wire ``toolRequest`` object."""
     kind: Literal["tool_request"] = "tool_request"
 
@@ -133,7 +135,7 @@ class ToolResponsePart(_Base):
     ref: str | None = None
     output: Json = None
     content: list[Part] | None = None
-    response_extra: dict[str, Any] = field(default_factory=dict[str, Any], repr=False)
+    response_extra: dict[str, Any] = field(default_factory=new_dict, repr=False)
     """Unknown keys inside the wire ``toolResponse`` object."""
     kind: Literal["tool_response"] = "tool_response"
 
@@ -159,7 +161,7 @@ class ResourcePart(_Base):
     """A reference to a resource by URI."""
 
     uri: str
-    resource_extra: dict[str, Any] = field(default_factory=dict[str, Any], repr=False)
+    resource_extra: dict[str, Any] = field(default_factory=new_dict, repr=False)
     """Unknown keys inside the wire ``resource`` object."""
     kind: Literal["resource"] = "resource"
 
@@ -182,7 +184,18 @@ def with_metadata(part: _P, *, drop: tuple[str, ...] = (), **values: Any) -> _P:
     for key in drop:
         meta.pop(key, None)
     meta.update(values)
-    return replace(part, metadata=meta or None)
+    return _evolve(part, metadata=meta or None)
+
+
+_EVOLVERS: dict[type[Any], Callable[..., Any]] = {}
+
+
+def _evolve(part: _P, **changes: Any) -> _P:
+    """``dataclasses.replace`` for parts (they have no ``__post_init__``), without its walk over the fields."""
+    evolve = _EVOLVERS.get(type(part))
+    if evolve is None:
+        evolve = _EVOLVERS[type(part)] = evolver(type(part))
+    return evolve(part, **changes)
 
 
 _COMMON = ("metadata", "custom")

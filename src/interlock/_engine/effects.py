@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .. import metadata as md
 from .._json import check_json
-from .._json_object import is_object
+from .._json_object import is_object, new_dict
 from ..errors import ClaimConflictError, FailedPreconditionError, Interrupt
 from ..interrupts._plan import ResumePlan
 from ..parts import ToolRequestPart
@@ -135,10 +135,6 @@ def _same_json(a: object, b: object) -> bool:
     return a == b
 
 
-def _new_dict() -> dict[Any, Any]:
-    return {}  # a plain dict: a parameterised ``dict[K, V]`` as a factory costs a generic alias call per field
-
-
 @dataclass(kw_only=True)
 class Effects:
     """The journal of one turn's tool calls, in one store and tenant.
@@ -154,13 +150,13 @@ class Effects:
     snapshot_id: str
     """The snapshot the turn continues (or its own, for a session's first turn): entries are pruned with it."""
     turn_id: str | None
-    _seen: dict[str, JournalEntry | None] = field(default_factory=_new_dict)
+    _seen: dict[str, JournalEntry | None] = field(default_factory=new_dict)
     """Entries the resume's claim read, by key (no read of their own when their calls run)."""
-    _prepared: dict[str, tuple[JournalEntry, JournalEntry]] = field(default_factory=_new_dict)
+    _prepared: dict[str, tuple[JournalEntry, JournalEntry]] = field(default_factory=new_dict)
     """Intents the claim wrote for calls it restarts, with the entry each replaced, until their bodies run."""
-    _outcomes: dict[str, JournalEntry] = field(default_factory=_new_dict)
+    _outcomes: dict[str, JournalEntry] = field(default_factory=new_dict)
     """Outcomes the turn's commit writes (a call that paused): no write of their own before it."""
-    _pending: dict[str, tuple[JournalEntry | None, JournalEntry | None]] = field(default_factory=_new_dict)
+    _pending: dict[str, tuple[JournalEntry | None, JournalEntry | None]] = field(default_factory=new_dict)
     """What the claim's updates read and wrote, until the claim is known to be taken."""
 
     # folding journal writes into the claim and the commit (one transaction each) ---------------

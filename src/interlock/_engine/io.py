@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Any, Literal, Protocol, Self, TypeAlias, cast
 
 from .._json import check_json, check_message, type_name
+from .._json_object import new_dict, new_list
 from ..errors import InterlockError, InvalidArgumentError, UsageError, error_class
 from ..interrupts._plan import Resume, ResumePlan, check_resume_shape
 from ..messages import Message
@@ -93,7 +94,7 @@ class AgentOutput:
     snapshot_id: str | None = None
     state: SessionState | None = None
     message: Message | None = None
-    artifacts: list[Artifact] = field(default_factory=list[Artifact])
+    artifacts: list[Artifact] = field(default_factory=new_list)
     finish_reason: str | None = None
     error: ErrorInfo | None = None
 
@@ -167,7 +168,7 @@ class TurnContext:
     """The id reserved for this turn's snapshot (server-managed agents)."""
     parent_snapshot_id: str | None
     turn_index: int
-    context: dict[str, Any] = field(default_factory=dict[str, Any])
+    context: dict[str, Any] = field(default_factory=new_dict)
     plan: ResumePlan | None = None
     """The turn's resume, validated (``None`` when the input carries no resume)."""
     reclaimed_from: str | None = None

@@ -16,7 +16,7 @@ from typing import Any, Literal, TypeAlias
 
 from .. import metadata as md
 from .._json import check_reply
-from .._json_object import is_object
+from .._json_object import is_object, new_dict, new_list
 from ..errors import (
     FailedPreconditionError,
     InterlockError,
@@ -207,9 +207,9 @@ class _TurnState:
     context: dict[str, Any]
     reclaimed_from: str | None = None
     effects: Effects | None = None
-    history: list[Message] = field(default_factory=list[Message])
+    history: list[Message] = field(default_factory=new_list)
     message_index: int = 0
-    errors_sent: dict[str, int] = field(default_factory=dict[str, int])
+    errors_sent: dict[str, int] = field(default_factory=new_dict)
 
     async def emit(self, chunk: ModelChunk) -> None:
         """Forward a chunk, numbered with the index of the message it belongs to within this turn.

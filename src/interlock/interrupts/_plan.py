@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from .. import metadata as md
 from .._json import check_json, check_part, type_name
-from .._json_object import is_array, is_object
+from .._json_object import is_array, is_object, new_list
 from ..errors import InvalidArgumentError, ResumeError, UsageError
 from ..messages import Message
 from ..parts import Part, ToolRequestPart, ToolResponsePart
@@ -41,8 +41,8 @@ class Resume:
         metadata: recorded as ``metadata.resumed`` on the tool message the resume creates.
     """
 
-    respond: list[ToolResponsePart] = field(default_factory=list[ToolResponsePart])
-    restart: list[ToolRequestPart] = field(default_factory=list[ToolRequestPart])
+    respond: list[ToolResponsePart] = field(default_factory=new_list)
+    restart: list[ToolRequestPart] = field(default_factory=new_list)
     metadata: Any = None
 
     def __bool__(self) -> bool:

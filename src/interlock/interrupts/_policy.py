@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from .. import metadata as md
-from .._json_object import is_object
+from .._json_object import is_object, new_dict
 from ..errors import PermissionDeniedError, UsageError
 from ..records._sessions import utcnow
 from ..records.snapshots import Ballot
@@ -119,7 +119,7 @@ class AnswerPolicy:
     who: Predicate | None = None
     requester_may_answer: bool = False
     decisions: frozenset[AnswerKind] = frozenset(ANSWER_KINDS)
-    edits: Mapping[str, Bound] = field(default_factory=dict[str, Bound])
+    edits: Mapping[str, Bound] = field(default_factory=new_dict)
     quorum: int | Callable[[Any], int] = 1
     deny_ends: bool = True
 

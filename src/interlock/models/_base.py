@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
+from .._json_object import new_dict, new_list
 from ..messages import Message
 from ..parts import Part, ToolRequestPart
 
@@ -39,7 +40,7 @@ class ModelRequest:
     """What a model is asked: the messages, the tools it may call and its config."""
 
     messages: list[Message]
-    tools: list[ToolDefinition] = field(default_factory=list[ToolDefinition])
+    tools: list[ToolDefinition] = field(default_factory=new_list)
     config: dict[str, Any] | None = None
     tool_choice: Literal["auto", "required", "none"] | None = None
     output: dict[str, Any] | None = None
@@ -67,7 +68,7 @@ class ModelChunk:
     role: str | None = "model"
     index: int | float | None = None
     custom: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict[str, Any], repr=False)
+    extra: dict[str, Any] = field(default_factory=new_dict, repr=False)
 
     @property
     def text(self) -> str:

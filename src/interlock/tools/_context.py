@@ -18,6 +18,7 @@ from pydantic_core import PydanticSerializationError
 
 from .. import metadata as md
 from .._json import check_json
+from .._json_object import new_dict
 from ..errors import Interrupt, InvalidArgumentError
 from ..interrupts._policy import AnswerPolicy
 from ..parts import ToolRequestPart
@@ -80,7 +81,7 @@ class ToolContext(Generic[R]):
     resume: R | None = None
     original_input: Any = None
     session: Session | None = None
-    context: dict[str, Any] = field(default_factory=dict[str, Any])
+    context: dict[str, Any] = field(default_factory=new_dict)
     reclaimed_from: str | None = None
     idempotency_key: str | None = None
     attempt: int = 0
