@@ -95,8 +95,45 @@ def check_json(value: object, where: str) -> None:
     ``where`` names the value for the message (``"resume.respond[0].output"``); the
     message adds the path to the offending item. Iterative, so any depth is safe to check.
     """
-    if value is None:
+    if value is None or _plain(value, 0):
         return
+    _check_json(value, where)
+
+
+_SHALLOW = 16
+"""Nesting that :func:`_plain` checks by recursion; a deeper value takes the iterative walk."""
+
+
+def _plain(value: object, depth: int) -> bool:
+    """Whether ``value`` is certainly JSON (the same rules, of exact types, no path kept); ``False``: walk it again.
+
+    The common values (small documents of exact ``dict``/``list``/``str``/number types) are
+    answered here, without the iterative walk's stack and path; anything else, including
+    every refusal, is left to it, so that its message names the offending item.
+    """
+    kind = type(value)
+    if kind is str:
+        return cast(str, value).isascii() or _SURROGATE.search(cast(str, value)) is None
+    if kind is dict:
+        if depth >= _SHALLOW:
+            return False
+        for key, item in cast(dict[Any, Any], value).items():
+            if type(key) is not str or not (key.isascii() or _SURROGATE.search(key) is None):
+                return False
+            if item is not None and not _plain(item, depth + 1):
+                return False
+        return True
+    if kind is list:
+        return depth < _SHALLOW and all(item is None or _plain(item, depth + 1) for item in cast(list[Any], value))
+    if kind is int:
+        return cast(int, value).bit_length() <= _MAX_INT_BITS
+    if kind is float:
+        return math.isfinite(cast(float, value))
+    return kind is bool or value is None
+
+
+def _check_json(value: object, where: str) -> None:
+    """:func:`check_json`'s walk: iterative (any depth), keeping the path for the message."""
     stack: list[tuple[object, _Trail, int]] = [(value, None, 0)]
     while stack:
         item, trail, depth = stack.pop()

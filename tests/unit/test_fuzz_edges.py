@@ -294,3 +294,26 @@ async def test_fuzz_resume_payloads_are_refused_cleanly_before_the_tool_runs(sit
     assert refusal not in BAD_STATUSES, refusal
     assert len(site.calls) == calls, "a refused resume ran the tool"
     assert site.rows() == before, "a refused resume changed the store"
+
+
+def _nested(depth: int, leaf: object) -> object:
+    value = leaf
+    for i in range(depth):
+        value = [value] if i % 2 else {"k": value}
+    return value
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=st.one_of(python_like, st.integers(0, 140).map(lambda d: _nested(d, "x")), json_like))
+def test_check_json_answers_as_its_full_walk_does(value: Any) -> None:
+    """The fast path of ``check_json`` accepts exactly what the iterative walk accepts (the walk gives the message)."""
+    from interlock._json import _check_json, check_json  # pyright: ignore[reportPrivateUsage]
+
+    def verdict(check: Any) -> str | None:
+        try:
+            check(value, "v")
+        except InterlockError as exc:
+            return exc.message
+        return None
+
+    assert verdict(check_json) == verdict(_check_json)
