@@ -27,13 +27,16 @@ from ..errors import InterlockError
 from ._logs import logger
 from ._otel import (
     Attributes,
+    Opened,
     add_event,
     as_json,
     capture_content,
+    close_span,
     current_span,
     elapsed_ms,
     error_type,
     fail,
+    open_span,
     span_carrier,
     tracing,
 )
@@ -135,54 +138,67 @@ def turn(
     detached: str | None,
 ) -> contextlib.AbstractContextManager[TurnTrace]:
     """The ``invoke_agent`` span of one turn; a turn continuing a paused snapshot links to its span."""
+    trace = TurnTrace(span=None, agent=agent, session_id=session_id, turn_id=turn_id)
     if not tracing() and not _agents.isEnabledFor(logging.DEBUG):
-        return _QuietTurn(TurnTrace(span=None, agent=agent, session_id=session_id, turn_id=turn_id))
-    return _turn(agent, session_id=session_id, turn_id=turn_id, parent=parent, tenant=tenant, detached=detached)
+        return _QuietTurn(trace)
+    return _TracedTurn(trace, parent=parent, tenant=tenant, detached=detached)
 
 
-@contextlib.contextmanager
-def _turn(
-    agent: str,
-    *,
-    session_id: str | None,
-    turn_id: str | None,
-    parent: Snapshot | None,
-    tenant: str | None,
-    detached: str | None,
-) -> Generator[TurnTrace, None, None]:
-    paused = parent is not None and parent.finish_reason == "interrupted"
-    carrier = (parent.metadata or {}).get(md.TRACE_CONTEXT) if paused and parent is not None else None
-    attributes: Attributes = {
-        "gen_ai.operation.name": "invoke_agent",
-        "gen_ai.agent.name": agent,
-        "gen_ai.conversation.id": session_id,
-        "interlock.snapshot.id": turn_id,
-        "interlock.parent_snapshot.id": parent.snapshot_id if parent else None,
-        "interlock.tenant": tenant,
-        "interlock.detached": detached is not None,
-    }
-    started = time.perf_counter()
-    link = carrier if is_object(carrier) else None
-    with otel_span(f"invoke_agent {agent}", attributes, link_to=link) as span:
-        trace = TurnTrace(span=span, agent=agent, session_id=session_id, turn_id=turn_id)
-        if detached is not None:
-            add_event("interlock.detached.started", {"interlock.snapshot.id": detached}, span)
-        try:
-            yield trace
-        except BaseException as exc:
-            fail(span, error_type(exc), str(exc) or type(exc).__name__, exc)
-            raise
-    if _agents.isEnabledFor(logging.DEBUG):
-        duration = elapsed_ms(started)
-        _agents.debug("turn took %.1f ms", duration, extra={"agent": agent, "duration_ms": duration})
+class _TracedTurn(contextlib.AbstractContextManager[TurnTrace]):
+    """A turn's ``invoke_agent`` span (when a tracer provider is set) and its debug-logged duration.
+
+    A class rather than a generator: a recorded turn pays for its span, not for the scaffolding.
+    """
+
+    def __init__(self, trace: TurnTrace, *, parent: Snapshot | None, tenant: str | None, detached: str | None) -> None:
+        self.trace, self.parent, self.tenant, self.detached = trace, parent, tenant, detached
+        self.opened: Opened | None = None
+        self.started = 0.0
+
+    def __enter__(self) -> TurnTrace:
+        trace, parent, detached = self.trace, self.parent, self.detached
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": trace.agent,
+            "interlock.detached": detached is not None,
+        }
+        if trace.session_id is not None:
+            attributes["gen_ai.conversation.id"] = trace.session_id
+        if trace.turn_id is not None:
+            attributes["interlock.snapshot.id"] = trace.turn_id
+        if parent is not None:
+            attributes["interlock.parent_snapshot.id"] = parent.snapshot_id
+        if self.tenant is not None:
+            attributes["interlock.tenant"] = self.tenant
+        paused = parent is not None and parent.finish_reason == "interrupted"
+        carrier = (parent.metadata or {}).get(md.TRACE_CONTEXT) if paused and parent is not None else None
+        self.started = time.perf_counter()
+        self.opened = open_span(
+            f"invoke_agent {trace.agent}", attributes, link_to=carrier if is_object(carrier) else None
+        )
+        if self.opened is not None:
+            trace.span = self.opened[0]
+            if detached is not None:
+                trace.span.add_event("interlock.detached.started", {"interlock.snapshot.id": detached})
+        return trace
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if self.opened is not None:
+            if exc is not None:
+                fail(self.opened[0], error_type(exc), str(exc) or type(exc).__name__, exc)
+            close_span(self.opened)
+        if exc is None and _agents.isEnabledFor(logging.DEBUG):
+            duration = elapsed_ms(self.started)
+            _agents.debug("turn took %.1f ms", duration, extra={"agent": self.trace.agent, "duration_ms": duration})
 
 
 def resuming(plan: ResumePlan, context: dict[str, Any], holder: str | None) -> None:
     """A resume runs: per answered call its verb, tool and ref; who answered; the claim's holder (fencing token)."""
     identity = context.get("identity")
     answered = [c for c in plan.calls if c.verb != "pending"]
-    if tracing():
-        content = current_span() is not None and capture_content()
+    target = current_span() if tracing() else None
+    if target is not None:
+        content = capture_content()
         for call in answered:
             payload = call.payload if call.verb == "restart" else (call.response.output if call.response else None)
             add_event(
@@ -196,6 +212,7 @@ def resuming(plan: ResumePlan, context: dict[str, Any], holder: str | None) -> N
                     "interlock.claim.holder": holder,
                     "interlock.resume.payload": as_json(payload) if content else None,
                 },
+                target,
             )
     if _agents.isEnabledFor(logging.INFO):
         calls = ", ".join(f"{c.verb} {c.request.name}" for c in answered)

@@ -14,6 +14,9 @@ from collections.abc import Generator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from contextvars import Token
+
+    from opentelemetry.context import Context
     from opentelemetry.trace import Link, Span, Tracer, TracerProvider
 
 try:
@@ -31,6 +34,9 @@ TRACER_NAME = "interlock"
 
 Attributes = Mapping[str, "str | bool | int | float | list[str] | None"]
 """Span attributes; ``None`` values are left out."""
+
+Opened = tuple["Span", "Token[Context]"]
+"""A span :func:`open_span` started and made current, and the token that restores the context before it."""
 
 _capture: bool | None = None
 _provider: TracerProvider | None = None
@@ -71,6 +77,42 @@ def _clean(attributes: Attributes) -> dict[str, Any]:
     return {k: v for k, v in attributes.items() if v is not None}
 
 
+def open_span(
+    name: str,
+    attributes: dict[str, Any],
+    *,
+    client: bool = False,
+    link_to: Mapping[str, Any] | None = None,
+    parent: Span | None = None,
+) -> Opened | None:
+    """Start a span and make it current (``None`` while no tracer provider is set); :func:`close_span` ends it.
+
+    ``attributes`` holds no ``None`` values (the SDK copies them; they are not cleaned here).
+    ``link_to`` is a W3C trace-context carrier (see :func:`span_carrier`) the span links to;
+    ``parent`` makes the span a child of that span instead of the current one. Exceptions are
+    left to the caller (see :func:`fail`).
+    """
+    tracer = _get_tracer()
+    if tracer is None or _trace is None or _context is None:
+        return None
+    started = tracer.start_span(
+        name,
+        context=None if parent is None else _trace.set_span_in_context(parent),
+        kind=_trace.SpanKind.CLIENT if client else _trace.SpanKind.INTERNAL,
+        attributes=attributes,
+        links=_links(link_to) if link_to else (),
+    )
+    # what ``use_span(end_on_exit=True, record_exception=False, set_status_on_exception=False)`` does, inline
+    return started, _context.attach(_trace.set_span_in_context(started))
+
+
+def close_span(opened: Opened) -> None:
+    """Restore the context from before :func:`open_span` and end its span."""
+    assert _context is not None
+    _context.detach(opened[1])
+    opened[0].end()
+
+
 @contextlib.contextmanager
 def span(
     name: str,
@@ -80,31 +122,18 @@ def span(
     link_to: Mapping[str, Any] | None = None,
     parent: Span | None = None,
 ) -> Generator[Span | None, None, None]:
-    """A current span around the block (``None`` without the API); exceptions are left to the caller.
+    """A current span around the block (``None`` without a tracer provider); exceptions are left to the caller.
 
-    ``link_to`` is a W3C trace-context carrier (see :func:`span_carrier`) the span links to;
-    ``parent`` makes the span a child of that span instead of the current one.
+    :func:`open_span` and :func:`close_span` around a block, for the spans off the hot path.
     """
-    tracer = _get_tracer()
-    if _trace is None or _context is None or tracer is None:
+    opened = open_span(name, _clean(attributes), client=kind == "client", link_to=link_to, parent=parent)
+    if opened is None:
         yield None
         return
-    links = _links(link_to)
-    context = None if parent is None else _trace.set_span_in_context(parent)
-    started = tracer.start_span(
-        name,
-        context=context,
-        kind=_trace.SpanKind.CLIENT if kind == "client" else _trace.SpanKind.INTERNAL,
-        attributes=_clean(attributes),
-        links=links,
-    )
-    # what ``use_span(end_on_exit=True, record_exception=False, set_status_on_exception=False)`` does, inline
-    token = _context.attach(_trace.set_span_in_context(started))
     try:
-        yield started
+        yield opened[0]
     finally:
-        _context.detach(token)
-        started.end()
+        close_span(opened)
 
 
 def tracing() -> bool:
