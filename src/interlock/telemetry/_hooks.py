@@ -98,21 +98,23 @@ class TurnTrace:
 
 def _interrupted(trace: TurnTrace, part: ToolRequestPart) -> None:
     kind = "in_doubt" if md.is_in_doubt(part) else "hold" if md.is_hold(part) else "tool"
-    attributes: Attributes = {
-        "gen_ai.tool.name": part.name,
-        "gen_ai.tool.call.id": part.ref,
-        "interlock.snapshot.id": trace.turn_id,
-        "interlock.interrupt.kind": kind,
-        "interlock.interrupt.data": as_json(part.meta(md.INTERRUPT)) if trace.span and capture_content() else None,
-    }
-    add_event("interlock.interrupt", attributes, trace.span)
-    _agents.info(
-        "turn paused: %s (%s) waits for an answer",
-        part.name,
-        kind,
-        extra={"agent": trace.agent, "session_id": trace.session_id, "snapshot_id": trace.turn_id, "tool": part.name}
-        | {"ref": part.ref, "interrupt_kind": kind},
-    )
+    if trace.span is not None:
+        attributes: dict[str, Any] = {"gen_ai.tool.name": part.name, "interlock.interrupt.kind": kind}
+        if part.ref is not None:
+            attributes["gen_ai.tool.call.id"] = part.ref
+        if trace.turn_id is not None:
+            attributes["interlock.snapshot.id"] = trace.turn_id
+        if capture_content():
+            attributes["interlock.interrupt.data"] = as_json(part.meta(md.INTERRUPT))
+        trace.span.add_event("interlock.interrupt", attributes)
+    if _agents.isEnabledFor(logging.INFO):
+        _agents.info(
+            "turn paused: %s (%s) waits for an answer",
+            part.name,
+            kind,
+            extra={"agent": trace.agent, "session_id": trace.session_id, "snapshot_id": trace.turn_id}
+            | {"tool": part.name, "ref": part.ref, "interrupt_kind": kind},
+        )
 
 
 class _QuietTurn(contextlib.AbstractContextManager[TurnTrace]):
@@ -276,15 +278,19 @@ def detached_finished(
 
 def claim_taken(parent_id: str, holder: str, reclaimed_from: str | None, ttl: float) -> None:
     """A resume claimed an interrupted snapshot (and maybe took a lapsed claim over)."""
-    if reclaimed_from is None and not tracing() and not _claims.isEnabledFor(logging.DEBUG):
+    target = current_span() if tracing() else None
+    if reclaimed_from is None and target is None and not _claims.isEnabledFor(logging.DEBUG):
         return
     attributes = {"interlock.snapshot.id": parent_id, "interlock.claim.holder": holder, "interlock.claim.ttl": ttl}
-    add_event("interlock.claim.taken", attributes)
+    if target is not None:
+        target.add_event("interlock.claim.taken", attributes)
     extra = {"snapshot_id": parent_id, "holder": holder, "ttl": ttl}
     if reclaimed_from is None:
         _claims.debug("claim taken on %s by %s", parent_id, holder, extra=extra)
         return
-    add_event("interlock.claim.taken_over", {**attributes, "interlock.claim.previous_holder": reclaimed_from})
+    if target is not None:
+        previous = {**attributes, "interlock.claim.previous_holder": reclaimed_from}
+        target.add_event("interlock.claim.taken_over", previous)
     _claims.warning(
         "claim on %s taken over from %s (its lease lapsed) by %s",
         parent_id,

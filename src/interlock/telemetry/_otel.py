@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import time
 from collections.abc import Generator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
@@ -169,12 +170,25 @@ def _look_up_tracer() -> Tracer | None:
     return _tracer[1]
 
 
+_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
+"""A ``traceparent`` as :func:`span_carrier` writes it (W3C trace context, version 00)."""
+
+
 def _links(carrier: Mapping[str, Any] | None) -> list[Link]:
-    if _trace is None or _tracecontext is None or not carrier:
+    """The link to the span a stored carrier (written by :func:`span_carrier`) names; none for anything else."""
+    if _trace is None or not carrier:
         return []
-    strings = {k: v for k, v in carrier.items() if isinstance(v, str)}
-    extracted = _propagator().extract(strings)
-    linked = _trace.get_current_span(extracted).get_span_context()
+    traceparent, tracestate = carrier.get("traceparent"), carrier.get("tracestate")
+    found = _TRACEPARENT.fullmatch(traceparent) if isinstance(traceparent, str) else None
+    if found is None:
+        return []
+    linked = _trace.SpanContext(
+        int(found[1], 16),
+        int(found[2], 16),
+        is_remote=True,
+        trace_flags=_trace.TraceFlags(int(found[3], 16)),
+        trace_state=_trace.TraceState.from_header([tracestate]) if isinstance(tracestate, str) else None,
+    )
     return [_trace.Link(linked, {"interlock.link": "paused_turn"})] if linked.is_valid else []
 
 
@@ -218,11 +232,19 @@ def fail(target: Span | None, error_type: str, message: str, exc: BaseException 
 
 
 def span_carrier(target: Span | None) -> dict[str, str]:
-    """``target``'s span context as a W3C trace-context carrier (``{"traceparent": ...}``), or ``{}``."""
-    if _trace is None or _tracecontext is None or target is None or not target.get_span_context().is_valid:
+    """``target``'s span context as a W3C trace-context carrier (``{"traceparent": ...}``), or ``{}``.
+
+    What the W3C propagator's ``inject`` writes (``tracestate`` too, when there is one),
+    formatted here without making a context for it: every traced turn stores one.
+    """
+    if _trace is None or target is None:
         return {}
-    carrier: dict[str, str] = {}
-    _propagator().inject(carrier, context=_trace.set_span_in_context(target))
+    context = target.get_span_context()
+    if not context.is_valid:
+        return {}
+    carrier = {"traceparent": f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"}
+    if context.trace_state:
+        carrier["tracestate"] = context.trace_state.to_header()
     return carrier
 
 
