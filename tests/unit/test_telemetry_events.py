@@ -9,14 +9,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from banking import APPROVE, PAY, Approval, Transfer
+from banking import APPROVE, PAY, Approval, Transfer, transfer
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import StatusCode
+from opentelemetry.trace import NonRecordingSpan, SpanContext, StatusCode, TraceFlags, TraceState, use_span
 from test_effects import FailingModel, Ledger, bank, in_doubt_after_an_abort_mid_tool, paused
 
-from interlock import PromptAgent, Resume, ToolContext, ToolRequestPart, tool
+from interlock import InMemoryStore, PromptAgent, Resume, ToolContext, ToolRequestPart, tool
+from interlock import metadata as md
 from interlock._engine.commit import Claims
 from interlock.agents._host import Host
 from interlock.stores.sqlite import SQLiteStore
@@ -118,3 +119,31 @@ async def test_a_lost_claim_is_an_event_and_the_turn_fails_aborted(spans: InMemo
         "interlock.claim.lost"
     )
     assert turn.status.status_code == StatusCode.ERROR and dict(turn.attributes or {})["error.type"] == "ABORTED"
+
+
+async def test_a_paused_turn_under_a_callers_span_stores_its_tracestate_and_the_resume_links_with_it(
+    spans: InMemorySpanExporter,
+) -> None:
+    """The stored trace context is the W3C pair (traceparent, tracestate); the resumed turn's link carries both."""
+    caller = SpanContext(
+        0xA1, 0xB2, is_remote=True, trace_flags=TraceFlags(1), trace_state=TraceState([("bank", "eu")])
+    )
+    store = InMemoryStore()
+    with use_span(NonRecordingSpan(caller)):
+        out = await PromptAgent("bank", ScriptedModel([PAY]), tools=[transfer], store=store).run("pay")
+    assert out.snapshot_id is not None
+    stored = await store.load(out.snapshot_id)
+    assert stored is not None and stored.metadata is not None
+    (paused_turn,) = [s for s in spans.get_finished_spans() if s.name == "invoke_agent bank"]
+    assert paused_turn.context is not None and paused_turn.context.trace_id == 0xA1
+    ids = f"00-{paused_turn.context.trace_id:032x}-{paused_turn.context.span_id:016x}-01"
+    assert stored.metadata[md.TRACE_CONTEXT] == {"traceparent": ids, "tracestate": "bank=eu"}
+    spans.clear()
+    done = await PromptAgent("bank", ScriptedModel(["paid"]), tools=[transfer], store=store).run(
+        resume=APPROVE, snapshot_id=out.snapshot_id
+    )
+    assert done.finish_reason == "stop", done.error
+    (resumed,) = [s for s in spans.get_finished_spans() if s.name == "invoke_agent bank"]
+    (link,) = resumed.links
+    assert (link.context.trace_id, link.context.span_id) == (0xA1, paused_turn.context.span_id)
+    assert link.context.is_remote and dict(link.context.trace_state) == {"bank": "eu"}

@@ -11,14 +11,24 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InterlockError, Interrupt
 from ._logs import logger
-from ._otel import Attributes, add_event, as_json, capture_content, elapsed_ms, error_type, fail, tracing
-from ._otel import span as otel_span
+from ._otel import (
+    Opened,
+    add_event,
+    as_json,
+    capture_content,
+    close_span,
+    elapsed_ms,
+    error_type,
+    fail,
+    open_span,
+    tracing,
+)
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -47,16 +57,21 @@ async def call_model(model: Model, request: ModelRequest, *, on_chunk: ChunkCall
             raise
     provider, name = split_model_name(_model_name(model))
     started = time.perf_counter()
-    with otel_span(f"chat {name}", _chat_attributes(provider, name, request), kind="client") as span:
-        try:
-            response = await model.generate(request, on_chunk=on_chunk)
-        except BaseException as exc:
-            fail(span, error_type(exc), str(exc) or type(exc).__name__, exc)
-            if isinstance(exc, Exception):
-                _log_model_failure(model, exc, started)
-            raise
-        if span is not None:
-            _record_response(span, request, response)
+    opened = open_span(f"chat {name}", _chat_attributes(provider, name, request), client=True) if tracing() else None
+    try:
+        response = await model.generate(request, on_chunk=on_chunk)
+    except BaseException as exc:
+        if opened is not None:
+            fail(opened[0], error_type(exc), str(exc) or type(exc).__name__, exc)
+        if isinstance(exc, Exception):
+            _log_model_failure(model, exc, started)
+        raise
+    else:
+        if opened is not None:
+            _record_response(opened[0], request, response)
+    finally:
+        if opened is not None:
+            close_span(opened)
     if _models.isEnabledFor(logging.INFO):
         usage = response.usage
         facts = {
@@ -87,18 +102,26 @@ def _log_model_failure(model: Model, exc: Exception, started: float | None) -> N
     )
 
 
-def _chat_attributes(provider: str, name: str, request: ModelRequest) -> Attributes:
-    if not tracing():
-        return {}
-    config = request.config or {}
-    return {
+_REQUEST_SETTINGS = (
+    ("temperature", "gen_ai.request.temperature"),
+    ("maxOutputTokens", "gen_ai.request.max_tokens"),
+    ("topP", "gen_ai.request.top_p"),
+)
+"""The model settings a ``chat`` span records: the request's config key, the attribute."""
+
+
+def _chat_attributes(provider: str, name: str, request: ModelRequest) -> dict[str, Any]:
+    attributes: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": provider,
         "gen_ai.request.model": name,
-        "gen_ai.request.temperature": _number(config.get("temperature")),
-        "gen_ai.request.max_tokens": _number(config.get("maxOutputTokens")),
-        "gen_ai.request.top_p": _number(config.get("topP")),
     }
+    if request.config:
+        for key, attribute in _REQUEST_SETTINGS:
+            value = _number(request.config.get(key))
+            if value is not None:
+                attributes[attribute] = value
+    return attributes
 
 
 def _record_response(span: Span, request: ModelRequest, response: ModelResponse) -> None:
@@ -179,45 +202,63 @@ def tool_call(
     """The ``execute_tool`` span of one call; an :class:`~interlock.errors.Interrupt` is an outcome, not an error."""
     if not tracing() and not _tools.isEnabledFor(logging.DEBUG):
         return _UNTRACED
-    return _tool_call(part, description=description, resumed=resumed)
+    return _TracedTool(part, description=description, resumed=resumed)
 
 
-@contextlib.contextmanager
-def _tool_call(part: ToolRequestPart, *, description: str, resumed: bool) -> Generator[ToolTrace, None, None]:
-    attributes: Attributes = {
-        "gen_ai.operation.name": "execute_tool",
-        "gen_ai.tool.name": part.name,
-        "gen_ai.tool.call.id": part.ref,
-        "gen_ai.tool.type": "function",
-        "gen_ai.tool.description": description or None,
-        "interlock.tool.resumed": resumed,
-    }
-    extra = {"tool": part.name, "ref": part.ref}
-    started = time.perf_counter()
-    outcome = "ok"
-    with otel_span(f"execute_tool {part.name}", attributes) as span:
-        if span is not None and capture_content():
-            span.set_attribute("gen_ai.tool.call.arguments", as_json(part.input))
-        try:
-            yield ToolTrace(span=span)
-        except Interrupt:
+class _TracedTool(ToolTrace, contextlib.AbstractContextManager[ToolTrace]):
+    """A tool call's ``execute_tool`` span (when a tracer provider is set) and its debug log line.
+
+    A class rather than a generator: a recorded call pays for its span, not for the scaffolding.
+    """
+
+    def __init__(self, part: ToolRequestPart, *, description: str, resumed: bool) -> None:
+        super().__init__(span=None)
+        self.part, self.description, self.resumed = part, description, resumed
+        self.opened: Opened | None = None
+        self.started = 0.0
+
+    def __enter__(self) -> ToolTrace:
+        self.started = time.perf_counter()
+        if not tracing():
+            return self
+        part = self.part
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": part.name,
+            "gen_ai.tool.type": "function",
+            "interlock.tool.resumed": self.resumed,
+        }
+        if part.ref is not None:
+            attributes["gen_ai.tool.call.id"] = part.ref
+        if self.description:
+            attributes["gen_ai.tool.description"] = self.description
+        if capture_content():
+            attributes["gen_ai.tool.call.arguments"] = as_json(part.input)
+        self.opened = open_span(f"execute_tool {part.name}", attributes)
+        if self.opened is not None:
+            self.span = self.opened[0]
+        return self
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        outcome = "ok"
+        if isinstance(exc, Interrupt):
             outcome = "interrupted"
-            if span is not None:
-                span.set_attribute("interlock.tool.interrupted", True)
-            raise
-        except BaseException as exc:
+            if self.span is not None:
+                self.span.set_attribute("interlock.tool.interrupted", True)
+        elif exc is not None:
             outcome = error_type(exc)
-            fail(span, outcome, str(exc) or type(exc).__name__, exc)
-            raise
-        finally:
-            if _tools.isEnabledFor(logging.DEBUG):
-                _tools.debug(
-                    "tool %s: %s in %.1f ms",
-                    part.name,
-                    outcome,
-                    elapsed_ms(started),
-                    extra={**extra, "outcome": outcome, "duration_ms": elapsed_ms(started)},
-                )
+            fail(self.span, outcome, str(exc) or type(exc).__name__, exc)
+        if _tools.isEnabledFor(logging.DEBUG):
+            part, duration = self.part, elapsed_ms(self.started)
+            _tools.debug(
+                "tool %s: %s in %.1f ms",
+                part.name,
+                outcome,
+                duration,
+                extra={"tool": part.name, "ref": part.ref, "outcome": outcome, "duration_ms": duration},
+            )
+        if self.opened is not None:
+            close_span(self.opened)
 
 
 # content ----------------------------------------------------------------------------------

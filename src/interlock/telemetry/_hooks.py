@@ -27,13 +27,16 @@ from ..errors import InterlockError
 from ._logs import logger
 from ._otel import (
     Attributes,
+    Opened,
     add_event,
     as_json,
     capture_content,
+    close_span,
     current_span,
     elapsed_ms,
     error_type,
     fail,
+    open_span,
     span_carrier,
     tracing,
 )
@@ -95,21 +98,23 @@ class TurnTrace:
 
 def _interrupted(trace: TurnTrace, part: ToolRequestPart) -> None:
     kind = "in_doubt" if md.is_in_doubt(part) else "hold" if md.is_hold(part) else "tool"
-    attributes: Attributes = {
-        "gen_ai.tool.name": part.name,
-        "gen_ai.tool.call.id": part.ref,
-        "interlock.snapshot.id": trace.turn_id,
-        "interlock.interrupt.kind": kind,
-        "interlock.interrupt.data": as_json(part.meta(md.INTERRUPT)) if trace.span and capture_content() else None,
-    }
-    add_event("interlock.interrupt", attributes, trace.span)
-    _agents.info(
-        "turn paused: %s (%s) waits for an answer",
-        part.name,
-        kind,
-        extra={"agent": trace.agent, "session_id": trace.session_id, "snapshot_id": trace.turn_id, "tool": part.name}
-        | {"ref": part.ref, "interrupt_kind": kind},
-    )
+    if trace.span is not None:
+        attributes: dict[str, Any] = {"gen_ai.tool.name": part.name, "interlock.interrupt.kind": kind}
+        if part.ref is not None:
+            attributes["gen_ai.tool.call.id"] = part.ref
+        if trace.turn_id is not None:
+            attributes["interlock.snapshot.id"] = trace.turn_id
+        if capture_content():
+            attributes["interlock.interrupt.data"] = as_json(part.meta(md.INTERRUPT))
+        trace.span.add_event("interlock.interrupt", attributes)
+    if _agents.isEnabledFor(logging.INFO):
+        _agents.info(
+            "turn paused: %s (%s) waits for an answer",
+            part.name,
+            kind,
+            extra={"agent": trace.agent, "session_id": trace.session_id, "snapshot_id": trace.turn_id}
+            | {"tool": part.name, "ref": part.ref, "interrupt_kind": kind},
+        )
 
 
 class _QuietTurn(contextlib.AbstractContextManager[TurnTrace]):
@@ -135,54 +140,67 @@ def turn(
     detached: str | None,
 ) -> contextlib.AbstractContextManager[TurnTrace]:
     """The ``invoke_agent`` span of one turn; a turn continuing a paused snapshot links to its span."""
+    trace = TurnTrace(span=None, agent=agent, session_id=session_id, turn_id=turn_id)
     if not tracing() and not _agents.isEnabledFor(logging.DEBUG):
-        return _QuietTurn(TurnTrace(span=None, agent=agent, session_id=session_id, turn_id=turn_id))
-    return _turn(agent, session_id=session_id, turn_id=turn_id, parent=parent, tenant=tenant, detached=detached)
+        return _QuietTurn(trace)
+    return _TracedTurn(trace, parent=parent, tenant=tenant, detached=detached)
 
 
-@contextlib.contextmanager
-def _turn(
-    agent: str,
-    *,
-    session_id: str | None,
-    turn_id: str | None,
-    parent: Snapshot | None,
-    tenant: str | None,
-    detached: str | None,
-) -> Generator[TurnTrace, None, None]:
-    paused = parent is not None and parent.finish_reason == "interrupted"
-    carrier = (parent.metadata or {}).get(md.TRACE_CONTEXT) if paused and parent is not None else None
-    attributes: Attributes = {
-        "gen_ai.operation.name": "invoke_agent",
-        "gen_ai.agent.name": agent,
-        "gen_ai.conversation.id": session_id,
-        "interlock.snapshot.id": turn_id,
-        "interlock.parent_snapshot.id": parent.snapshot_id if parent else None,
-        "interlock.tenant": tenant,
-        "interlock.detached": detached is not None,
-    }
-    started = time.perf_counter()
-    link = carrier if is_object(carrier) else None
-    with otel_span(f"invoke_agent {agent}", attributes, link_to=link) as span:
-        trace = TurnTrace(span=span, agent=agent, session_id=session_id, turn_id=turn_id)
-        if detached is not None:
-            add_event("interlock.detached.started", {"interlock.snapshot.id": detached}, span)
-        try:
-            yield trace
-        except BaseException as exc:
-            fail(span, error_type(exc), str(exc) or type(exc).__name__, exc)
-            raise
-    if _agents.isEnabledFor(logging.DEBUG):
-        duration = elapsed_ms(started)
-        _agents.debug("turn took %.1f ms", duration, extra={"agent": agent, "duration_ms": duration})
+class _TracedTurn(contextlib.AbstractContextManager[TurnTrace]):
+    """A turn's ``invoke_agent`` span (when a tracer provider is set) and its debug-logged duration.
+
+    A class rather than a generator: a recorded turn pays for its span, not for the scaffolding.
+    """
+
+    def __init__(self, trace: TurnTrace, *, parent: Snapshot | None, tenant: str | None, detached: str | None) -> None:
+        self.trace, self.parent, self.tenant, self.detached = trace, parent, tenant, detached
+        self.opened: Opened | None = None
+        self.started = 0.0
+
+    def __enter__(self) -> TurnTrace:
+        trace, parent, detached = self.trace, self.parent, self.detached
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": trace.agent,
+            "interlock.detached": detached is not None,
+        }
+        if trace.session_id is not None:
+            attributes["gen_ai.conversation.id"] = trace.session_id
+        if trace.turn_id is not None:
+            attributes["interlock.snapshot.id"] = trace.turn_id
+        if parent is not None:
+            attributes["interlock.parent_snapshot.id"] = parent.snapshot_id
+        if self.tenant is not None:
+            attributes["interlock.tenant"] = self.tenant
+        paused = parent is not None and parent.finish_reason == "interrupted"
+        carrier = (parent.metadata or {}).get(md.TRACE_CONTEXT) if paused and parent is not None else None
+        self.started = time.perf_counter()
+        self.opened = open_span(
+            f"invoke_agent {trace.agent}", attributes, link_to=carrier if is_object(carrier) else None
+        )
+        if self.opened is not None:
+            trace.span = self.opened[0]
+            if detached is not None:
+                trace.span.add_event("interlock.detached.started", {"interlock.snapshot.id": detached})
+        return trace
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if self.opened is not None:
+            if exc is not None:
+                fail(self.opened[0], error_type(exc), str(exc) or type(exc).__name__, exc)
+            close_span(self.opened)
+        if exc is None and _agents.isEnabledFor(logging.DEBUG):
+            duration = elapsed_ms(self.started)
+            _agents.debug("turn took %.1f ms", duration, extra={"agent": self.trace.agent, "duration_ms": duration})
 
 
 def resuming(plan: ResumePlan, context: dict[str, Any], holder: str | None) -> None:
     """A resume runs: per answered call its verb, tool and ref; who answered; the claim's holder (fencing token)."""
     identity = context.get("identity")
     answered = [c for c in plan.calls if c.verb != "pending"]
-    if tracing():
-        content = current_span() is not None and capture_content()
+    target = current_span() if tracing() else None
+    if target is not None:
+        content = capture_content()
         for call in answered:
             payload = call.payload if call.verb == "restart" else (call.response.output if call.response else None)
             add_event(
@@ -196,6 +214,7 @@ def resuming(plan: ResumePlan, context: dict[str, Any], holder: str | None) -> N
                     "interlock.claim.holder": holder,
                     "interlock.resume.payload": as_json(payload) if content else None,
                 },
+                target,
             )
     if _agents.isEnabledFor(logging.INFO):
         calls = ", ".join(f"{c.verb} {c.request.name}" for c in answered)
@@ -259,15 +278,19 @@ def detached_finished(
 
 def claim_taken(parent_id: str, holder: str, reclaimed_from: str | None, ttl: float) -> None:
     """A resume claimed an interrupted snapshot (and maybe took a lapsed claim over)."""
-    if reclaimed_from is None and not tracing() and not _claims.isEnabledFor(logging.DEBUG):
+    target = current_span() if tracing() else None
+    if reclaimed_from is None and target is None and not _claims.isEnabledFor(logging.DEBUG):
         return
     attributes = {"interlock.snapshot.id": parent_id, "interlock.claim.holder": holder, "interlock.claim.ttl": ttl}
-    add_event("interlock.claim.taken", attributes)
+    if target is not None:
+        target.add_event("interlock.claim.taken", attributes)
     extra = {"snapshot_id": parent_id, "holder": holder, "ttl": ttl}
     if reclaimed_from is None:
         _claims.debug("claim taken on %s by %s", parent_id, holder, extra=extra)
         return
-    add_event("interlock.claim.taken_over", {**attributes, "interlock.claim.previous_holder": reclaimed_from})
+    if target is not None:
+        previous = {**attributes, "interlock.claim.previous_holder": reclaimed_from}
+        target.add_event("interlock.claim.taken_over", previous)
     _claims.warning(
         "claim on %s taken over from %s (its lease lapsed) by %s",
         parent_id,

@@ -9,11 +9,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import time
 from collections.abc import Generator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from contextvars import Token
+
+    from opentelemetry.context import Context
     from opentelemetry.trace import Link, Span, Tracer, TracerProvider
 
 try:
@@ -31,6 +35,9 @@ TRACER_NAME = "interlock"
 
 Attributes = Mapping[str, "str | bool | int | float | list[str] | None"]
 """Span attributes; ``None`` values are left out."""
+
+Opened = tuple["Span", "Token[Context]"]
+"""A span :func:`open_span` started and made current, and the token that restores the context before it."""
 
 _capture: bool | None = None
 _provider: TracerProvider | None = None
@@ -71,6 +78,42 @@ def _clean(attributes: Attributes) -> dict[str, Any]:
     return {k: v for k, v in attributes.items() if v is not None}
 
 
+def open_span(
+    name: str,
+    attributes: dict[str, Any],
+    *,
+    client: bool = False,
+    link_to: Mapping[str, Any] | None = None,
+    parent: Span | None = None,
+) -> Opened | None:
+    """Start a span and make it current (``None`` while no tracer provider is set); :func:`close_span` ends it.
+
+    ``attributes`` holds no ``None`` values (the SDK copies them; they are not cleaned here).
+    ``link_to`` is a W3C trace-context carrier (see :func:`span_carrier`) the span links to;
+    ``parent`` makes the span a child of that span instead of the current one. Exceptions are
+    left to the caller (see :func:`fail`).
+    """
+    tracer = _get_tracer()
+    if tracer is None or _trace is None or _context is None:
+        return None
+    started = tracer.start_span(
+        name,
+        context=None if parent is None else _trace.set_span_in_context(parent),
+        kind=_trace.SpanKind.CLIENT if client else _trace.SpanKind.INTERNAL,
+        attributes=attributes,
+        links=_links(link_to) if link_to else (),
+    )
+    # what ``use_span(end_on_exit=True, record_exception=False, set_status_on_exception=False)`` does, inline
+    return started, _context.attach(_trace.set_span_in_context(started))
+
+
+def close_span(opened: Opened) -> None:
+    """Restore the context from before :func:`open_span` and end its span."""
+    assert _context is not None
+    _context.detach(opened[1])
+    opened[0].end()
+
+
 @contextlib.contextmanager
 def span(
     name: str,
@@ -80,31 +123,18 @@ def span(
     link_to: Mapping[str, Any] | None = None,
     parent: Span | None = None,
 ) -> Generator[Span | None, None, None]:
-    """A current span around the block (``None`` without the API); exceptions are left to the caller.
+    """A current span around the block (``None`` without a tracer provider); exceptions are left to the caller.
 
-    ``link_to`` is a W3C trace-context carrier (see :func:`span_carrier`) the span links to;
-    ``parent`` makes the span a child of that span instead of the current one.
+    :func:`open_span` and :func:`close_span` around a block, for the spans off the hot path.
     """
-    tracer = _get_tracer()
-    if _trace is None or _context is None or tracer is None:
+    opened = open_span(name, _clean(attributes), client=kind == "client", link_to=link_to, parent=parent)
+    if opened is None:
         yield None
         return
-    links = _links(link_to)
-    context = None if parent is None else _trace.set_span_in_context(parent)
-    started = tracer.start_span(
-        name,
-        context=context,
-        kind=_trace.SpanKind.CLIENT if kind == "client" else _trace.SpanKind.INTERNAL,
-        attributes=_clean(attributes),
-        links=links,
-    )
-    # what ``use_span(end_on_exit=True, record_exception=False, set_status_on_exception=False)`` does, inline
-    token = _context.attach(_trace.set_span_in_context(started))
     try:
-        yield started
+        yield opened[0]
     finally:
-        _context.detach(token)
-        started.end()
+        close_span(opened)
 
 
 def tracing() -> bool:
@@ -140,12 +170,25 @@ def _look_up_tracer() -> Tracer | None:
     return _tracer[1]
 
 
+_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
+"""A ``traceparent`` as :func:`span_carrier` writes it (W3C trace context, version 00)."""
+
+
 def _links(carrier: Mapping[str, Any] | None) -> list[Link]:
-    if _trace is None or _tracecontext is None or not carrier:
+    """The link to the span a stored carrier (written by :func:`span_carrier`) names; none for anything else."""
+    if _trace is None or not carrier:
         return []
-    strings = {k: v for k, v in carrier.items() if isinstance(v, str)}
-    extracted = _propagator().extract(strings)
-    linked = _trace.get_current_span(extracted).get_span_context()
+    traceparent, tracestate = carrier.get("traceparent"), carrier.get("tracestate")
+    found = _TRACEPARENT.fullmatch(traceparent) if isinstance(traceparent, str) else None
+    if found is None:
+        return []
+    linked = _trace.SpanContext(
+        int(found[1], 16),
+        int(found[2], 16),
+        is_remote=True,
+        trace_flags=_trace.TraceFlags(int(found[3], 16)),
+        trace_state=_trace.TraceState.from_header([tracestate]) if isinstance(tracestate, str) else None,
+    )
     return [_trace.Link(linked, {"interlock.link": "paused_turn"})] if linked.is_valid else []
 
 
@@ -189,11 +232,19 @@ def fail(target: Span | None, error_type: str, message: str, exc: BaseException 
 
 
 def span_carrier(target: Span | None) -> dict[str, str]:
-    """``target``'s span context as a W3C trace-context carrier (``{"traceparent": ...}``), or ``{}``."""
-    if _trace is None or _tracecontext is None or target is None or not target.get_span_context().is_valid:
+    """``target``'s span context as a W3C trace-context carrier (``{"traceparent": ...}``), or ``{}``.
+
+    What the W3C propagator's ``inject`` writes (``tracestate`` too, when there is one),
+    formatted here without making a context for it: every traced turn stores one.
+    """
+    if _trace is None or target is None:
         return {}
-    carrier: dict[str, str] = {}
-    _propagator().inject(carrier, context=_trace.set_span_in_context(target))
+    context = target.get_span_context()
+    if not context.is_valid:
+        return {}
+    carrier = {"traceparent": f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"}
+    if context.trace_state:
+        carrier["tracestate"] = context.trace_state.to_header()
     return carrier
 
 
