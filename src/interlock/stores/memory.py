@@ -80,12 +80,16 @@ class InMemoryStore:
         for key, entry in entries:
             if entry is not None:
                 self._journal[(tenant, key)] = entry
+        touched: dict[
+            tuple[str, str], None
+        ] = {}  # the snapshots whose leaf mark and index entries may change, once each
         for current, new in staged:
             if new is not None:
                 self._rows[(tenant, new.snapshot_id)] = _isolated(new)
                 if current is None:
                     self._by_session.setdefault((tenant, new.session_id), []).append(new.snapshot_id)
-                self._link(tenant, new.session_id, new.snapshot_id, None if current is None else current.parent_id)
+                self._link(tenant, new.session_id, new.snapshot_id, current, touched)
+        self._refresh_all(tenant, touched)
         for event in events:
             self._outbox[event.id] = event
         return [new for _, new in staged]
@@ -188,42 +192,68 @@ class InMemoryStore:
                 del self._journal[slot]
             if row is not None:
                 self._by_session[(tenant, row.session_id)].remove(sid)
-                self._link(tenant, row.session_id, sid, row.parent_id)
+                touched: dict[tuple[str, str], None] = {}
+                self._link(tenant, row.session_id, sid, row, touched)
+                self._refresh_all(tenant, touched)
                 count += 1
         return count
 
-    def _link(self, tenant: str | None, session_id: str, snapshot_id: str, old_parent: str | None) -> None:
-        """After a write (or delete) of ``snapshot_id``: its parent link, its and its parents' leaves and entries."""
+    def _link(
+        self,
+        tenant: str | None,
+        session_id: str,
+        snapshot_id: str,
+        old: Snapshot | None,
+        touched: dict[tuple[str, str], None],
+    ) -> None:
+        """After a write (or delete) of ``snapshot_id`` (``old``: the row before): its parent link.
+
+        Adds to ``touched`` the snapshots whose leaf mark or index entries the change may move:
+        itself, and a parent it joined or left, or whose ``completed`` child it became or stopped being.
+        """
         row = self._rows.get((tenant, snapshot_id))
+        old_parent = None if old is None else old.parent_id
         parent = None if row is None else row.parent_id
-        if old_parent != parent and old_parent is not None:
-            self._children.get((tenant, session_id, old_parent), set()).discard(snapshot_id)
-        if parent is not None:
-            self._children.setdefault((tenant, session_id, parent), set()).add(snapshot_id)
-        for sid in dict.fromkeys(s for s in (snapshot_id, old_parent, parent) if s is not None):
-            self._refresh(tenant, session_id, sid)
+        if old_parent != parent or (old is None) != (row is None):
+            if old_parent is not None:
+                self._children.get((tenant, session_id, old_parent), set()).discard(snapshot_id)
+                touched[(session_id, old_parent)] = None
+            if parent is not None:
+                self._children.setdefault((tenant, session_id, parent), set()).add(snapshot_id)
+                touched[(session_id, parent)] = None
+        elif parent is not None and (old is not None and old.status == "completed") != (
+            row is not None and row.status == "completed"
+        ):
+            touched[(session_id, parent)] = None
+        touched[(session_id, snapshot_id)] = None
+
+    def _refresh_all(self, tenant: str | None, touched: dict[tuple[str, str], None]) -> None:
+        for session_id, snapshot_id in touched:
+            self._refresh(tenant, session_id, snapshot_id)
 
     def _refresh(self, tenant: str | None, session_id: str, snapshot_id: str) -> None:
         """Bring one snapshot's leaf mark and index entries in line with the rows (its session's view of it)."""
-        row = self._rows.get((tenant, snapshot_id))
+        key = (tenant, snapshot_id)
+        row = self._rows.get(key)
         leaves = self._leaves.setdefault((tenant, session_id), set())
         if row is None:
             leaves.discard(snapshot_id)
-            self._open.pop((tenant, snapshot_id), None)
+            self._open.pop(key, None)
             return
         if row.session_id != session_id:  # a parent in another session: its own session decides
             return
-        children = [self._rows[(tenant, c)] for c in self._children.get((tenant, session_id, snapshot_id), ())]
+        children = self._children.get((tenant, session_id, snapshot_id))
         if children:
             leaves.discard(snapshot_id)
         else:
             leaves.add(snapshot_id)
-        went_on = any(c.status == "completed" for c in children)
-        entries = [] if went_on else entries_of(row)
+        entries = entries_of(row)
+        if entries and children and any(self._rows[(tenant, c)].status == "completed" for c in children):
+            entries = []  # the session went on from it
         if entries:
-            self._open[(tenant, snapshot_id)] = entries
+            self._open[key] = entries
         else:
-            self._open.pop((tenant, snapshot_id), None)
+            self._open.pop(key, None)
 
     async def prune(
         self,
