@@ -230,3 +230,41 @@ def test_a_nonce_is_spent_once_on_its_own_row() -> None:
         rows.spend_nonce("n1", session_id="s", agent="bank")(first)
     other = written(rows.spend_nonce("n2", session_id="s", agent="bank"), first)
     assert rows.consumed_tokens(other) == ["n1", "n2"]
+
+
+def test_evolve_is_dataclasses_replace() -> None:
+    """A copy with the changes, the rest of the fields kept; the original untouched; an unknown field refused."""
+    import dataclasses
+
+    from interlock.records._journal import JournalEntry
+
+    row = paused(claimed_by="t1", metadata={"agent": "bot"}, version=3)
+    assert row.evolve(version=4, claimed_by=None) == dataclasses.replace(row, version=4, claimed_by=None)
+    assert row.evolve() == row and row.evolve() is not row
+    assert row.version == 3 and row.claimed_by == "t1"
+    with pytest.raises(TypeError, match="Snapshot has no field 'nope'"):
+        row.evolve(nope=1)
+    entry = JournalEntry(
+        key="k",
+        session_id="s",
+        snapshot_id="p",
+        agent=None,
+        tool="t",
+        ref=None,
+        input_digest="d",
+        attempt=1,
+        status="running",
+    )
+    assert entry.evolve(attempt=2) == dataclasses.replace(entry, attempt=2)
+
+
+def test_new_id_is_a_canonical_uuid4() -> None:
+    import uuid
+
+    from interlock.records._sessions import new_id
+
+    ids = {new_id() for _ in range(2000)}
+    assert len(ids) == 2000
+    for text in ids:
+        found = uuid.UUID(text)
+        assert str(found) == text and found.version == 4 and found.variant == uuid.RFC_4122
