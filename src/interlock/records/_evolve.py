@@ -17,6 +17,10 @@ def evolver(cls: type[T]) -> Callable[..., T]:
     field raises :class:`TypeError` as it does. ``cls`` has slots: each field is copied by
     its slot's own setter, in a function written for ``cls`` once (as :mod:`dataclasses`
     writes ``__init__``), so a copy is one straight run of slot reads and writes.
+
+    When ``cls`` declares an ``evolve`` method (for its signature and docs, calling this
+    function), the function takes its place on the class, keeping its name and docs: a
+    method call then costs no second call with the changes packed again.
     """
     names = tuple(f.name for f in fields(cls))  # pyright: ignore[reportArgumentType]
     setters: dict[str, Callable[[Any, Any], None]] = {name: getattr(cls, name).__set__ for name in names}
@@ -35,4 +39,8 @@ def evolver(cls: type[T]) -> Callable[..., T]:
     scope.update({f"set_{name}": setter for name, setter in setters.items()})
     exec(source, scope)  # names are the dataclass's own field names (identifiers)
     evolve: Callable[..., T] = scope["evolve"]
+    declared = vars(cls).get("evolve")
+    if callable(declared):
+        evolve.__doc__, evolve.__qualname__ = declared.__doc__, f"{cls.__qualname__}.evolve"
+        cls.evolve = evolve  # pyright: ignore[reportAttributeAccessIssue]
     return evolve
