@@ -1,7 +1,9 @@
 """The in-memory store: snapshots, the effect journal and the outbox in this process's memory.
 
 Besides the rows it keeps, as every store does, each session's leaves and the index of
-open interrupts (:mod:`interlock.records._interrupt_index`), updated with every write and delete.
+open interrupts (:mod:`interlock.records._interrupt_index`): which rows wait, updated with every
+write and delete (plain dictionary updates), and their entries, built when a listing first reads
+them and kept until the row is written again.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import asyncio
 from collections.abc import AsyncIterator, Iterable, Sequence
 from datetime import datetime
 
-from ..records._interrupt_index import InterruptQuery, OpenInterrupt, entries_of
+from ..records._interrupt_index import InterruptQuery, OpenInterrupt, entries_of, waits
 from ..records._journal import JournalEntry, superseded
 from ..records._outbox import OutboxEvent, is_claimable, is_prunable, leased, retries
 from ..records._sessions import Snapshot, utcnow
@@ -32,7 +34,8 @@ class InMemoryStore:
         self._by_session: dict[tuple[str | None, str], list[str]] = {}
         self._children: dict[tuple[str | None, str, str], set[str]] = {}  # (tenant, session, parent) → children
         self._leaves: dict[tuple[str | None, str], set[str]] = {}
-        self._open: dict[tuple[str | None, str], list[OpenInterrupt]] = {}
+        self._open: dict[tuple[str | None, str], Snapshot] = {}  # the rows that wait, their session not gone on
+        self._entries: dict[tuple[str | None, str], list[OpenInterrupt]] = {}  # their entries, built when first listed
         self._journal: dict[tuple[str | None, str], JournalEntry] = {}
         self._outbox: dict[str, OutboxEvent] = {}  # insertion order is the outbox's order
         self.poll_interval = 0.01
@@ -50,8 +53,15 @@ class InMemoryStore:
 
     async def open_interrupts(self, query: InterruptQuery, *, tenant: str | None = None) -> list[OpenInterrupt]:
         tenant = check_tenant(tenant)
-        found = [e for (t, _), entries in self._open.items() if t == tenant for e in entries if query.admits(e)]
-        return query.page(found)
+        found = [e for key, row in self._open.items() if key[0] == tenant for e in self._listed(key, row)]
+        return query.page([e for e in found if query.admits(e)])
+
+    def _listed(self, key: tuple[str | None, str], row: Snapshot) -> list[OpenInterrupt]:
+        """The index entries of a row that waits: built on its first listing, kept until it is written again."""
+        entries = self._entries.get(key)
+        if entries is None:
+            entries = self._entries[key] = entries_of(row)
+        return entries
 
     async def save(self, snapshot_id: str, update: Updater, *, tenant: str | None = None) -> Snapshot | None:
         return (await self.save_all([(snapshot_id, update)], tenant=tenant))[0]
@@ -236,6 +246,7 @@ class InMemoryStore:
         key = (tenant, snapshot_id)
         row = self._rows.get(key)
         leaves = self._leaves.setdefault((tenant, session_id), set())
+        self._entries.pop(key, None)
         if row is None:
             leaves.discard(snapshot_id)
             self._open.pop(key, None)
@@ -247,11 +258,8 @@ class InMemoryStore:
             leaves.discard(snapshot_id)
         else:
             leaves.add(snapshot_id)
-        entries = entries_of(row)
-        if entries and children and any(self._rows[(tenant, c)].status == "completed" for c in children):
-            entries = []  # the session went on from it
-        if entries:
-            self._open[key] = entries
+        if waits(row) and not (children and any(self._rows[(tenant, c)].status == "completed" for c in children)):
+            self._open[key] = row  # its session did not go on from it either
         else:
             self._open.pop(key, None)
 
