@@ -86,20 +86,19 @@ class InMemoryStore:
             current = self._rows.get((tenant, snapshot_id))  # updaters are pure: the stored row itself, no copy
             staged.append((current, apply_update(current, update, snapshot_id)))
         entries = [(key, update(self._journal.get((tenant, key)))) for key, update in journal]
-        run_steps(then, None)
+        if then:
+            run_steps(then, None)
         for key, entry in entries:
             if entry is not None:
                 self._journal[(tenant, key)] = entry
-        touched: dict[
-            tuple[str, str], None
-        ] = {}  # the snapshots whose leaf mark and index entries may change, once each
+        touched: dict[tuple[str, str], None] = {}
         for current, new in staged:
             if new is not None:
                 self._rows[(tenant, new.snapshot_id)] = _isolated(new)
                 if current is None:
                     self._by_session.setdefault((tenant, new.session_id), []).append(new.snapshot_id)
                 self._link(tenant, new.session_id, new.snapshot_id, current, touched)
-        self._refresh_all(tenant, touched)
+        self._refresh(tenant, touched)
         for event in events:
             self._outbox[event.id] = event
         return [new for _, new in staged]
@@ -196,16 +195,16 @@ class InMemoryStore:
     async def delete(self, snapshot_ids: Iterable[str], *, tenant: str | None = None) -> int:
         tenant = check_tenant(tenant)
         count = 0
+        touched: dict[tuple[str, str], None] = {}
         for sid in snapshot_ids:
             row = self._rows.pop((tenant, sid), None)
             for slot in [k for k, e in self._journal.items() if k[0] == tenant and e.snapshot_id == sid]:
                 del self._journal[slot]
             if row is not None:
                 self._by_session[(tenant, row.session_id)].remove(sid)
-                touched: dict[tuple[str, str], None] = {}
                 self._link(tenant, row.session_id, sid, row, touched)
-                self._refresh_all(tenant, touched)
                 count += 1
+        self._refresh(tenant, touched)
         return count
 
     def _link(
@@ -237,31 +236,33 @@ class InMemoryStore:
             touched[(session_id, parent)] = None
         touched[(session_id, snapshot_id)] = None
 
-    def _refresh_all(self, tenant: str | None, touched: dict[tuple[str, str], None]) -> None:
-        for session_id, snapshot_id in touched:
-            self._refresh(tenant, session_id, snapshot_id)
+    def _refresh(self, tenant: str | None, touched: dict[tuple[str, str], None]) -> None:
+        """Bring the ``touched`` snapshots' leaf marks and index entries in line with the rows, each once.
 
-    def _refresh(self, tenant: str | None, session_id: str, snapshot_id: str) -> None:
-        """Bring one snapshot's leaf mark and index entries in line with the rows (its session's view of it)."""
-        key = (tenant, snapshot_id)
-        row = self._rows.get(key)
-        leaves = self._leaves.setdefault((tenant, session_id), set())
-        self._entries.pop(key, None)
-        if row is None:
-            leaves.discard(snapshot_id)
-            self._open.pop(key, None)
-            return
-        if row.session_id != session_id:  # a parent in another session: its own session decides
-            return
-        children = self._children.get((tenant, session_id, snapshot_id))
-        if children:
-            leaves.discard(snapshot_id)
-        else:
-            leaves.add(snapshot_id)
-        if waits(row) and not (children and any(self._rows[(tenant, c)].status == "completed" for c in children)):
-            self._open[key] = row  # its session did not go on from it either
-        else:
-            self._open.pop(key, None)
+        Each is seen from its ``(session, snapshot)`` pair's session: a parent in another
+        session is left to its own.
+        """
+        rows, children_of, leaves_of = self._rows, self._children, self._leaves
+        for session_id, snapshot_id in touched:
+            key = (tenant, snapshot_id)
+            row = rows.get(key)
+            leaves = leaves_of.setdefault((tenant, session_id), set())
+            self._entries.pop(key, None)
+            if row is None:
+                leaves.discard(snapshot_id)
+                self._open.pop(key, None)
+                continue
+            if row.session_id != session_id:
+                continue
+            children = children_of.get((tenant, session_id, snapshot_id))
+            if children:
+                leaves.discard(snapshot_id)
+            else:
+                leaves.add(snapshot_id)
+            if waits(row) and not (children and any(rows[(tenant, c)].status == "completed" for c in children)):
+                self._open[key] = row  # it waits, and its session did not go on from it
+            else:
+                self._open.pop(key, None)
 
     async def prune(
         self,
