@@ -114,12 +114,15 @@ class SessionState:
 
     def copy(self) -> SessionState:
         """A copy that shares messages (they are immutable) but owns its lists and custom state."""
-        return trusted_state(
-            session_id=self.session_id,
-            messages=list(self.messages),
-            custom=None if self.custom is None else copy.deepcopy(self.custom),
-            artifacts=list(self.artifacts),
-        )
+        state = _new(SessionState)  # trusted_state's build, inline: a turn copies state several times
+        state.session_id = self.session_id
+        state.messages = list(self.messages)
+        state.custom = None if self.custom is None else copy.deepcopy(self.custom)
+        state.artifacts = list(self.artifacts)
+        return state
+
+
+_new = object.__new__
 
 
 def trusted_state(
@@ -130,7 +133,7 @@ def trusted_state(
     Construction checks every message's type, which costs O(history) per turn; a state built
     from another state's values, or from messages a store just parsed, needs none of it.
     """
-    state = object.__new__(SessionState)
+    state = _new(SessionState)
     state.session_id = session_id
     state.messages = messages
     state.custom = custom
