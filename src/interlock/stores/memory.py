@@ -53,8 +53,10 @@ class InMemoryStore:
 
     async def open_interrupts(self, query: InterruptQuery, *, tenant: str | None = None) -> list[OpenInterrupt]:
         tenant = check_tenant(tenant)
-        found = [e for key, row in self._open.items() if key[0] == tenant for e in self._listed(key, row)]
-        return query.page([e for e in found if query.admits(e)])
+        found = [
+            e for key, row in self._open.items() if key[0] == tenant for e in self._listed(key, row) if query.admits(e)
+        ]
+        return query.page(found)
 
     def _listed(self, key: tuple[str | None, str], row: Snapshot) -> list[OpenInterrupt]:
         """The index entries of a row that waits: built on its first listing, kept until it is written again."""
