@@ -248,7 +248,9 @@ class InMemoryStore:
         for session_id, snapshot_id in touched:
             key = (tenant, snapshot_id)
             row = rows.get(key)
-            leaves = leaves_of.setdefault((tenant, session_id), set())
+            leaves = leaves_of.get((tenant, session_id))
+            if leaves is None:
+                leaves = leaves_of[(tenant, session_id)] = set()
             self._entries.pop(key, None)
             if row is None:
                 leaves.discard(snapshot_id)
