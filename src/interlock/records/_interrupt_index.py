@@ -14,7 +14,8 @@ that writes its snapshot, so listing the inbox reads the index and nothing else
   wait, surfaced, in the delegating session's snapshot (:mod:`interlock.agents._delegation`), and are
   indexed there, once.
 
-:func:`entries_of` is that rule for one snapshot (the caller checks the last point), and
+:func:`entries_of` is that rule for one snapshot (the caller checks the last point; :func:`waits`
+says whether it yields anything, without building the entries), and
 :class:`InterruptQuery` what a listing filters on, and how it pages.
 """
 
@@ -127,11 +128,20 @@ class InterruptQuery:
         return entries[:end]
 
 
+def waits(snap: Snapshot) -> bool:
+    """True when ``snap``'s turn paused, unanswered, in its own session: it may have index entries.
+
+    The rule of :func:`entries_of` without building them (the caller checks that the session
+    did not go on from it): a paused turn, no answer committed, not a delegated sub-agent's.
+    """
+    if snap.status != "completed" or snap.finish_reason != "interrupted" or claim_state(snap) == "answered":
+        return False
+    return md.DELEGATED_BY not in (snap.metadata or {})  # a delegated turn: indexed under the delegating session
+
+
 def entries_of(snap: Snapshot) -> list[OpenInterrupt]:
     """The index entries of ``snap``, assuming its session did not go on from it (see the module docs)."""
-    if snap.status != "completed" or snap.finish_reason != "interrupted" or claim_state(snap) == "answered":
-        return []
-    if md.DELEGATED_BY in (snap.metadata or {}):  # surfaced under the delegating session, and indexed there
+    if not waits(snap):
         return []
     agent = snap.agent
     return [

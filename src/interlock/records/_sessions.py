@@ -10,11 +10,11 @@ named updater of :mod:`interlock.records.snapshots`.
 from __future__ import annotations
 
 import copy
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from os import urandom
 from typing import Any
 
 import jsonpatch
@@ -52,8 +52,13 @@ def utcnow() -> datetime:
 
 
 def new_id() -> str:
-    """A fresh random id (UUID v4)."""
-    return str(uuid.uuid4())
+    """A fresh random id: a UUID v4 in its canonical text form (``str(uuid.uuid4())``'s, built without the object)."""
+    h = urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
+
+
+_VARIANT = {d: "89ab"[int(d, 16) & 3] for d in "0123456789abcdef"}
+"""The RFC 4122 variant: a hex digit with its top two bits set to ``10``."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -109,12 +114,15 @@ class SessionState:
 
     def copy(self) -> SessionState:
         """A copy that shares messages (they are immutable) but owns its lists and custom state."""
-        return trusted_state(
-            session_id=self.session_id,
-            messages=list(self.messages),
-            custom=None if self.custom is None else copy.deepcopy(self.custom),
-            artifacts=list(self.artifacts),
-        )
+        state = _new(SessionState)  # trusted_state's build, inline: a turn copies state several times
+        state.session_id = self.session_id
+        state.messages = list(self.messages)
+        state.custom = None if self.custom is None else copy.deepcopy(self.custom)
+        state.artifacts = list(self.artifacts)
+        return state
+
+
+_new = object.__new__
 
 
 def trusted_state(
@@ -125,7 +133,7 @@ def trusted_state(
     Construction checks every message's type, which costs O(history) per turn; a state built
     from another state's values, or from messages a store just parsed, needs none of it.
     """
-    state = object.__new__(SessionState)
+    state = _new(SessionState)
     state.session_id = session_id
     state.messages = messages
     state.custom = custom

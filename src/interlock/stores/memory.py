@@ -1,7 +1,9 @@
 """The in-memory store: snapshots, the effect journal and the outbox in this process's memory.
 
 Besides the rows it keeps, as every store does, each session's leaves and the index of
-open interrupts (:mod:`interlock.records._interrupt_index`), updated with every write and delete.
+open interrupts (:mod:`interlock.records._interrupt_index`): which rows wait, updated with every
+write and delete (plain dictionary updates), and their entries, built when a listing first reads
+them and kept until the row is written again.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import asyncio
 from collections.abc import AsyncIterator, Iterable, Sequence
 from datetime import datetime
 
-from ..records._interrupt_index import InterruptQuery, OpenInterrupt, entries_of
+from ..records._interrupt_index import InterruptQuery, OpenInterrupt, entries_of, waits
 from ..records._journal import JournalEntry, superseded
 from ..records._outbox import OutboxEvent, is_claimable, is_prunable, leased, retries
 from ..records._sessions import Snapshot, utcnow
@@ -32,7 +34,8 @@ class InMemoryStore:
         self._by_session: dict[tuple[str | None, str], list[str]] = {}
         self._children: dict[tuple[str | None, str, str], set[str]] = {}  # (tenant, session, parent) → children
         self._leaves: dict[tuple[str | None, str], set[str]] = {}
-        self._open: dict[tuple[str | None, str], list[OpenInterrupt]] = {}
+        self._open: dict[tuple[str | None, str], Snapshot] = {}  # the rows that wait, their session not gone on
+        self._entries: dict[tuple[str | None, str], list[OpenInterrupt]] = {}  # their entries, built when first listed
         self._journal: dict[tuple[str | None, str], JournalEntry] = {}
         self._outbox: dict[str, OutboxEvent] = {}  # insertion order is the outbox's order
         self.poll_interval = 0.01
@@ -50,8 +53,17 @@ class InMemoryStore:
 
     async def open_interrupts(self, query: InterruptQuery, *, tenant: str | None = None) -> list[OpenInterrupt]:
         tenant = check_tenant(tenant)
-        found = [e for (t, _), entries in self._open.items() if t == tenant for e in entries if query.admits(e)]
+        found = [
+            e for key, row in self._open.items() if key[0] == tenant for e in self._listed(key, row) if query.admits(e)
+        ]
         return query.page(found)
+
+    def _listed(self, key: tuple[str | None, str], row: Snapshot) -> list[OpenInterrupt]:
+        """The index entries of a row that waits: built on its first listing, kept until it is written again."""
+        entries = self._entries.get(key)
+        if entries is None:
+            entries = self._entries[key] = entries_of(row)
+        return entries
 
     async def save(self, snapshot_id: str, update: Updater, *, tenant: str | None = None) -> Snapshot | None:
         return (await self.save_all([(snapshot_id, update)], tenant=tenant))[0]
@@ -76,16 +88,19 @@ class InMemoryStore:
             current = self._rows.get((tenant, snapshot_id))  # updaters are pure: the stored row itself, no copy
             staged.append((current, apply_update(current, update, snapshot_id)))
         entries = [(key, update(self._journal.get((tenant, key)))) for key, update in journal]
-        run_steps(then, None)
+        if then:
+            run_steps(then, None)
         for key, entry in entries:
             if entry is not None:
                 self._journal[(tenant, key)] = entry
+        touched: dict[tuple[str, str], None] = {}
         for current, new in staged:
             if new is not None:
                 self._rows[(tenant, new.snapshot_id)] = _isolated(new)
                 if current is None:
                     self._by_session.setdefault((tenant, new.session_id), []).append(new.snapshot_id)
-                self._link(tenant, new.session_id, new.snapshot_id, None if current is None else current.parent_id)
+                self._link(tenant, new.session_id, new.snapshot_id, current, touched)
+        self._refresh(tenant, touched)
         for event in events:
             self._outbox[event.id] = event
         return [new for _, new in staged]
@@ -182,48 +197,76 @@ class InMemoryStore:
     async def delete(self, snapshot_ids: Iterable[str], *, tenant: str | None = None) -> int:
         tenant = check_tenant(tenant)
         count = 0
+        touched: dict[tuple[str, str], None] = {}
         for sid in snapshot_ids:
             row = self._rows.pop((tenant, sid), None)
             for slot in [k for k, e in self._journal.items() if k[0] == tenant and e.snapshot_id == sid]:
                 del self._journal[slot]
             if row is not None:
                 self._by_session[(tenant, row.session_id)].remove(sid)
-                self._link(tenant, row.session_id, sid, row.parent_id)
+                self._link(tenant, row.session_id, sid, row, touched)
                 count += 1
+        self._refresh(tenant, touched)
         return count
 
-    def _link(self, tenant: str | None, session_id: str, snapshot_id: str, old_parent: str | None) -> None:
-        """After a write (or delete) of ``snapshot_id``: its parent link, its and its parents' leaves and entries."""
-        row = self._rows.get((tenant, snapshot_id))
-        parent = None if row is None else row.parent_id
-        if old_parent != parent and old_parent is not None:
-            self._children.get((tenant, session_id, old_parent), set()).discard(snapshot_id)
-        if parent is not None:
-            self._children.setdefault((tenant, session_id, parent), set()).add(snapshot_id)
-        for sid in dict.fromkeys(s for s in (snapshot_id, old_parent, parent) if s is not None):
-            self._refresh(tenant, session_id, sid)
+    def _link(
+        self,
+        tenant: str | None,
+        session_id: str,
+        snapshot_id: str,
+        old: Snapshot | None,
+        touched: dict[tuple[str, str], None],
+    ) -> None:
+        """After a write (or delete) of ``snapshot_id`` (``old``: the row before): its parent link.
 
-    def _refresh(self, tenant: str | None, session_id: str, snapshot_id: str) -> None:
-        """Bring one snapshot's leaf mark and index entries in line with the rows (its session's view of it)."""
+        Adds to ``touched`` the snapshots whose leaf mark or index entries the change may move:
+        itself, and a parent it joined or left, or whose ``completed`` child it became or stopped being.
+        """
         row = self._rows.get((tenant, snapshot_id))
-        leaves = self._leaves.setdefault((tenant, session_id), set())
-        if row is None:
-            leaves.discard(snapshot_id)
-            self._open.pop((tenant, snapshot_id), None)
-            return
-        if row.session_id != session_id:  # a parent in another session: its own session decides
-            return
-        children = [self._rows[(tenant, c)] for c in self._children.get((tenant, session_id, snapshot_id), ())]
-        if children:
-            leaves.discard(snapshot_id)
-        else:
-            leaves.add(snapshot_id)
-        went_on = any(c.status == "completed" for c in children)
-        entries = [] if went_on else entries_of(row)
-        if entries:
-            self._open[(tenant, snapshot_id)] = entries
-        else:
-            self._open.pop((tenant, snapshot_id), None)
+        old_parent = None if old is None else old.parent_id
+        parent = None if row is None else row.parent_id
+        if old_parent != parent or (old is None) != (row is None):
+            if old_parent is not None:
+                self._children.get((tenant, session_id, old_parent), set()).discard(snapshot_id)
+                touched[(session_id, old_parent)] = None
+            if parent is not None:
+                self._children.setdefault((tenant, session_id, parent), set()).add(snapshot_id)
+                touched[(session_id, parent)] = None
+        elif parent is not None and (old is not None and old.status == "completed") != (
+            row is not None and row.status == "completed"
+        ):
+            touched[(session_id, parent)] = None
+        touched[(session_id, snapshot_id)] = None
+
+    def _refresh(self, tenant: str | None, touched: dict[tuple[str, str], None]) -> None:
+        """Bring the ``touched`` snapshots' leaf marks and index entries in line with the rows, each once.
+
+        Each is seen from its ``(session, snapshot)`` pair's session: a parent in another
+        session is left to its own.
+        """
+        rows, children_of, leaves_of = self._rows, self._children, self._leaves
+        for session_id, snapshot_id in touched:
+            key = (tenant, snapshot_id)
+            row = rows.get(key)
+            leaves = leaves_of.get((tenant, session_id))
+            if leaves is None:
+                leaves = leaves_of[(tenant, session_id)] = set()
+            self._entries.pop(key, None)
+            if row is None:
+                leaves.discard(snapshot_id)
+                self._open.pop(key, None)
+                continue
+            if row.session_id != session_id:
+                continue
+            children = children_of.get((tenant, session_id, snapshot_id))
+            if children:
+                leaves.discard(snapshot_id)
+            else:
+                leaves.add(snapshot_id)
+            if waits(row) and not (children and any(rows[(tenant, c)].status == "completed" for c in children)):
+                self._open[key] = row  # it waits, and its session did not go on from it
+            else:
+                self._open.pop(key, None)
 
     async def prune(
         self,

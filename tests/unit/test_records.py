@@ -1,0 +1,70 @@
+"""The record types' own helpers: copies (``evolve``), fresh ids and the journal's digest."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import uuid
+from typing import Any
+
+import pytest
+
+from interlock.records._journal import JournalEntry, digest
+from interlock.records._sessions import SessionState, Snapshot, new_id
+
+
+def test_evolve_is_dataclasses_replace() -> None:
+    """A copy with the changes, the other fields kept, the original untouched; an unknown field refused."""
+    row = Snapshot(
+        snapshot_id="p", session_id="s", finish_reason="interrupted", claimed_by="t1", metadata={"agent": "bot"}
+    )
+    assert row.evolve(version=4, claimed_by=None) == dataclasses.replace(row, version=4, claimed_by=None)
+    assert row.evolve() == row and row.evolve() is not row
+    assert row.version == 0 and row.claimed_by == "t1"
+    with pytest.raises(TypeError, match="Snapshot has no field 'nope'"):
+        row.evolve(nope=1)
+    entry = JournalEntry(
+        key="k",
+        session_id="s",
+        snapshot_id="p",
+        agent=None,
+        tool="t",
+        ref=None,
+        input_digest="d",
+        attempt=1,
+        status="running",
+    )
+    assert entry.evolve(attempt=2) == dataclasses.replace(entry, attempt=2)
+    assert Snapshot.evolve.__doc__ and JournalEntry.evolve.__doc__  # the declared methods' docs stay
+
+
+def test_a_state_copy_owns_its_lists_and_custom_state() -> None:
+    state = SessionState(session_id="s", custom={"n": [1]})
+    copy = state.copy()
+    assert copy == state
+    assert copy.messages is not state.messages and copy.artifacts is not state.artifacts
+    assert copy.custom is not state.custom and copy.custom["n"] is not state.custom["n"]
+
+
+def test_new_id_is_a_canonical_uuid4() -> None:
+    ids = {new_id() for _ in range(2000)}
+    assert len(ids) == 2000
+    for text in ids:
+        found = uuid.UUID(text)
+        assert str(found) == text and found.version == 4 and found.variant == uuid.RFC_4122
+
+
+def test_digest_is_of_the_canonical_json_and_refuses_what_is_not_json() -> None:
+    """Sorted keys, no spaces, UTF-8 (a lone surrogate kept); NaN, a cycle and an unknown type raise as json does."""
+    value = {"b": [1, {"z": None, "a": 2.25}], "a": "ü\ud800", "c": [True, -0.0, 10**30]}
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    assert digest(value) == hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    assert digest({"a": 1, "b": 2}) == digest({"b": 2, "a": 1})
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    for bad in (float("nan"), {"a": float("inf")}, cycle):
+        with pytest.raises(ValueError):
+            digest(bad)
+    with pytest.raises(TypeError):
+        digest({"a": object()})
