@@ -297,7 +297,7 @@ class TurnStore(SnapshotStore, JournalStore, Protocol):
     """What a turn writes to: snapshots (its claim and commit) and the effect journal (its tool calls)."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class TurnWriter:
     """The writes of one server-managed invocation's turns, in its agent's store under its tenant."""
 

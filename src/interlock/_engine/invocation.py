@@ -63,8 +63,8 @@ class Invocation:
                 claims=Claims(agent.store, self.tenant, ttl=agent.host.claim_ttl),
             )
         )
-        self.inputs: asyncio.Queue[AgentInput | Ended] = asyncio.Queue()
-        """Inputs that wait for the reader task (:meth:`put_input` takes most at once)."""
+        self._inputs: asyncio.Queue[AgentInput | Ended] | None = None
+        """Inputs that wait for the reader task (:meth:`put_input` takes most at once; made on first use)."""
         self._reader_busy = False
         self._inputs_ended = False
         self.chunks: asyncio.Queue[StreamChunk | Ended] = asyncio.Queue()
@@ -154,7 +154,7 @@ class Invocation:
             return
         self.session.state = state
         reader = None
-        if not self._inputs_ended or not self.inputs.empty():  # inputs may still come, or some wait
+        if not self._inputs_ended or self._inputs_waiting():  # inputs may still come, or some wait
             reader = asyncio.ensure_future(self._read_inputs())
             self._tasks.append(reader)
         try:
@@ -230,13 +230,23 @@ class Invocation:
         One that needs no await (no detach) is queued as a turn at once, unless inputs wait
         before it; the rest go through the reader task (:meth:`_read_inputs`).
         """
-        if self._reader_busy or not self.inputs.empty() or (item is not END and item.detach):
+        if self._reader_busy or self._inputs_waiting() or (item is not END and item.detach):
             self.inputs.put_nowait(item)
         elif item is END:
             self._inputs_ended = True
             self._turns.put_nowait(END)
         elif item.message is not None or item.resume is not None:
             self._turns.put_nowait(QueuedTurn(input=item, snapshot_id=new_id() if self.store is not None else None))
+
+    @property
+    def inputs(self) -> asyncio.Queue[AgentInput | Ended]:
+        """The queue of inputs waiting for the reader task."""
+        if self._inputs is None:
+            self._inputs = asyncio.Queue()
+        return self._inputs
+
+    def _inputs_waiting(self) -> bool:
+        return self._inputs is not None and not self._inputs.empty()
 
     async def _read_inputs(self) -> None:
         while True:
