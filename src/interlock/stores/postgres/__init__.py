@@ -51,6 +51,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from inspect import isawaitable
 from types import TracebackType
+from typing import Any
 
 try:
     import psycopg
@@ -73,13 +74,14 @@ from . import _outbox as outbox
 from ._known import Guess, Stale
 from ._listen import Listener
 from ._plumbing import PgPlumbing, connect_seconds
-from ._rows import Conn, PgRows
+from ._rows import PgRows
+from ._wire import Wire as Conn
 from ._schema import CURRENT
 from ._tx import Tx, settle
 
 __all__ = ["PostgresStore", "TxStep"]
 
-TxStep = Callable[[Conn], Awaitable[None] | None]
+TxStep = Callable[[psycopg.AsyncConnection[Any]], Awaitable[None] | None]
 """A step of a :meth:`PostgresStore.save_all` transaction, after its writes (a worker queue's job insert).
 
 Called with the transaction's connection; what it returns is awaited when awaitable.
@@ -266,8 +268,10 @@ class PostgresStore(PgPlumbing):
                 raise Stale from exc  # raised on a guess: asked again of the rows as they are
             changed.extend(_payload(t, sid) for sid in tx.status_changed)
             await outbox.insert(con, added)
+            if then:
+                await con.flush()  # the batch so far goes out: the steps run on psycopg's own API
             for step in then:
-                if isawaitable(done := step(con)):
+                if isawaitable(done := step(con.con)):
                     await done
             return written
 

@@ -38,7 +38,9 @@ from . import _index as index
 from . import _journal as journal_rows
 from ._errors import pg_error, redacted
 from ._known import Guess, Stale
-from ._rows import Conn, PgRows
+from ._rows import PgRows
+from ._wire import Answer, Wire
+from ._wire import Wire as Conn
 from ._schema import (
     CHANNEL,
     CREATE_VERSIONS,
@@ -73,7 +75,7 @@ class PgPlumbing:
     connect_timeout: float
     pool_timeout: float
     upgraded_from: int | None
-    _pool: AsyncConnectionPool[Conn]
+    _pool: AsyncConnectionPool[AsyncConnection[tuple[Any, ...]]]
     _closed: bool
     _wrote_at: float | None = None
     """When (``time.monotonic()``) a write of this store last committed, if nothing failed since (see :meth:`ready`)."""
@@ -133,8 +135,8 @@ class PgPlumbing:
         async def run() -> _R:
             async with self._pool.connection() as con:
                 if not consistent:
-                    return await fn(con)
-                return await _transaction(con, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", fn)
+                    return await fn(Wire(con))
+                return await _transaction(Wire(con), "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", fn)
 
         return await self._guard(run)
 
@@ -163,9 +165,9 @@ class PgPlumbing:
                 try:
                     async with self._pool.connection() as con:
                         if not transaction:
-                            done = await fn(con)
+                            done = await fn(Wire(con))
                         else:
-                            done = await _transaction(con, "BEGIN", fn, notify)
+                            done = await _transaction(Wire(con), "BEGIN", fn, notify)
                     self._wrote_at = time.monotonic()
                     return done
                 except (Stale, errors.DivisionByZero):  # only a guessed save's guard divides
@@ -230,7 +232,8 @@ class PgPlumbing:
                     for statement in MIGRATIONS[target]:
                         await con.execute(statement)
                     if target == INDEX_VERSION:
-                        await index.backfill(con, lambda tenant, sid: rows.read(con, tenant, sid))
+                        wire = Wire(con)
+                        await index.backfill(wire, lambda tenant, sid: rows.read(wire, tenant, sid))
                 if todo:
                     await con.execute(STAMP, (CURRENT,))
                     self.upgraded_from = found
@@ -261,9 +264,9 @@ async def _transaction(
     notification.
     """
     done: list[_R] = []
-    committed: psycopg.AsyncCursor[tuple[Any, ...]] | None = None
+    committed: Answer | None = None
     try:
-        async with con.pipeline():
+        async with con.batch():
             await con.execute(begin, prepare=False)
             done.append(await fn(con))
             committed = await con.execute("COMMIT", prepare=False)
@@ -281,11 +284,13 @@ async def _transaction(
 
 
 async def _rollback(con: Conn) -> None:
-    with contextlib.suppress(psycopg.Error):
-        await con.rollback()
+    con.discard()
+    if not con.idle:
+        with contextlib.suppress(psycopg.Error):
+            await con.execute("ROLLBACK", prepare=False)
 
 
-async def _stored_version(con: Conn) -> int | None:
+async def _stored_version(con: AsyncConnection[tuple[Any, ...]]) -> int | None:
     """The stored schema version, or ``None`` if there is no version table or row."""
     has = await (await con.execute("SELECT to_regclass(%s) IS NOT NULL", (SCHEMA_TABLE,))).fetchone()
     if has is None or not has[0]:
