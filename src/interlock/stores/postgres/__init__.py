@@ -75,9 +75,9 @@ from ._known import Guess, Stale
 from ._listen import Listener
 from ._plumbing import PgPlumbing, connect_seconds
 from ._rows import PgRows
-from ._wire import Wire as Conn
 from ._schema import CURRENT
 from ._tx import Tx, settle
+from ._wire import Wire as Conn
 
 __all__ = ["PostgresStore", "TxStep"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import cast
 
 from ...errors import DataLossError
 from ...records._journal import JournalEntry, superseded

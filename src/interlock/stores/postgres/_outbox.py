@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, LiteralString
+from typing import TYPE_CHECKING, LiteralString
 
 from ...records._outbox import OutboxEvent, leased, retries
 from .._sql.outbox_rows import event as event_of

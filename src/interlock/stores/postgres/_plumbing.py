@@ -39,8 +39,6 @@ from . import _journal as journal_rows
 from ._errors import pg_error, redacted
 from ._known import Guess, Stale
 from ._rows import PgRows
-from ._wire import Answer, Wire
-from ._wire import Wire as Conn
 from ._schema import (
     CHANNEL,
     CREATE_VERSIONS,
@@ -53,6 +51,8 @@ from ._schema import (
     STAMP,
     TABLE,
 )
+from ._wire import Answer, Wire
+from ._wire import Wire as Conn
 
 _R = TypeVar("_R")
 PROVEN = 1.0
@@ -133,10 +133,13 @@ class PgPlumbing:
         await self.setup()
 
         async def run() -> _R:
-            async with self._pool.connection() as con:
+            con = await self._pool.getconn()  # not pool.connection(): its commit on exit is a no-op here, and costs
+            try:
                 if not consistent:
                     return await fn(Wire(con))
                 return await _transaction(Wire(con), "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", fn)
+            finally:
+                await self._pool.putconn(con)  # a connection left in a transaction is rolled back, a broken one dropped
 
         return await self._guard(run)
 
@@ -163,11 +166,14 @@ class PgPlumbing:
                 if notify is not None:
                     notify.clear()
                 try:
-                    async with self._pool.connection() as con:
+                    con = await self._pool.getconn()
+                    try:
                         if not transaction:
                             done = await fn(Wire(con))
                         else:
                             done = await _transaction(Wire(con), "BEGIN", fn, notify)
+                    finally:
+                        await self._pool.putconn(con)
                     self._wrote_at = time.monotonic()
                     return done
                 except (Stale, errors.DivisionByZero):  # only a guessed save's guard divides

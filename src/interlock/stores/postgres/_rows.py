@@ -58,7 +58,6 @@ from ._schema import (
 from ._tx import Parent, Tx, begin
 from ._wire import Wire as Conn
 
-
 _ROW_ARGS = [f"row_{c}" for c in ("tenant", *COLUMNS.split(", "))]
 
 

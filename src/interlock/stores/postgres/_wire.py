@@ -27,16 +27,14 @@ pipeline does; the error is raised when the batch is sent. A batch interrupted m
 from __future__ import annotations
 
 import re
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from functools import partial
 from typing import Any, LiteralString, NamedTuple, cast
 from weakref import WeakKeyDictionary
 
 from psycopg import AsyncConnection, errors, pq
 from psycopg.adapt import Transformer
-from psycopg.generators import fetch_many, pipeline_communicate, send
+from psycopg.generators import fetch_many, send
 
 Row = tuple[Any, ...]
 Args = Sequence[Any] | Mapping[str, Any] | None
@@ -66,9 +64,6 @@ _prepared: WeakKeyDictionary[AsyncConnection[Any], set[bytes]] = WeakKeyDictiona
 
 
 def _parse(query: str) -> _Sql:
-    found = _parsed.get(query)
-    if found is not None:
-        return found
     names: list[str] = []
     positional = 0
 
@@ -104,23 +99,35 @@ def _array(values: Sequence[Any]) -> bytes:
     return ("{" + ",".join(items) + "}").encode()
 
 
-def _encode(value: Any) -> tuple[bytes | None, int]:
-    """An argument as text-format bytes, with the type it is declared as."""
-    if value is None:
-        return None, _TEXT
-    if isinstance(value, str):
-        if "\x00" in value:  # libpq would cut a text argument at its first NUL
-            raise errors.DataError("PostgreSQL text fields cannot contain NUL (0x00) bytes")
-        return value.encode(), _TEXT
-    if isinstance(value, bool):
-        return (b"t" if value else b"f"), _BOOL
-    if isinstance(value, int):
-        return str(value).encode(), _INT8
-    if isinstance(value, float):
-        return repr(value).encode(), _FLOAT8
-    if isinstance(value, list | tuple):
-        return _array(cast(Sequence[Any], value)), _TEXT_ARRAY
-    raise errors.ProgrammingError(f"the PostgreSQL store cannot send a {type(value).__name__} argument")
+def _encode(args: Sequence[Any]) -> tuple[list[bytes | None], tuple[int, ...]]:
+    """Arguments as text-format bytes, and the types they are declared as."""
+    values: list[bytes | None] = []
+    types: list[int] = []
+    for value in args:
+        kind = type(value)
+        if kind is str:
+            if "\x00" in value:  # libpq would cut a text argument at its first NUL
+                raise errors.DataError("PostgreSQL text fields cannot contain NUL (0x00) bytes")
+            values.append(value.encode())
+            types.append(_TEXT)
+        elif value is None:
+            values.append(None)
+            types.append(_TEXT)
+        elif kind is int:
+            values.append(str(value).encode())
+            types.append(_INT8)
+        elif kind is bool:
+            values.append(b"t" if value else b"f")
+            types.append(_BOOL)
+        elif kind is float:
+            values.append(repr(value).encode())
+            types.append(_FLOAT8)
+        elif kind is list or kind is tuple:
+            values.append(_array(value))
+            types.append(_TEXT_ARRAY)
+        else:
+            raise errors.ProgrammingError(f"the PostgreSQL store cannot send a {kind.__name__} argument")
+    return values, tuple(types)
 
 
 class Answer:
@@ -171,26 +178,28 @@ class Wire:
     so far has gone out).
     """
 
-    __slots__ = ("con", "_queue", "_batching")
+    __slots__ = ("con", "_queue", "_batching", "_prepared")
 
 
     def __init__(self, con: AsyncConnection[Row]) -> None:
         self.con = con
         self._queue: list[_Queued] = []
         self._batching = False
+        names = _prepared.get(con)
+        if names is None:
+            names = _prepared[con] = set()
+        self._prepared = names
 
     async def execute(self, query: LiteralString | str, args: Args = None, *, prepare: bool = True) -> Answer:
         """Queue ``query`` with ``args`` (sent now outside a batch); ``prepare=False`` for one-off statements."""
-        sql = _parse(query)
+        sql = _parsed.get(query) or _parse(query)
         if args is None:
-            pairs: list[tuple[bytes | None, int]] = []
+            values, types = [], ()
         elif sql.names is not None:
             named = cast(Mapping[str, Any], args)
-            pairs = [_encode(named[n]) for n in sql.names]
+            values, types = _encode([named[n] for n in sql.names])
         else:
-            pairs = [_encode(v) for v in cast(Sequence[Any], args)]
-        values = [v for v, _ in pairs]
-        types = tuple(t for _, t in pairs)
+            values, types = _encode(cast(Sequence[Any], args))
         answer = Answer(self)
         name: bytes | None = None
         first = False
@@ -200,7 +209,7 @@ class Wire:
             if name is None and len(_names) < _MAX_PREPARED:
                 name = _names[key] = b"interlock_%d" % len(_names)
             if name is not None:
-                names = self._names()
+                names = self._prepared
                 first = name not in names
                 names.add(name)  # prepared by this batch (taken back if it fails)
         self._queue.append(_Queued(name, first, sql.text, values, types, answer))
@@ -226,7 +235,7 @@ class Wire:
 
     def discard(self) -> None:
         """Drop the statements queued and not sent."""
-        names = self._names()
+        names = self._prepared
         for q in self._queue:
             q.answer._wire = None  # pyright: ignore[reportPrivateUsage]
             if q.prepare and q.name is not None:
@@ -238,12 +247,6 @@ class Wire:
         """No transaction is open on the connection."""
         return self.con.pgconn.transaction_status == _IDLE
 
-    def _names(self) -> set[bytes]:
-        names = _prepared.get(self.con)
-        if names is None:
-            names = _prepared[self.con] = set()
-        return names
-
     async def flush(self) -> None:
         """Send the queued statements in one round trip and give each its answer; raise the first error."""
         queue = self._queue
@@ -251,20 +254,22 @@ class Wire:
             return
         self._queue = []
         pg = self.con.pgconn
-        commands: deque[Callable[[], None]] = deque()
-        for q in queue:
-            if q.name is None:
-                commands.append(partial(pg.send_query_params, q.sql, q.values, q.types or None))
-                continue
-            if q.prepare:
-                commands.append(partial(pg.send_prepare, q.name, q.sql, q.types or None))
-            commands.append(partial(pg.send_query_prepared, q.name, q.values))
-        commands.append(pg.pipeline_sync)
-        expected = len(commands)
         pg.enter_pipeline_mode()
         done = False
         try:
-            results = await self.con.wait(_exchange(pg, commands, expected))
+            expected = 1
+            for q in queue:  # into libpq's buffer (the connection does not block): sent together below
+                if q.name is None:
+                    pg.send_query_params(q.sql, q.values, q.types or None)
+                elif q.prepare:
+                    pg.send_prepare(q.name, q.sql, q.types or None)
+                    pg.send_query_prepared(q.name, q.values)
+                    expected += 1
+                else:
+                    pg.send_query_prepared(q.name, q.values)
+                expected += 1
+            pg.pipeline_sync()
+            results = await self.con.wait(_exchange(pg, expected))
             done = True
         finally:
             if done:
@@ -274,7 +279,7 @@ class Wire:
         self._settle(queue, results)
 
     def _settle(self, queue: list[_Queued], results: list[list[pq.abc.PGresult]]) -> None:
-        names = self._names()
+        names = self._prepared
         loader = Transformer(self.con)
         encoding = self.con.pgconn._encoding  # pyright: ignore[reportPrivateUsage]
         first: errors.Error | None = None
@@ -307,10 +312,12 @@ class Wire:
             raise first
 
 
-def _exchange(pg: pq.abc.PGconn, commands: deque[Callable[[], None]], expected: int) -> Any:
-    """Send ``commands`` (reading answers as they come), then read the rest: one result list per command."""
-    results = yield from pipeline_communicate(pg, commands)
+def _exchange(pg: pq.abc.PGconn, expected: int) -> Any:
+    """Flush what is buffered (reading answers meanwhile if the server sends them before it has all), then read
+    ``expected`` result lists: one per statement sent, and the sync's.
+    """
     yield from send(pg)
+    results: list[list[pq.abc.PGresult]] = []
     while len(results) < expected:
         results.append((yield from fetch_many(pg)))
     return results
