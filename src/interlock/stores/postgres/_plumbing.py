@@ -238,8 +238,7 @@ class PgPlumbing:
                     for statement in MIGRATIONS[target]:
                         await con.execute(statement)
                     if target == INDEX_VERSION:
-                        wire = Wire(con)
-                        await index.backfill(wire, lambda tenant, sid: rows.read(wire, tenant, sid))
+                        await _backfill(Wire(con), rows)
                 if todo:
                     await con.execute(STAMP, (CURRENT,))
                     self.upgraded_from = found
@@ -287,6 +286,10 @@ async def _transaction(
         await _rollback(con)
         raise
     return done[0]
+
+
+async def _backfill(con: Conn, rows: PgRows) -> None:
+    await index.backfill(con, lambda tenant, sid: rows.read(con, tenant, sid))
 
 
 async def _rollback(con: Conn) -> None:

@@ -27,7 +27,7 @@ pipeline does; the error is raised when the batch is sent. A batch interrupted m
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, LiteralString, NamedTuple, cast
 from weakref import WeakKeyDictionary
@@ -86,7 +86,7 @@ def _parse(query: str) -> _Sql:
     return found
 
 
-def _array(values: Sequence[Any]) -> bytes:
+def _array(values: Sequence[object]) -> bytes:
     items: list[str] = []
     for v in values:
         if v is None:
@@ -103,9 +103,8 @@ def _encode(args: Sequence[Any]) -> tuple[list[bytes | None], tuple[int, ...]]:
     """Arguments as text-format bytes, and the types they are declared as."""
     values: list[bytes | None] = []
     types: list[int] = []
-    for value in args:
-        kind = type(value)
-        if kind is str:
+    for value in cast(Sequence[object], args):
+        if isinstance(value, str):
             if "\x00" in value:  # libpq would cut a text argument at its first NUL
                 raise errors.DataError("PostgreSQL text fields cannot contain NUL (0x00) bytes")
             values.append(value.encode())
@@ -113,20 +112,20 @@ def _encode(args: Sequence[Any]) -> tuple[list[bytes | None], tuple[int, ...]]:
         elif value is None:
             values.append(None)
             types.append(_TEXT)
-        elif kind is int:
-            values.append(str(value).encode())
-            types.append(_INT8)
-        elif kind is bool:
+        elif isinstance(value, bool):
             values.append(b"t" if value else b"f")
             types.append(_BOOL)
-        elif kind is float:
+        elif isinstance(value, int):
+            values.append(str(value).encode())
+            types.append(_INT8)
+        elif isinstance(value, float):
             values.append(repr(value).encode())
             types.append(_FLOAT8)
-        elif kind is list or kind is tuple:
-            values.append(_array(value))
+        elif isinstance(value, list | tuple):
+            values.append(_array(cast(Sequence[object], value)))
             types.append(_TEXT_ARRAY)
         else:
-            raise errors.ProgrammingError(f"the PostgreSQL store cannot send a {kind.__name__} argument")
+            raise errors.ProgrammingError(f"the PostgreSQL store cannot send a {type(value).__name__} argument")
     return values, tuple(types)
 
 
@@ -180,7 +179,6 @@ class Wire:
 
     __slots__ = ("con", "_queue", "_batching", "_prepared")
 
-
     def __init__(self, con: AsyncConnection[Row]) -> None:
         self.con = con
         self._queue: list[_Queued] = []
@@ -218,7 +216,7 @@ class Wire:
         return answer
 
     @asynccontextmanager
-    async def batch(self) -> AsyncIterator[None]:
+    async def batch(self) -> AsyncGenerator[None]:
         """Queue statements until the block ends (or an answer is read), then send them in one round trip.
 
         If the block raises, what it queued is dropped unsent.
@@ -313,8 +311,9 @@ class Wire:
 
 
 def _exchange(pg: pq.abc.PGconn, expected: int) -> Any:
-    """Flush what is buffered (reading answers meanwhile if the server sends them before it has all), then read
-    ``expected`` result lists: one per statement sent, and the sync's.
+    """Send what libpq holds, then read ``expected`` result lists: one per statement sent, and the sync's.
+
+    While sending, answers that come back are read (the server may answer before it has all).
     """
     yield from send(pg)
     results: list[list[pq.abc.PGresult]] = []
