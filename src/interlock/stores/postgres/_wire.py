@@ -100,11 +100,11 @@ def _array(values: Sequence[object]) -> bytes:
 
 
 def _encode(args: Sequence[Any]) -> tuple[list[bytes | None], tuple[int, ...]]:
-    """Arguments as text-format bytes, and the types they are declared as."""
+    """Arguments as text-format bytes, and the types they are declared as (exact types first: the usual ones)."""
     values: list[bytes | None] = []
     types: list[int] = []
     for value in cast(Sequence[object], args):
-        if isinstance(value, str):
+        if type(value) is str:
             if "\x00" in value:  # libpq would cut a text argument at its first NUL
                 raise errors.DataError("PostgreSQL text fields cannot contain NUL (0x00) bytes")
             values.append(value.encode())
@@ -112,21 +112,38 @@ def _encode(args: Sequence[Any]) -> tuple[list[bytes | None], tuple[int, ...]]:
         elif value is None:
             values.append(None)
             types.append(_TEXT)
-        elif isinstance(value, bool):
-            values.append(b"t" if value else b"f")
-            types.append(_BOOL)
-        elif isinstance(value, int):
+        elif type(value) is int:
             values.append(str(value).encode())
             types.append(_INT8)
-        elif isinstance(value, float):
+        elif type(value) is bool:
+            values.append(b"t" if value else b"f")
+            types.append(_BOOL)
+        elif type(value) is float:
             values.append(repr(value).encode())
             types.append(_FLOAT8)
-        elif isinstance(value, list | tuple):
+        elif type(value) is list or type(value) is tuple:
             values.append(_array(cast(Sequence[object], value)))
             types.append(_TEXT_ARRAY)
         else:
-            raise errors.ProgrammingError(f"the PostgreSQL store cannot send a {type(value).__name__} argument")
+            encoded, kind = _subclass(value)
+            values.append(encoded)
+            types.append(kind)
     return values, tuple(types)
+
+
+def _subclass(value: object) -> tuple[bytes, int]:
+    """An argument of a subclass of the types :func:`_encode` takes (a ``StrEnum``, an ``IntEnum``), as its base."""
+    if isinstance(value, str):
+        return _encode([str.__str__(value)])[0][0] or b"", _TEXT
+    if isinstance(value, bool):
+        return (b"t" if value else b"f"), _BOOL
+    if isinstance(value, int):
+        return int.__repr__(value).encode(), _INT8
+    if isinstance(value, float):
+        return float.__repr__(value).encode(), _FLOAT8
+    if isinstance(value, list | tuple):
+        return _array(cast(Sequence[object], value)), _TEXT_ARRAY
+    raise errors.ProgrammingError(f"the PostgreSQL store cannot send a {type(value).__name__} argument")
 
 
 class Answer:
