@@ -2,7 +2,9 @@
 
 :class:`PostgresStore` keeps the SQLite store's layout and rules (delta rows, so storage
 stays linear in the conversation; the effect journal; tenants) in PostgreSQL, through
-psycopg 3's async API and a connection pool:
+psycopg 3's connection pool and its libpq layer: every statement is prepared on a connection
+the first time it runs there, and a transaction's statements go out together, in libpq's
+pipeline mode, with one wait for their answers (:mod:`~._wire`):
 
 * **Atomic, fenced saves across processes.** :meth:`PostgresStore.save_all` runs in one
   transaction that reads its rows and journal entries ``FOR UPDATE`` (row locks held to the

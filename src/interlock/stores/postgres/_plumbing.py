@@ -252,13 +252,14 @@ def connect_seconds(timeout: float) -> int:
 async def _transaction(
     con: Conn, begin: LiteralString, fn: Callable[[Conn], Awaitable[_R]], notify: list[str] | None = None
 ) -> _R:
-    """Run ``fn`` in one transaction opened by ``begin``, in pipeline mode; rolled back if anything fails.
+    """Run ``fn`` in one transaction opened by ``begin``, in one batch of statements; rolled back if anything fails.
 
+    The batch is :meth:`~._wire.Wire.batch` (libpq's pipeline mode).
     A statement whose answer ``fn`` does not read is sent without waiting for it: ``BEGIN`` goes
     out with the first read, and the writes after the last read go out with ``COMMIT``, which
     is one round trip for them all. A statement that fails makes the server skip the rest up
-    to the pipeline's end, ``COMMIT`` included; its error is raised at the next answer read
-    (at the latest at the end), and the transaction is rolled back.
+    to the batch's end, ``COMMIT`` included; its error is raised when that part of the batch is
+    sent (at the latest at the end), and the transaction is rolled back.
 
     The ``notify`` payloads go out after ``COMMIT`` in the same round trip (:data:`_NOTIFY`), in
     a transaction of their own that does not wait for the WAL flush: PostgreSQL holds one
