@@ -120,3 +120,21 @@ async def test_a_batch_cancelled_while_waiting_closes_its_connection() -> None:
         with pytest.raises(asyncio.CancelledError):
             await slow
         assert con.closed  # its answer is still on the way: a pool drops it instead of reusing it
+
+
+async def test_a_large_batch_goes_out_whole_while_its_answers_come_back() -> None:
+    """More than the socket buffers hold: the server answers before it has everything, and nothing is lost."""
+    big = "x" * (4 << 20)
+    async with await connect() as con:
+        await con.execute("CREATE TABLE wire_big (k int PRIMARY KEY, v text)")
+        wire = Wire(con)
+        answers: list[Answer] = []
+        async with wire.batch():
+            await wire.execute("BEGIN", prepare=False)
+            for k in range(3000):
+                answers.append(await wire.execute("INSERT INTO wire_big VALUES (%s, %s) RETURNING k", (k, "v")))
+            answers.append(await wire.execute("INSERT INTO wire_big VALUES (%s, %s) RETURNING length(v)", (-1, big)))
+            await wire.execute("COMMIT", prepare=False)
+        assert [await a.fetchone() for a in answers[:3]] == [(0,), (1,), (2,)]
+        assert await answers[-1].fetchone() == (len(big),)
+        assert await (await wire.execute("SELECT count(*) FROM wire_big")).fetchone() == (3001,)
