@@ -1,14 +1,15 @@
 """What one PostgreSQL round trip costs the 2 cores, driver and server together: the floor under the cycle.
 
-Run with ``python bench/pg_floor.py [--seconds S] [--driver psycopg|asyncpg|all] [--loop asyncio|uvloop|all]``.
+Run with ``python bench/pg_floor.py [--seconds S] [--driver psycopg|asyncpg|store|all] [--loop asyncio|uvloop|all]``.
 It starts a throwaway cluster (``scripts/postgres.sh``, fsync off: a trivial statement writes
 nothing) and two child processes shaped like the two ``interlock serve`` processes of
 ``bench/multiserver.py``: each with an async pool of 10 connections (``PostgresStore``'s default)
 and 50 concurrent tasks, each task taking a connection from the pool and sending ``SELECT 1``
 (autocommit, one round trip, nothing for PostgreSQL to plan or execute beyond the protocol),
-again and again. The driver is psycopg 3 (``psycopg_pool``, what the store uses) or asyncpg
-(its own pool), on asyncio or uvloop; asyncpg is not a dependency of the project, so its
-children run in the bench's own environment (``.bench-venvs/langgraph``, made by
+again and again. The driver is psycopg 3's cursors (``psycopg_pool``), the store's own path
+(``store``: ``psycopg_pool`` and :mod:`interlock.stores.postgres._wire`, prepared statements through
+psycopg's libpq layer), or asyncpg (its own pool), on asyncio or uvloop; asyncpg is not a
+dependency of the project, so its children run in the bench's own environment (``.bench-venvs/langgraph``, made by
 ``bench/peers_pg.py``, with asyncpg and uvloop added on first use).
 
 Printed per driver and loop: round trips per second, then the CPU one round trip costs the
@@ -46,6 +47,25 @@ async def _psycopg_pool(dsn: str) -> tuple[Callable[[], Awaitable[None]], Callab
     return trip, pool.close
 
 
+async def _store_pool(dsn: str) -> tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]:
+    """What the store itself sends through: psycopg's pool, and statements through ``_wire`` (libpq, prepared)."""
+    from psycopg_pool import AsyncConnectionPool
+
+    from interlock.stores.postgres._wire import Wire
+
+    pool = AsyncConnectionPool(dsn, min_size=POOL, max_size=POOL, kwargs={"autocommit": True}, open=False)
+    await pool.open(wait=True)
+
+    async def trip() -> None:
+        con = await pool.getconn()
+        try:
+            await (await Wire(con).execute("SELECT 1")).fetchone()
+        finally:
+            await pool.putconn(con)
+
+    return trip, pool.close
+
+
 async def _asyncpg_pool(dsn: str) -> tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]:
     import importlib
 
@@ -65,7 +85,7 @@ async def _asyncpg_pool(dsn: str) -> tuple[Callable[[], Awaitable[None]], Callab
 
 async def _load(driver: str, dsn: str, seconds: float, start: float) -> tuple[int, float]:
     """Round trips sent in ``seconds`` from ``start`` (perf_counter, after a warm-up), and the CPU they took."""
-    trip, close = await (_asyncpg_pool if driver == "asyncpg" else _psycopg_pool)(dsn)
+    trip, close = await {"asyncpg": _asyncpg_pool, "store": _store_pool}.get(driver, _psycopg_pool)(dsn)
     done = 0
     counting = False
     cpu = 0.0
@@ -154,10 +174,10 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="measured seconds (after the warm-up)")
-    parser.add_argument("--driver", choices=["psycopg", "asyncpg", "all"], default="psycopg")
+    parser.add_argument("--driver", choices=["psycopg", "asyncpg", "store", "all"], default="psycopg")
     parser.add_argument("--loop", choices=["asyncio", "uvloop", "all"], default="asyncio")
     args = parser.parse_args()
-    drivers = ["psycopg", "asyncpg"] if args.driver == "all" else [args.driver]
+    drivers = ["psycopg", "asyncpg", "store"] if args.driver == "all" else [args.driver]
     loops = ["asyncio", "uvloop"] if args.loop == "all" else [args.loop]
     print(describe())
     cluster = Cluster(durable=False)

@@ -2,7 +2,9 @@
 
 :class:`PostgresStore` keeps the SQLite store's layout and rules (delta rows, so storage
 stays linear in the conversation; the effect journal; tenants) in PostgreSQL, through
-psycopg 3's async API and a connection pool:
+psycopg 3's connection pool and its libpq layer: every statement is prepared on a connection
+the first time it runs there, and a transaction's statements go out together, in libpq's
+pipeline mode, with one wait for their answers (:mod:`~._wire`):
 
 * **Atomic, fenced saves across processes.** :meth:`PostgresStore.save_all` runs in one
   transaction that reads its rows and journal entries ``FOR UPDATE`` (row locks held to the
@@ -51,6 +53,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from inspect import isawaitable
 from types import TracebackType
+from typing import Any
 
 try:
     import psycopg
@@ -73,13 +76,14 @@ from . import _outbox as outbox
 from ._known import Guess, Stale
 from ._listen import Listener
 from ._plumbing import PgPlumbing, connect_seconds
-from ._rows import Conn, PgRows
+from ._rows import PgRows
 from ._schema import CURRENT
 from ._tx import Tx, settle
+from ._wire import Wire as Conn
 
 __all__ = ["PostgresStore", "TxStep"]
 
-TxStep = Callable[[Conn], Awaitable[None] | None]
+TxStep = Callable[[psycopg.AsyncConnection[Any]], Awaitable[None] | None]
 """A step of a :meth:`PostgresStore.save_all` transaction, after its writes (a worker queue's job insert).
 
 Called with the transaction's connection; what it returns is awaited when awaitable.
@@ -266,8 +270,10 @@ class PostgresStore(PgPlumbing):
                 raise Stale from exc  # raised on a guess: asked again of the rows as they are
             changed.extend(_payload(t, sid) for sid in tx.status_changed)
             await outbox.insert(con, added)
+            if then:
+                await con.flush()  # the batch so far goes out: the steps run on psycopg's own API
             for step in then:
-                if isawaitable(done := step(con)):
+                if isawaitable(done := step(con.con)):
                     await done
             return written
 

@@ -12,14 +12,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, LiteralString, cast
 
-from psycopg import AsyncConnection
-
 from ...records._interrupt_index import InterruptQuery, OpenInterrupt, entries_of
 from ...records._sessions import Snapshot
 from .._sql.index_rows import ENTRY_COLUMNS, entry_of, entry_values, page_sql, plan, rest_sql
 from .._sql.row_codec import to_us
+from ._wire import Wire as Conn
 
-Conn = AsyncConnection[tuple[Any, ...]]
 Reader = Callable[[str], Awaitable[Snapshot | None]]
 
 TABLE = "interlock_snapshots"

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, cast
-
-from psycopg import AsyncConnection, AsyncCursor
+from typing import cast
 
 from ...errors import DataLossError
 from ...records._journal import JournalEntry, superseded
 from .. import JournalUpdater
 from ._schema import JOURNAL
+from ._wire import Answer
+from ._wire import Wire as Conn
 
-Conn = AsyncConnection[tuple[Any, ...]]
 Locked = dict[str, str | None]
 """Keys → their entries' text as a save's transaction read (and locked) them (``None``: no entry)."""
 
@@ -39,14 +38,14 @@ PRIMARY_KEY = f"{JOURNAL}_pkey"
 """The constraint a concurrent first write of the same key violates (the save then runs again)."""
 
 
-async def lock(con: Conn, tenant: str, keys: Sequence[str]) -> AsyncCursor[tuple[Any, ...]] | None:
+async def lock(con: Conn, tenant: str, keys: Sequence[str]) -> Answer | None:
     """Send the read of ``keys``' entries ``FOR UPDATE`` (its rows come with :func:`locked`)."""
     if not keys:
         return None
     return await con.execute(LOCK, (tenant, list(dict.fromkeys(keys))))
 
 
-async def locked(cur: AsyncCursor[tuple[Any, ...]] | None, keys: Sequence[str]) -> tuple[Locked, dict[str, str]]:
+async def locked(cur: Answer | None, keys: Sequence[str]) -> tuple[Locked, dict[str, str]]:
     """The entries :func:`lock` read, by key (``None`` for a key without one), and their ``xmin``."""
     found: Locked = dict.fromkeys(keys)
     versions: dict[str, str] = {}

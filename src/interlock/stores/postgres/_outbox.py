@@ -9,16 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, LiteralString
+from typing import TYPE_CHECKING, LiteralString
 
 from ...records._outbox import OutboxEvent, leased, retries
 from .._sql.outbox_rows import event as event_of
 from .._sql.outbox_rows import row, us
 
 if TYPE_CHECKING:  # psycopg is the optional extra: this module's SQL is imported without it
-    from psycopg import AsyncConnection
-
-    Conn = AsyncConnection[Any]
+    from ._wire import Wire as Conn
 
 OUTBOX = "interlock_outbox"
 V2: tuple[LiteralString, ...] = (
@@ -37,6 +35,8 @@ V2: tuple[LiteralString, ...] = (
 )
 """Schema version 2: the outbox."""
 _SELECT = f"SELECT seq, event FROM {OUTBOX}"
+_INSERT = f"""INSERT INTO {OUTBOX} (id, tenant, channel, status, due_us, lease_holder, lease_us, event)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"""
 _UPDATE = f"UPDATE {OUTBOX} SET status = %s, due_us = %s, lease_holder = %s, lease_us = %s, event = %s WHERE id = %s"
 
 
@@ -44,12 +44,8 @@ async def insert(con: Conn, events: Sequence[OutboxEvent]) -> None:
     """Add ``events`` (in the caller's transaction)."""
     if not events:
         return
-    async with con.cursor() as cur:
-        await cur.executemany(
-            f"""INSERT INTO {OUTBOX} (id, tenant, channel, status, due_us, lease_holder, lease_us, event)
-            VALUES (%s, %s, %s, %s, %s, %s, %s, %s)""",
-            [(e.id, e.tenant or "", e.channel, *row(e)) for e in events],
-        )
+    for e in events:  # queued: the save's batch sends them with its other writes
+        await con.execute(_INSERT, (e.id, e.tenant or "", e.channel, *row(e)))
 
 
 async def claim(
@@ -71,8 +67,8 @@ async def claim(
 async def _update(con: Conn, events: Sequence[OutboxEvent]) -> None:
     if not events:
         return
-    async with con.cursor() as cur:
-        await cur.executemany(_UPDATE, [(*row(e), e.id) for e in events])
+    for e in events:
+        await con.execute(_UPDATE, (*row(e), e.id))
 
 
 async def settle(con: Conn, event: OutboxEvent, holder: str) -> bool:

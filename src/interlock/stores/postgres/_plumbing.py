@@ -38,7 +38,7 @@ from . import _index as index
 from . import _journal as journal_rows
 from ._errors import pg_error, redacted
 from ._known import Guess, Stale
-from ._rows import Conn, PgRows
+from ._rows import PgRows
 from ._schema import (
     CHANNEL,
     CREATE_VERSIONS,
@@ -51,6 +51,8 @@ from ._schema import (
     STAMP,
     TABLE,
 )
+from ._wire import Answer, Wire
+from ._wire import Wire as Conn
 
 _R = TypeVar("_R")
 PROVEN = 1.0
@@ -73,7 +75,7 @@ class PgPlumbing:
     connect_timeout: float
     pool_timeout: float
     upgraded_from: int | None
-    _pool: AsyncConnectionPool[Conn]
+    _pool: AsyncConnectionPool[AsyncConnection[tuple[Any, ...]]]
     _closed: bool
     _wrote_at: float | None = None
     """When (``time.monotonic()``) a write of this store last committed, if nothing failed since (see :meth:`ready`)."""
@@ -131,10 +133,13 @@ class PgPlumbing:
         await self.setup()
 
         async def run() -> _R:
-            async with self._pool.connection() as con:
+            con = await self._pool.getconn()  # not pool.connection(): its commit on exit is a no-op here, and costs
+            try:
                 if not consistent:
-                    return await fn(con)
-                return await _transaction(con, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", fn)
+                    return await fn(Wire(con))
+                return await _transaction(Wire(con), "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", fn)
+            finally:
+                await self._pool.putconn(con)  # a connection left in a transaction is rolled back, a broken one dropped
 
         return await self._guard(run)
 
@@ -161,11 +166,14 @@ class PgPlumbing:
                 if notify is not None:
                     notify.clear()
                 try:
-                    async with self._pool.connection() as con:
+                    con = await self._pool.getconn()
+                    try:
                         if not transaction:
-                            done = await fn(con)
+                            done = await fn(Wire(con))
                         else:
-                            done = await _transaction(con, "BEGIN", fn, notify)
+                            done = await _transaction(Wire(con), "BEGIN", fn, notify)
+                    finally:
+                        await self._pool.putconn(con)
                     self._wrote_at = time.monotonic()
                     return done
                 except (Stale, errors.DivisionByZero):  # only a guessed save's guard divides
@@ -230,7 +238,7 @@ class PgPlumbing:
                     for statement in MIGRATIONS[target]:
                         await con.execute(statement)
                     if target == INDEX_VERSION:
-                        await index.backfill(con, lambda tenant, sid: rows.read(con, tenant, sid))
+                        await _backfill(Wire(con), rows)
                 if todo:
                     await con.execute(STAMP, (CURRENT,))
                     self.upgraded_from = found
@@ -244,13 +252,14 @@ def connect_seconds(timeout: float) -> int:
 async def _transaction(
     con: Conn, begin: LiteralString, fn: Callable[[Conn], Awaitable[_R]], notify: list[str] | None = None
 ) -> _R:
-    """Run ``fn`` in one transaction opened by ``begin``, in pipeline mode; rolled back if anything fails.
+    """Run ``fn`` in one transaction opened by ``begin``, in one batch of statements; rolled back if anything fails.
 
+    The batch is :meth:`~._wire.Wire.batch` (libpq's pipeline mode).
     A statement whose answer ``fn`` does not read is sent without waiting for it: ``BEGIN`` goes
     out with the first read, and the writes after the last read go out with ``COMMIT``, which
     is one round trip for them all. A statement that fails makes the server skip the rest up
-    to the pipeline's end, ``COMMIT`` included; its error is raised at the next answer read
-    (at the latest at the end), and the transaction is rolled back.
+    to the batch's end, ``COMMIT`` included; its error is raised when that part of the batch is
+    sent (at the latest at the end), and the transaction is rolled back.
 
     The ``notify`` payloads go out after ``COMMIT`` in the same round trip (:data:`_NOTIFY`), in
     a transaction of their own that does not wait for the WAL flush: PostgreSQL holds one
@@ -261,9 +270,9 @@ async def _transaction(
     notification.
     """
     done: list[_R] = []
-    committed: psycopg.AsyncCursor[tuple[Any, ...]] | None = None
+    committed: Answer | None = None
     try:
-        async with con.pipeline():
+        async with con.batch():
             await con.execute(begin, prepare=False)
             done.append(await fn(con))
             committed = await con.execute("COMMIT", prepare=False)
@@ -280,12 +289,18 @@ async def _transaction(
     return done[0]
 
 
+async def _backfill(con: Conn, rows: PgRows) -> None:
+    await index.backfill(con, lambda tenant, sid: rows.read(con, tenant, sid))
+
+
 async def _rollback(con: Conn) -> None:
-    with contextlib.suppress(psycopg.Error):
-        await con.rollback()
+    con.discard()
+    if not con.idle:
+        with contextlib.suppress(psycopg.Error):
+            await con.execute("ROLLBACK", prepare=False)
 
 
-async def _stored_version(con: Conn) -> int | None:
+async def _stored_version(con: AsyncConnection[tuple[Any, ...]]) -> int | None:
     """The stored schema version, or ``None`` if there is no version table or row."""
     has = await (await con.execute("SELECT to_regclass(%s) IS NOT NULL", (SCHEMA_TABLE,))).fetchone()
     if has is None or not has[0]:

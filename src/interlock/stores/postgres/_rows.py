@@ -26,8 +26,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from psycopg import AsyncConnection
-
 from ..._json_object import is_object
 from ..._wire import messages_to_json
 from ...errors import DataLossError
@@ -58,9 +56,7 @@ from ._schema import (
     UPSERT,
 )
 from ._tx import Parent, Tx, begin
-
-Conn = AsyncConnection[tuple[Any, ...]]
-
+from ._wire import Wire as Conn
 
 _ROW_ARGS = [f"row_{c}" for c in ("tenant", *COLUMNS.split(", "))]
 

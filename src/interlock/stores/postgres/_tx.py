@@ -13,15 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, LiteralString, NamedTuple
 
-from psycopg import AsyncConnection, AsyncCursor
-
 from .._sql.history import ChainCache
 from .._sql.row_codec import Row
 from . import _journal as journal
 from ._known import GUARD, XID, Guess, Known, row_of
 from ._schema import COLUMNS, TABLE
-
-Conn = AsyncConnection[tuple[Any, ...]]
+from ._wire import Answer
+from ._wire import Wire as Conn
 
 _LOCK_ROWS = f"""SELECT {COLUMNS}, xmin::text FROM {TABLE} WHERE tenant = %s AND snapshot_id = ANY(%s)
     ORDER BY snapshot_id FOR UPDATE"""
@@ -62,7 +60,7 @@ class Tx:
     held: dict[str, Parent]
     entries: journal.Locked
     guessed: bool = False
-    xid: AsyncCursor[tuple[Any, ...]] | None = None
+    xid: Answer | None = None
     read: dict[str, tuple[str, Row]] = field(default_factory=dict[str, tuple[str, Row]])
     read_entries: dict[str, tuple[str, str]] = field(default_factory=dict[str, tuple[str, str]])
     wrote: dict[str, Row] = field(default_factory=dict[str, Row])
