@@ -8,6 +8,7 @@ from typing import Any, Literal, TypeAlias
 from ._json_object import is_array, json_object, new_dict, new_list, optional_object, unknown_keys
 from .errors import InvalidArgumentError
 from .parts import Part, ReasoningPart, TextPart, ToolRequestPart, ToolResponsePart, part_from_json, part_to_json
+from .records._evolve import fast_init
 
 __all__ = ["Message", "Role", "message_from_json", "message_to_json", "messages_from_json", "messages_to_json"]
 
@@ -15,6 +16,7 @@ Role: TypeAlias = Literal["system", "user", "model", "tool"]
 """Who wrote a message."""
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Message:
     """One message of a conversation.

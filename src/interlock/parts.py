@@ -19,7 +19,7 @@ from typing import Any, Literal, Self, TypeAlias, TypeVar
 from ._json_object import json_object, new_dict, optional_object, put_present, unknown_keys
 from ._keys import INTERRUPT
 from .errors import InvalidArgumentError
-from .records._evolve import evolver
+from .records._evolve import evolver, fast_init
 
 __all__ = [
     "CustomPart",
@@ -78,6 +78,7 @@ class _Base:
         return part
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TextPart(_Base):
     """Plain text."""
@@ -86,6 +87,7 @@ class TextPart(_Base):
     kind: Literal["text"] = "text"
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ReasoningPart(_Base):
     """A model's reasoning text."""
@@ -94,6 +96,7 @@ class ReasoningPart(_Base):
     kind: Literal["reasoning"] = "reasoning"
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class MediaPart(_Base):
     """Media by URL (``data:`` or ``https:``)."""
@@ -105,6 +108,7 @@ class MediaPart(_Base):
     kind: Literal["media"] = "media"
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolRequestPart(_Base):
     """A model's request to run a tool.
@@ -127,6 +131,7 @@ class ToolRequestPart(_Base):
         return value is not None and value is not False
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolResponsePart(_Base):
     """A tool's output, answering the request with the same ``name`` and ``ref``."""
@@ -140,6 +145,7 @@ class ToolResponsePart(_Base):
     kind: Literal["tool_response"] = "tool_response"
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class DataPart(_Base):
     """Structured data."""
@@ -148,6 +154,7 @@ class DataPart(_Base):
     kind: Literal["data"] = "data"
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CustomPart(_Base):
     """A provider-specific part; ``value`` is the wire ``custom`` object."""
@@ -156,6 +163,7 @@ class CustomPart(_Base):
     kind: Literal["custom"] = "custom"
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ResourcePart(_Base):
     """A reference to a resource by URI."""

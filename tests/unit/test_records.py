@@ -68,3 +68,34 @@ def test_digest_is_of_the_canonical_json_and_refuses_what_is_not_json() -> None:
             digest(bad)
     with pytest.raises(TypeError):
         digest({"a": object()})
+
+
+def test_fast_init_builds_what_the_dataclass_init_builds() -> None:
+    """Defaults and fresh default factories, required fields, unknown names refused, the record still frozen."""
+    from interlock import Message, ToolRequestPart
+    from interlock.records._evolve import fast_init
+
+    part = ToolRequestPart(name="t", input={"a": 1})
+    assert (part.ref, part.metadata, part.extra, part.kind) == (None, None, {}, "tool_request")
+    assert ToolRequestPart(name="t").extra is not ToolRequestPart(name="t").extra  # a factory per object
+    assert Message(role="user") == Message(role="user", content=[], metadata=None, extra={})
+    with pytest.raises(TypeError):
+        ToolRequestPart()  # pyright: ignore[reportCallIssue]
+    with pytest.raises(TypeError):
+        ToolRequestPart(name="t", nope=1)  # pyright: ignore[reportCallIssue]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        part.name = "u"  # pyright: ignore[reportAttributeAccessIssue]
+
+    @dataclasses.dataclass(kw_only=True, slots=True)
+    class Unfrozen:
+        x: int
+
+    with pytest.raises(TypeError, match="frozen, slotted dataclass"):
+        fast_init(Unfrozen)
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Positional:
+        x: int
+
+    with pytest.raises(TypeError, match="keyword-only"):
+        fast_init(Positional)

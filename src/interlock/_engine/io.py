@@ -24,6 +24,7 @@ from ..interrupts._plan import Resume, ResumePlan, check_resume_shape
 from ..messages import Message
 from ..models import ModelChunk
 from ..parts import ToolRequestPart
+from ..records._evolve import fast_init
 from ..records._sessions import Artifact, CustomPatch, ErrorInfo, SessionState
 from .effects import Effects
 
@@ -46,6 +47,7 @@ class AgentFinishReason(StrEnum):
     FAILED = "failed"
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class AgentInput:
     """One input of an invocation: a user message, a resume, or both; ``detach`` sends the turn to the background."""
@@ -55,6 +57,7 @@ class AgentInput:
     detach: bool = False
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class AgentInit:
     """Where an invocation's session comes from.
@@ -68,6 +71,7 @@ class AgentInit:
     state: SessionState | None = None
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TurnEnd:
     """Ends each turn's stream: the snapshot written (server-managed) and the turn's finish reason."""
@@ -80,6 +84,7 @@ StreamChunk: TypeAlias = ModelChunk | Artifact | CustomPatch | TurnEnd
 """What an agent streams: model chunks, artifacts, custom-state patches, and one turn end per turn."""
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class AgentOutput:
     """The result of an invocation.
@@ -160,6 +165,7 @@ def _with_status(base: type[InterlockError]) -> type[AgentError]:
     return cast(type[AgentError], type(f"Agent{base.__name__}", (AgentError, base), namespace))
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TurnContext:
     """What a custom agent's turn handler knows about the turn."""
@@ -177,6 +183,7 @@ class TurnContext:
     """The turn's effect journal (server-managed agents): run tool bodies through it so none repeats silently."""
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TurnResult:
     """A turn handler's optional result."""

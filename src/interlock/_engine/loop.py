@@ -32,6 +32,7 @@ from ..interrupts._policy import check_answers, pause_record, recorded
 from ..messages import Message
 from ..models import ChunkCallback, Model, ModelChunk, ModelRequest, Usage
 from ..parts import Part, ToolRequestPart, ToolResponsePart, with_metadata
+from ..records._evolve import fast_init
 from ..records._sessions import Session, utcnow
 from ..telemetry import _calls as telemetry
 from ..tools._context import ToolContext, ToolMiddleware
@@ -46,6 +47,7 @@ ToolErrors: TypeAlias = Literal["raise", "model"]
 REINTERRUPTED = "One or more tools triggered interrupts while resuming generation. The model was not called."
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class GenerateResult:
     """The outcome of one tool-loop turn."""

@@ -19,6 +19,7 @@ from .._json_object import is_array, is_object, new_list
 from ..errors import InvalidArgumentError, ResumeError, UsageError
 from ..messages import Message
 from ..parts import Part, ToolRequestPart, ToolResponsePart
+from ..records._evolve import fast_init
 from ..tools._signature import data_as
 from ._decisions import DecisionLabel, decision_of
 from ._policy import AnswerPolicy, policy_for
@@ -49,6 +50,7 @@ class Resume:
         return bool(self.respond or self.restart)
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PlannedCall:
     """How one tool request of the paused message is carried out by a resume.
@@ -87,6 +89,7 @@ class PlannedCall:
         return self.restart is not None and not json_equal(self.restart.input, self.request.input)
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ResumePlan:
     """A resume validated against the history it continues: what the tool loop carries out.

@@ -9,6 +9,7 @@ from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 from .._json_object import new_dict, new_list
 from ..messages import Message
 from ..parts import Part, ToolRequestPart
+from ..records._evolve import fast_init
 
 FinishReason: TypeAlias = Literal["stop", "length", "blocked", "aborted", "interrupted", "other", "unknown"]
 """Why a model (or a tool-loop turn) stopped. Unknown values from providers are kept as strings."""
@@ -35,6 +36,7 @@ class Usage:
     custom: dict[str, Any] | None = None
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ModelRequest:
     """What a model is asked: the messages, the tools it may call and its config."""
@@ -47,6 +49,7 @@ class ModelRequest:
     """Output constraints, e.g. ``{"format": "json", "schema": {...}}``."""
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ModelResponse:
     """A model's answer."""
@@ -60,6 +63,7 @@ class ModelResponse:
     """The provider's raw response, for debugging; never persisted."""
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ModelChunk:
     """A piece of a streamed response (Genkit's ``ModelResponseChunk``)."""

@@ -30,7 +30,7 @@ from datetime import datetime
 from typing import Any, Literal, TypeAlias
 
 from ..errors import ClaimConflictError
-from ._evolve import evolver
+from ._evolve import evolver, fast_init
 from ._sessions import utcnow
 
 JournalStatus: TypeAlias = Literal["running", "done", "interrupted", "failed"]
@@ -88,6 +88,7 @@ def call_key(*, agent: str | None, session_id: str, index: int, tool: str, ref: 
     return "ik_" + hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:40]
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class JournalEntry:
     """One logical tool call in the journal, with its latest attempt.

@@ -34,6 +34,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, TypeAlias, cast
 
 from .._json import check_json
+from ._evolve import fast_init
 from ._sessions import new_id, utcnow
 
 WEBHOOK = "webhook"
@@ -45,6 +46,7 @@ OutboxStatus: TypeAlias = Literal["pending", "done", "failed"]
 """``pending``: still to do; ``done``: delivered (or acted on); ``failed``: given up after its attempts."""
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class OutboxEvent:
     """One outbox row.

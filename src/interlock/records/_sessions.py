@@ -24,7 +24,7 @@ from .._json_object import is_array
 from ..errors import InvalidArgumentError
 from ..messages import Message
 from ..parts import Part
-from ._evolve import evolver
+from ._evolve import evolver, fast_init
 
 
 class SnapshotStatus(StrEnum):
@@ -70,6 +70,7 @@ class Artifact:
     metadata: dict[str, Any] | None = None
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ErrorInfo:
     """An error as it travels in outputs and snapshots: canonical status, message, details."""
@@ -156,6 +157,7 @@ def check_state(state: object, where: str = "state") -> None:
         check_object(artifact.metadata, f"{label}.metadata")
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Snapshot:
     """One persisted copy of a session at a turn end.
