@@ -67,9 +67,10 @@ class Invocation:
         """Inputs that wait for the reader task (:meth:`put_input` takes most at once; made on first use)."""
         self._reader_busy = False
         self._inputs_ended = False
+        loop = asyncio.get_running_loop()
         self.chunks: asyncio.Queue[StreamChunk | Ended] = asyncio.Queue()
-        self.output: asyncio.Future[AgentOutput] = asyncio.get_running_loop().create_future()
-        self.abort_event = asyncio.Event()
+        self.output: asyncio.Future[AgentOutput] = loop.create_future()
+        self._abort: asyncio.Event | None = None
         empty = trusted_state(session_id=None, messages=[], custom=None, artifacts=[])  # replaced by the loaded one
         self.session = Session(empty, sink=self._put_chunk, transform=agent.custom_transform)
         self.tip: Snapshot | None = None
@@ -80,7 +81,7 @@ class Invocation:
         self._running: QueuedTurn | None = None
         self.trace: hooks.TurnTrace | None = None
         self.store_ready = False
-        self._loop = asyncio.get_running_loop()
+        self._loop = loop
         self._thread = threading.get_ident()
         self.turn_index = 0
         self.model_index: int | float | None = 0
@@ -91,7 +92,7 @@ class Invocation:
         """The turn went to the worker queue (``detach_to``) or is handed back to it: nothing to finalize here."""
         self._pending = None if handed is None else handed[0]
         """On a worker: the pending row whose turn this invocation runs (:func:`run_handed_off`)."""
-        self.main = asyncio.ensure_future(self._main())
+        self.main = loop.create_task(self._main())
         self.main.add_done_callback(self._settle)
         if handed is not None and self.writer is not None:
             pending, lease = handed
@@ -101,6 +102,13 @@ class Invocation:
             self.session.detach_sink()
             self._tasks += self.detached.keep_alive(self._aborted)
             self.store_ready = True  # the lease's write checked the store already
+
+    @property
+    def abort_event(self) -> asyncio.Event:
+        """Set once the run is aborted (made on first use: most runs never look)."""
+        if self._abort is None:
+            self._abort = asyncio.Event()
+        return self._abort
 
     @property
     def detached_id(self) -> str | None:

@@ -32,7 +32,7 @@ from ..interrupts._policy import check_answers, pause_record, recorded
 from ..messages import Message
 from ..models import ChunkCallback, Model, ModelChunk, ModelRequest, Usage
 from ..parts import Part, ToolRequestPart, ToolResponsePart, with_metadata
-from ..records._evolve import fast_init
+from ..records._evolve import evolver, fast_init
 from ..records._sessions import Session, utcnow
 from ..telemetry import _calls as telemetry
 from ..tools._context import ToolContext, ToolMiddleware
@@ -221,7 +221,7 @@ class _TurnState:
         """
         if self.on_chunk is not None:
             if chunk.index != self.message_index:
-                chunk = replace(chunk, index=self.message_index)
+                chunk = _renumbered(chunk, index=self.message_index)
             result = self.on_chunk(chunk)
             if inspect.isawaitable(result):
                 await result
@@ -391,6 +391,9 @@ class _TurnState:
             history.append(tool_msg)
             await self.emit(ModelChunk(role="tool", content=list(tool_msg.content)))
             self.message_index += 1
+
+
+_renumbered = evolver(ModelChunk)
 
 
 def _pause(tool: Tool[Any, Any, Any], signal: Interrupt, part: ToolRequestPart, requester: object) -> dict[str, Any]:
