@@ -1,6 +1,7 @@
 """The SQLite store at scale: group commit, fsyncs per cycle, cold loads, many sessions, the WAL.
 
-Run with ``make bench`` (or ``python bench/store.py``; ``--quick`` for smaller runs). Prints:
+Run with ``make bench`` (or ``python bench/store.py``; ``--quick`` for smaller runs; ``--cycles``
+for the first figure alone). Prints:
 
 - 1000 sessions × one interrupt cycle at concurrency 100, ``synchronous=FULL``: cycles/s
   (target ≥ 600), and the commits and fsyncs per cycle (counted by ``strace -c`` in a child
@@ -293,6 +294,9 @@ async def main() -> None:
             print("  fsyncs per cycle: strace is not installed")
         else:
             report("fsync + fdatasync per cycle (strace -c)", per, "", "", None, BEFORE["fsyncs"])
+        if "--cycles" in sys.argv:
+            print(f"machine after: {describe()}")
+            return
         print("cold load (a fresh store object; nothing cached):")
         await cold_load(os.path.join(tmp, "cold.db"), 480, 10 if quick else 30)
         print("many sessions (SQLite):")
