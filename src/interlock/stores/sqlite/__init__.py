@@ -254,7 +254,7 @@ class SQLiteStore:
                 raise self._error(exc, _nothing) from exc
             if done:
                 return
-        await self._run("write", _nothing, ())
+        await self._run("write", _nothing, (), durable=False)
 
     async def watch(self, snapshot_id: str, *, tenant: str | None = None) -> AsyncIterator[str]:
         loop = asyncio.get_running_loop()
