@@ -135,7 +135,9 @@ class Worker:
         self._batch: list[Job] = []
         self._wal_path = wal_path
         self._name = name
-        self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[list[Job] | None] = queue.SimpleQueue()
+        self._pending: dict[asyncio.AbstractEventLoop, list[Job]] = {}
+        """Jobs each event loop submitted since it last ran :meth:`_flush` (queued by it, as one)."""
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._busy = threading.Lock()
@@ -143,7 +145,9 @@ class Worker:
         self._synchronous = "FULL"
         self._retry_after = 0  # a checkpoint found the WAL busy: not before this many commits
         self.commits = 0
-        """Write transactions committed (each is one fsync with ``synchronous=FULL``)."""
+        """Write transactions committed."""
+        self.flushes = 0
+        """Write transactions committed with ``synchronous=FULL`` (one fsync each)."""
         self.writes = 0
         """Write jobs committed."""
         self.checkpoints = 0
@@ -152,13 +156,16 @@ class Worker:
     def run_here(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[bool, Any]:
         """Run a one-statement write that needs no fsync on the caller's thread, if the worker is idle.
 
-        ``(True, value)`` when it ran; ``(False, None)`` when the worker is busy or has work queued,
-        or another connection holds the write lock (no waiting for it here: the caller's event loop
-        must not block): then :meth:`submit` it. Saves the two thread hand-offs, which cost more
-        than such a write. ``fn`` must make its change with one statement, which is then its own
-        transaction (autocommit): a lock refused at it changes nothing.
+        ``(True, value)`` when it ran; ``(False, None)`` when the worker is busy or has work queued
+        (or submitted, not yet queued: then it joins that batch, where it costs less than a
+        transaction of its own), or another connection holds the write lock (no waiting for it
+        here: the caller's event loop must not block): then :meth:`submit` it. Saves the two thread
+        hand-offs, which cost more than such a write. ``fn`` must make its change with one
+        statement, which is then its own transaction (autocommit): a lock refused at it changes nothing.
         """
-        if self.dead is not None or not self._queue.empty() or not self._busy.acquire(blocking=False):
+        if self.dead is not None or self._pending or not self._queue.empty():
+            return False, None
+        if not self._busy.acquire(blocking=False):
             return False, None
         try:
             if not self._queue.empty():
@@ -181,14 +188,30 @@ class Worker:
             self._busy.release()
 
     def submit(self, kind: JobKind, fn: Callable[..., Any], args: tuple[Any, ...], *, durable: bool = True) -> Job:
-        """Queue a job (from a running event loop); await ``job.future`` for its outcome."""
+        """Queue a job (from a running event loop); await ``job.future`` for its outcome.
+
+        The jobs a loop submits in one pass over its ready callbacks reach the thread together,
+        when that pass ends (:meth:`_flush`): one wake-up for them all, and the thread takes them
+        as one batch once the loop has nothing more to run, instead of starting on the first
+        while the loop still runs Python (the two would then take turns at the interpreter
+        lock, a statement at a time).
+        """
         loop = asyncio.get_running_loop()
         job = Job(kind, fn, args, loop, loop.create_future(), durable)
         self._start()
-        self._queue.put(job)
-        if self.dead is not None:  # nobody takes it: fail it (and any other left in the queue)
-            self._fail_queued(self.dead)
+        pending = self._pending.get(loop)
+        if pending is None:
+            self._pending[loop] = [job]
+            loop.call_soon(self._flush, loop)
+        else:
+            pending.append(job)
         return job
+
+    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On ``loop``: queue the jobs it submitted since its last flush, for the thread."""
+        self._queue.put(self._pending.pop(loop, []))
+        if self.dead is not None:  # nobody takes them: fail them (and any other left in the queue)
+            self._fail_queued(self.dead)
 
     def stop(self) -> None:
         """Let the thread finish what is queued and exit; waits for it."""
@@ -224,10 +247,10 @@ class Worker:
         jobs: list[Job] = []
         while True:
             try:
-                job = self._queue.get_nowait()
+                item = self._queue.get_nowait()
             except queue.Empty:
                 break
-            if job is not None:
+            for job in item or ():
                 job.fail(error)
                 jobs.append(job)
         _hand_back(jobs)
@@ -238,17 +261,14 @@ class Worker:
             self._batch = batch
             item = self._queue.get()
             stopping = item is None
-            if item is not None:
-                batch.append(item)
+            batch += item or ()
             while not stopping:
                 try:
                     item = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if item is None:
-                    stopping = True
-                else:
-                    batch.append(item)
+                stopping = item is None
+                batch += item or ()
             if batch:
                 with self._busy:
                     if self._wal_past(self.wal_hard):
@@ -342,6 +362,7 @@ class Worker:
                 job.fail(error)
             return []
         self.commits += 1
+        self.flushes += self._synchronous == "FULL"
         self.writes += len(applied)
         return []
 
