@@ -261,3 +261,19 @@ async def test_a_group_in_which_no_write_fails_runs_under_one_savepoint(tmp_path
             "SAVEPOINT together",
             "COMMIT",
         ]
+
+
+async def test_saves_started_together_reach_the_worker_as_one_batch(tmp_path: pathlib.Path) -> None:
+    """The worker is not woken by the first of them while the event loop is still starting the others."""
+    async with SQLiteStore(tmp_path / "g.db") as store:
+        await store.save("warm", put("warm"))
+        worker = store._worker  # pyright: ignore[reportPrivateUsage]
+        before = worker.commits, worker.flushes
+
+        async def save(sid: str) -> Snapshot | None:
+            time.sleep(0.002)  # the loop is busy before each (and lets the worker thread run meanwhile)
+            return await store.save(sid, put(sid))
+
+        saved = await asyncio.gather(*(save(f"s{i}") for i in range(10)))
+        assert [s.snapshot_id for s in saved if s] == [f"s{i}" for i in range(10)]
+        assert (worker.commits, worker.flushes) == (before[0] + 1, before[1] + 1)
