@@ -89,7 +89,7 @@ async def cycles(path: str, sessions: int, width: int) -> tuple[float, float, tu
         start, cpu = time.perf_counter(), time.process_time()
         await asyncio.gather(*(bounded() for _ in range(sessions)))
         elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
-        per = ((worker.commits - commits) / sessions, (worker.flushes - flushes) / sessions)
+        per = ((worker.commits - commits) / max(1, sessions), (worker.flushes - flushes) / max(1, sessions))
         return sessions / elapsed, cpu * 1000 / max(1, sessions), per
 
 
