@@ -11,10 +11,11 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+import pytest
 from banking import APPROVE, PAY, Approval, Transfer
 
 from interlock import Message, PromptAgent, ToolContext, tool
-from interlock.errors import ClaimConflictError, FailedPreconditionError
+from interlock.errors import ClaimConflictError, FailedPreconditionError, UnavailableError
 from interlock.records._journal import JournalEntry
 from interlock.records._sessions import SessionState, Snapshot
 from interlock.stores import Updater
@@ -277,3 +278,20 @@ async def test_saves_started_together_reach_the_worker_as_one_batch(tmp_path: pa
         saved = await asyncio.gather(*(save(f"s{i}") for i in range(10)))
         assert [s.snapshot_id for s in saved if s] == [f"s{i}" for i in range(10)]
         assert (worker.commits, worker.flushes) == (before[0] + 1, before[1] + 1)
+
+
+async def test_a_worker_thread_that_dies_fails_the_waiting_and_later_calls(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def bug(batch: list[Any]) -> None:
+        raise RuntimeError("a bug in the worker")
+
+    async with asyncio.timeout(10), SQLiteStore(tmp_path / "g.db") as store:  # fails at once, never waits
+        await store.save("warm", put("warm"))
+        worker = store._worker  # pyright: ignore[reportPrivateUsage]
+        monkeypatch.setattr(worker, "_execute", bug)
+        waiting = await asyncio.gather(store.save("a", put("a")), store.load("warm"), return_exceptions=True)
+        assert all(isinstance(e, UnavailableError) for e in waiting), waiting
+        assert worker.dead is not None
+        with pytest.raises(UnavailableError):
+            await store.load("warm")
