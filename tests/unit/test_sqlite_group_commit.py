@@ -1,8 +1,9 @@
-"""The SQLite store's worker: group commit (one transaction, savepoint per write), durability, WAL housekeeping."""
+"""The SQLite store's worker: group commit (a write that fails is rolled back alone), durability, the WAL."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import pathlib
 import sqlite3
 import threading
@@ -10,10 +11,12 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+import pytest
 from banking import APPROVE, PAY, Approval, Transfer
 
 from interlock import Message, PromptAgent, ToolContext, tool
-from interlock.errors import ClaimConflictError, FailedPreconditionError
+from interlock.errors import ClaimConflictError, FailedPreconditionError, UnavailableError
+from interlock.records._journal import JournalEntry
 from interlock.records._sessions import SessionState, Snapshot
 from interlock.stores import Updater
 from interlock.stores.sqlite import SQLiteStore
@@ -26,6 +29,21 @@ async def transfer(req: Transfer, ctx: ToolContext[Approval], approval: Approval
     if approval is None:
         ctx.interrupt({"to": req.to})
     return "sent"
+
+
+def entry(status: Any = "running", output: object = None) -> JournalEntry:
+    return JournalEntry(
+        key="ik_test",
+        session_id="s1",
+        snapshot_id="p1",
+        agent="bank",
+        tool="transfer",
+        ref="t1",
+        input_digest="d" * 64,
+        attempt=1,
+        status=status,
+        output=output,
+    )
 
 
 def snap(sid: str, text: str = "hello") -> Snapshot:
@@ -197,3 +215,83 @@ async def test_a_turn_on_a_busy_store_still_pauses_and_resumes(tmp_path: pathlib
         assert await asyncio.gather(*(cycle() for _ in range(40))) == ["stop"] * 40
         commits, writes = worker.commits - before[0], worker.writes - before[1]
         assert commits < writes  # some writes shared a transaction
+
+
+async def test_reads_and_writes_that_need_no_flush_do_not_wait_for_the_durable_group(tmp_path: pathlib.Path) -> None:
+    """A batch's read and its journal outcome (no fsync) are answered while its durable writes are still running."""
+    async with SQLiteStore(tmp_path / "g.db") as store:
+        await store.save("old", put("old"))
+        await store.journal_put(entry(), expect=0)
+        inside, release = threading.Event(), threading.Event()
+
+        def slow(con: sqlite3.Connection) -> None:  # the durable group's last step: it has not committed yet
+            inside.set()
+            release.wait(10)
+
+        held, unhold = await hold_worker(store)
+        read = asyncio.ensure_future(store.load("old"))
+        outcome = asyncio.ensure_future(store.journal_put(entry(status="done", output="sent"), expect=1, durable=False))
+        durable = asyncio.ensure_future(store.save_all([("new", put("new"))], then=[slow]))
+        await asyncio.sleep(0.01)
+        unhold.set()
+        await held
+        assert await wait_for(inside.is_set)
+        loaded = await read
+        await outcome
+        assert loaded is not None and loaded.snapshot_id == "old" and not durable.done()
+        with contextlib.closing(sqlite3.connect(tmp_path / "g.db")) as other:  # committed: another connection sees it
+            assert other.execute("SELECT COUNT(*) FROM interlock_journal").fetchone() == (1,)
+        release.set()
+        assert [s.snapshot_id for s in await durable if s] == ["new"]
+        assert await store.load("new") is not None
+
+
+async def test_a_group_in_which_no_write_fails_runs_under_one_savepoint(tmp_path: pathlib.Path) -> None:
+    async with SQLiteStore(tmp_path / "g.db") as store:
+        await store.save("warm", put("warm"))
+        statements: list[str] = []
+        store._con.set_trace_callback(statements.append)  # pyright: ignore[reportOptionalMemberAccess, reportPrivateUsage]
+        held, release = await hold_worker(store)
+        pending = asyncio.gather(*(store.save(f"s{i}", put(f"s{i}")) for i in range(10)))
+        await asyncio.sleep(0.01)
+        release.set()
+        await held
+        assert all(s is not None for s in await pending)
+        assert [s for s in statements if s.startswith(("SAVEPOINT", "BEGIN", "COMMIT"))] == [
+            "BEGIN IMMEDIATE",
+            "SAVEPOINT together",
+            "COMMIT",
+        ]
+
+
+async def test_saves_started_together_reach_the_worker_as_one_batch(tmp_path: pathlib.Path) -> None:
+    """The worker is not woken by the first of them while the event loop is still starting the others."""
+    async with SQLiteStore(tmp_path / "g.db") as store:
+        await store.save("warm", put("warm"))
+        worker = store._worker  # pyright: ignore[reportPrivateUsage]
+        before = worker.commits, worker.flushes
+
+        async def save(sid: str) -> Snapshot | None:
+            time.sleep(0.002)  # the loop is busy before each (and lets the worker thread run meanwhile)
+            return await store.save(sid, put(sid))
+
+        saved = await asyncio.gather(*(save(f"s{i}") for i in range(10)))
+        assert [s.snapshot_id for s in saved if s] == [f"s{i}" for i in range(10)]
+        assert (worker.commits, worker.flushes) == (before[0] + 1, before[1] + 1)
+
+
+async def test_a_worker_thread_that_dies_fails_the_waiting_and_later_calls(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def bug(batch: list[Any]) -> None:
+        raise RuntimeError("a bug in the worker")
+
+    async with asyncio.timeout(10), SQLiteStore(tmp_path / "g.db") as store:  # fails at once, never waits
+        await store.save("warm", put("warm"))
+        worker = store._worker  # pyright: ignore[reportPrivateUsage]
+        monkeypatch.setattr(worker, "_execute", bug)
+        waiting = await asyncio.gather(store.save("a", put("a")), store.load("warm"), return_exceptions=True)
+        assert all(isinstance(e, UnavailableError) for e in waiting), waiting
+        assert worker.dead is not None
+        with pytest.raises(UnavailableError):
+            await store.load("warm")

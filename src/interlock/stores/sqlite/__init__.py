@@ -19,10 +19,10 @@ Threads
 Each store owns one connection, used by its worker thread (:mod:`._worker`): the
 async methods queue work for it, so no blocking call runs on the event loop. One exception:
 a journal write that needs no flush (one statement with ``synchronous=NORMAL``, no fsync) runs on the
-caller's thread when the worker is idle and the file's write lock is free, never waiting
-for either (``Worker.run_here``). The worker takes the work in batches and commits the writes waiting
-together in one transaction (group commit: one fsync for them all, each write isolated by
-a savepoint, none acknowledged before its commit is durable). It keeps an LRU cache of
+caller's thread when the worker is idle, no other call waits for it and the file's write lock
+is free, never waiting for any of these (``Worker.run_here``). The worker takes the work in batches
+and commits the writes waiting together in one transaction (group commit: one fsync for them all,
+a write that fails rolled back alone, none acknowledged before its commit is durable). It keeps an LRU cache of
 message lists, bounded by their size and keyed by each row's content revision, so it is
 never stale, even when another process writes the file.
 
@@ -254,7 +254,7 @@ class SQLiteStore:
                 raise self._error(exc, _nothing) from exc
             if done:
                 return
-        await self._run("write", _nothing, ())
+        await self._run("write", _nothing, (), durable=False)
 
     async def watch(self, snapshot_id: str, *, tenant: str | None = None) -> AsyncIterator[str]:
         loop = asyncio.get_running_loop()

@@ -4,12 +4,15 @@ Callers on any event loop :meth:`Worker.submit` a job and await its future. The 
 takes every job waiting when it wakes (a *batch*) and runs:
 
 * the reads in one read transaction (one consistent version of the file);
-* the writes in one write transaction (``BEGIN IMMEDIATE`` … ``COMMIT``): *group commit*.
-  Each write runs under its own ``SAVEPOINT``, so one that raises (an updater's refusal,
-  a fencing conflict, a bad value) is rolled back alone and fails alone; the others
-  commit together, with one fsync. If an error ends the whole transaction (SQLite rolls
-  back on some I/O and disk-full errors), the write that raised fails and the others run
-  again in a new transaction (updaters are pure, and may run again);
+* the writes in write transactions (``BEGIN IMMEDIATE`` … ``COMMIT``): *group commit*. Those
+  that need no flush (:data:`Job.durable` false) commit together with ``synchronous=NORMAL``,
+  then the durable ones together with ``synchronous=FULL``: one fsync for them all. A group's
+  writes run one after another under one savepoint; if one raises (an updater's refusal, a
+  fencing conflict, a bad value), the group's work is rolled back to it and each write runs
+  again under a ``SAVEPOINT`` of its own, so the one that raises is rolled back alone and fails
+  alone, and the others commit together (updaters are pure, and may run again). If an error
+  ends the whole transaction (SQLite rolls back on some I/O and disk-full errors), the write
+  that raised fails and the others run again in a new transaction;
 * the other calls (opening, closing), one by one.
 
 A failing ``COMMIT`` or ``ROLLBACK`` (a damaged page, an I/O error) fails the jobs it concerns
@@ -17,10 +20,11 @@ and leaves no transaction open (the connection is reopened if rolling back fails
 thread goes on serving. Should it die all the same (a bug), every waiting and later job fails
 at once with the error ``died`` makes (:attr:`Worker.dead`), instead of waiting for ever.
 
-Only then are the batch's futures resolved, with one hand-off per event loop: no write is
-acknowledged before the ``COMMIT`` that made it durable returned, exactly as when every
-save had a transaction of its own. The group's transaction is ``synchronous=FULL`` unless
-every write in it asked for less (:data:`Job.durable`).
+Each group's futures are resolved once its outcomes are final (the reads' after their
+transaction, a write group's after its ``COMMIT`` returned), with one hand-off per event loop:
+no write is acknowledged before the ``COMMIT`` that made it durable returned, exactly as when
+every save had a transaction of its own, and a read or a write that needs no flush does not
+wait for the durable group's fsync.
 
 Reordering within a batch is safe: every job in it was submitted before any of them
 finished, so none can depend on another's result.
@@ -131,7 +135,9 @@ class Worker:
         self._batch: list[Job] = []
         self._wal_path = wal_path
         self._name = name
-        self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[list[Job] | None] = queue.SimpleQueue()
+        self._pending: dict[asyncio.AbstractEventLoop, list[Job]] = {}
+        """Jobs each event loop submitted since it last ran :meth:`_flush` (queued by it, as one)."""
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._busy = threading.Lock()
@@ -139,7 +145,9 @@ class Worker:
         self._synchronous = "FULL"
         self._retry_after = 0  # a checkpoint found the WAL busy: not before this many commits
         self.commits = 0
-        """Write transactions committed (each is one fsync with ``synchronous=FULL``)."""
+        """Write transactions committed."""
+        self.flushes = 0
+        """Write transactions committed with ``synchronous=FULL`` (one fsync each)."""
         self.writes = 0
         """Write jobs committed."""
         self.checkpoints = 0
@@ -148,13 +156,16 @@ class Worker:
     def run_here(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[bool, Any]:
         """Run a one-statement write that needs no fsync on the caller's thread, if the worker is idle.
 
-        ``(True, value)`` when it ran; ``(False, None)`` when the worker is busy or has work queued,
-        or another connection holds the write lock (no waiting for it here: the caller's event loop
-        must not block): then :meth:`submit` it. Saves the two thread hand-offs, which cost more
-        than such a write. ``fn`` must make its change with one statement, which is then its own
-        transaction (autocommit): a lock refused at it changes nothing.
+        ``(True, value)`` when it ran; ``(False, None)`` when the worker is busy or has work queued
+        (or submitted, not yet queued: then it joins that batch, where it costs less than a
+        transaction of its own), or another connection holds the write lock (no waiting for it
+        here: the caller's event loop must not block): then :meth:`submit` it. Saves the two thread
+        hand-offs, which cost more than such a write. ``fn`` must make its change with one
+        statement, which is then its own transaction (autocommit): a lock refused at it changes nothing.
         """
-        if self.dead is not None or not self._queue.empty() or not self._busy.acquire(blocking=False):
+        if self.dead is not None or self._pending or not self._queue.empty():
+            return False, None
+        if not self._busy.acquire(blocking=False):
             return False, None
         try:
             if not self._queue.empty():
@@ -177,14 +188,30 @@ class Worker:
             self._busy.release()
 
     def submit(self, kind: JobKind, fn: Callable[..., Any], args: tuple[Any, ...], *, durable: bool = True) -> Job:
-        """Queue a job (from a running event loop); await ``job.future`` for its outcome."""
+        """Queue a job (from a running event loop); await ``job.future`` for its outcome.
+
+        The jobs a loop submits in one pass over its ready callbacks reach the thread together,
+        when that pass ends (:meth:`_flush`): one wake-up for them all, and the thread takes them
+        as one batch once the loop has nothing more to run, instead of starting on the first
+        while the loop still runs Python (the two would then take turns at the interpreter
+        lock, a statement at a time).
+        """
         loop = asyncio.get_running_loop()
         job = Job(kind, fn, args, loop, loop.create_future(), durable)
         self._start()
-        self._queue.put(job)
-        if self.dead is not None:  # nobody takes it: fail it (and any other left in the queue)
-            self._fail_queued(self.dead)
+        pending = self._pending.get(loop)
+        if pending is None:
+            self._pending[loop] = [job]
+            loop.call_soon(self._flush, loop)
+        else:
+            pending.append(job)
         return job
+
+    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On ``loop``: queue the jobs it submitted since its last flush, for the thread."""
+        self._queue.put(self._pending.pop(loop, []))
+        if self.dead is not None:  # nobody takes them: fail them (and any other left in the queue)
+            self._fail_queued(self.dead)
 
     def stop(self) -> None:
         """Let the thread finish what is queued and exit; waits for it."""
@@ -220,10 +247,10 @@ class Worker:
         jobs: list[Job] = []
         while True:
             try:
-                job = self._queue.get_nowait()
+                item = self._queue.get_nowait()
             except queue.Empty:
                 break
-            if job is not None:
+            for job in item or ():
                 job.fail(error)
                 jobs.append(job)
         _hand_back(jobs)
@@ -234,24 +261,20 @@ class Worker:
             self._batch = batch
             item = self._queue.get()
             stopping = item is None
-            if item is not None:
-                batch.append(item)
+            batch += item or ()
             while not stopping:
                 try:
                     item = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if item is None:
-                    stopping = True
-                else:
-                    batch.append(item)
+                stopping = item is None
+                batch += item or ()
             if batch:
                 with self._busy:
                     if self._wal_past(self.wal_hard):
                         self._checkpoint()
                     self._execute(batch)
-                _hand_back(batch)  # after the lock: a caller woken by it may run a write here at once
-                self._batch = []
+                self._answer(self._batch)  # after the lock: a caller woken by it may run a write here at once
             if stopping:
                 return
             if self._queue.empty() and self._wal_past(self.wal_soft):
@@ -259,16 +282,42 @@ class Worker:
                     self._checkpoint()
 
     def _execute(self, batch: list[Job]) -> None:
-        reads = [job for job in batch if job.kind == "read"]
-        writes = [job for job in batch if job.kind == "write"]
-        if reads:
-            self._read(reads)
-        todo = writes
-        while todo:
-            todo = self._write(todo)
-        for job in batch:
-            if job.kind == "call":
+        """Run ``batch`` in groups: its reads, its writes that need no flush, its durable writes, its calls.
+
+        Each group but the last is answered as soon as its outcomes are final, so a read or a
+        write that needs no flush does not wait for the durable group's fsync (the last group
+        is answered once the connection is free again: see :meth:`_serve`).
+        """
+        groups = [
+            [job for job in batch if job.kind == "read"],
+            [job for job in batch if job.kind == "write" and not job.durable],
+            [job for job in batch if job.kind == "write" and job.durable],
+            [job for job in batch if job.kind == "call"],
+        ]
+        groups = [group for group in groups if group]
+        for i, group in enumerate(groups):
+            self._run_group(group)
+            if i < len(groups) - 1:
+                self._answer(group)
+
+    def _run_group(self, jobs: list[Job]) -> None:
+        """Run jobs of one kind: reads in one read transaction, writes in one write transaction, calls alone."""
+        if jobs[0].kind == "read":
+            self._read(jobs)
+        elif jobs[0].kind == "write":
+            todo = jobs
+            while todo:
+                todo = self._write(todo)
+        else:
+            for job in jobs:
                 job.run()
+
+    def _answer(self, jobs: list[Job]) -> None:
+        """Hand ``jobs``' outcomes (final now) back to their callers; the rest of the batch waits for its own."""
+        if jobs:
+            _hand_back(jobs)
+            answered = set(jobs)
+            self._batch = [job for job in self._batch if job not in answered]
 
     def _read(self, jobs: list[Job]) -> None:
         try:
@@ -283,7 +332,11 @@ class Worker:
         self._end(con, "COMMIT")  # a read transaction: its end changes nothing the jobs read
 
     def _write(self, jobs: list[Job]) -> list[Job]:
-        """Run ``jobs`` in one transaction; returns those to run again (an error ended the transaction)."""
+        """Run ``jobs`` in one transaction; returns those to run again (an error ended the transaction).
+
+        They run together first, with no savepoint each (the common case: none fails). If one
+        fails, the group's work is rolled back and each runs again under a savepoint of its own.
+        """
         try:
             con = self._connect()
             self._set_synchronous(con, "FULL" if any(job.durable for job in jobs) else "NORMAL")
@@ -292,35 +345,45 @@ class Worker:
             for job in jobs:
                 job.fail(exc)
             return []
-        applied: list[Job] = []
-        if len(jobs) == 1:  # alone in its transaction: the transaction is its savepoint
-            jobs[0].run(con)
-            if not jobs[0].ok:
-                self._end(con, "ROLLBACK")
-                return []
-            applied = jobs
-        for i, job in enumerate(jobs if len(jobs) > 1 else ()):
-            _in_savepoint(con, job)
-            if job.ok:
-                applied.append(job)
-            elif not self._undo(con):
-                return [*applied, *jobs[i + 1 :]]  # the transaction is gone, and the work of those with it
+        failed = _together(con, jobs)
+        applied = jobs
+        if failed is not None and len(jobs) == 1:  # alone in its transaction: the transaction is its savepoint
+            self._end(con, "ROLLBACK")
+            return []
+        if failed is not None:
+            if not self._undo(con, "together"):  # the transaction is gone, and the others' work with it
+                return [job for job in jobs if job is not failed]
+            applied, again = self._each_alone(con, jobs)
+            if again:
+                return again
         error = self._end(con, "COMMIT")
         if error is not None:
             for job in applied:
                 job.fail(error)
             return []
         self.commits += 1
+        self.flushes += self._synchronous == "FULL"
         self.writes += len(applied)
         return []
 
-    def _undo(self, con: sqlite3.Connection) -> bool:
-        """Roll back to the job's savepoint; ``False`` if the transaction itself is gone (or now ended)."""
+    def _each_alone(self, con: sqlite3.Connection, jobs: list[Job]) -> tuple[list[Job], list[Job]]:
+        """Run each job under its own savepoint: those applied, and those to run again (the transaction is gone)."""
+        applied: list[Job] = []
+        for i, job in enumerate(jobs):
+            _in_savepoint(con, job)
+            if job.ok:
+                applied.append(job)
+            elif not self._undo(con, "job"):
+                return applied, [*applied, *jobs[i + 1 :]]
+        return applied, []
+
+    def _undo(self, con: sqlite3.Connection, savepoint: str) -> bool:
+        """Roll back to ``savepoint`` and release it; ``False`` if the transaction itself is gone (or now ended)."""
         if not con.in_transaction:
             return False
         try:
-            con.execute("ROLLBACK TO job")
-            con.execute("RELEASE job")
+            con.execute(f"ROLLBACK TO {savepoint}")
+            con.execute(f"RELEASE {savepoint}")
         except sqlite3.Error:
             self._end(con, "ROLLBACK")
             return False
@@ -381,6 +444,25 @@ class Worker:
                 con.execute("PRAGMA busy_timeout = 30000")
         except sqlite3.Error:
             pass  # housekeeping only: the next commit says what is wrong, if anything is
+
+
+def _together(con: sqlite3.Connection, jobs: list[Job]) -> Job | None:
+    """Run ``jobs`` one after another, under one savepoint (``together``) when there are several.
+
+    Stops at the first that fails and returns it (the caller rolls back to the savepoint);
+    ``None`` when every one succeeded (the savepoint is left open: ``COMMIT`` ends it).
+    """
+    if len(jobs) > 1:
+        try:
+            con.execute("SAVEPOINT together")
+        except sqlite3.Error as exc:
+            jobs[0].fail(exc)
+            return jobs[0]
+    for job in jobs:
+        job.run(con)
+        if not job.ok:
+            return job
+    return None
 
 
 def _in_savepoint(con: sqlite3.Connection, job: Job) -> None:
