@@ -55,6 +55,10 @@ R = TypeVar("R")
 T = TypeVar("T")
 
 
+_PLAIN: tuple[type, ...] = (str, int, float, bool)
+"""Declared output types whose exact-typed values pydantic returns (and dumps to JSON) unchanged."""
+
+
 class Tool(Generic[I, O, R]):
     """A tool the model can call. Build one with :func:`tool` or :func:`interrupt_tool`."""
 
@@ -152,6 +156,8 @@ class Tool(Generic[I, O, R]):
 
         Its body's return value, ``reconcile``'s answer, a deadline policy's output.
         """
+        if type(output) is self.output_type and self.output_type in _PLAIN:  # validating would return it as is
+            return checked_output(self.name, None, output)  # its JSON check alone
         return checked_output(self.name, self._output, output)
 
     def validate_respond(self, output: object) -> Any:
