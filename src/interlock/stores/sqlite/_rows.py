@@ -16,11 +16,12 @@ import json
 import secrets
 import sqlite3
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, NamedTuple, cast
 
 from ...errors import DataLossError
 from ...messages import messages_to_json
-from ...records._interrupt_index import entries_of
+from ...records._interrupt_index import OpenInterrupt, entries_of
 from ...records._journal import Expecting, JournalEntry, superseded
 from ...records._outbox import OutboxEvent
 from ...records._sessions import Artifact, Snapshot
@@ -103,7 +104,8 @@ class SnapshotRows(MessageChains):
 
         The snapshots (with their leaf and index rows), the journal's entries and the outbox's events.
         """
-        results = [self.save(con, tenant, sid, update) for sid, update in updates]
+        dropped: set[str] = set()  # snapshots whose entries this transaction deleted (no second delete)
+        results = [self.save(con, tenant, sid, update, dropped) for sid, update in updates]
         for key, update in entries:
             if isinstance(update, Expecting):  # one conditional statement, no read
                 put(con, tenant, update.entry, update.entry.attempt)
@@ -114,9 +116,12 @@ class SnapshotRows(MessageChains):
         return [written for written, _ in results], any(changed for _, changed in results)
 
     def save(
-        self, con: sqlite3.Connection, tenant: str, snapshot_id: str, update: Updater
+        self, con: sqlite3.Connection, tenant: str, snapshot_id: str, update: Updater, dropped: set[str]
     ) -> tuple[Snapshot | None, bool]:
-        """Read → update → write in the caller's write transaction: the row written, and if its status changed."""
+        """Read → update → write in the caller's write transaction: the row written, and if its status changed.
+
+        ``dropped``: the snapshots whose entries the transaction has deleted so far (see :func:`written`).
+        """
         row = self.fetch(con, tenant, snapshot_id)
         old: Messages | None = None
         current: Snapshot | None = None
@@ -129,7 +134,7 @@ class SnapshotRows(MessageChains):
             return None, False
         session = self.write(con, tenant, row, old, old_artifacts, new)
         before = None if row is None else (row.parent_id, row.status, row.finish_reason)
-        written(con, tenant, session, before, new, lambda sid: self.read(con, tenant, sid))
+        written(con, tenant, session, before, current, new, lambda sid: self.read(con, tenant, sid), dropped)
         return new, row is None or row.status != new.status
 
     def write(
@@ -308,6 +313,10 @@ _DROP_ENTRIES = f"DELETE FROM {OPEN} WHERE tenant = :tenant AND snapshot_id = :s
 _DROP_ENTRIES_IN = _DROP_ENTRIES + " AND session_id = :session_id"
 
 
+_CLAIM_ENTRIES = f"""UPDATE {OPEN} SET claimed_by = :claimed_by, claim_until_us = :until
+    WHERE tenant = :tenant AND snapshot_id = :snapshot_id"""
+
+
 _WENT_ON = f"""SELECT 1 FROM {TABLE} WHERE session = :session AND parent_id = :snapshot_id AND status = :completed
     LIMIT 1"""
 
@@ -330,25 +339,62 @@ def written(
     tenant: str,
     session: int,
     before: tuple[str | None, str, str | None] | None,
+    old: Snapshot | None,
     new: Snapshot,
     read: Reader,
+    dropped: set[str],
 ) -> None:
-    """Bring the leaves and the index in line after ``new`` was written (``before``: see :func:`plan`)."""
+    """Bring the leaves and the index in line after ``new`` was written over ``old`` (``before``: see :func:`plan`).
+
+    ``dropped`` holds the snapshots this transaction left without entries: a parent whose own write
+    dropped them (its claim was answered) is not deleted from again when its child completes.
+    """
     p = plan(before, new)
     sid = id_in(new.snapshot_id)
     if p.unlink is not None:
+        dropped.discard(p.unlink)
         refresh(con, tenant, session, p.unlink, read)
     if p.drop_parent_leaf is not None:
         con.execute(_DROP_LEAF, {"session": session, "snapshot_id": id_in(p.drop_parent_leaf)})
     if p.add_leaf:
         con.execute(_ADD_LEAF, {"session": session, "snapshot_id": sid, "created_us": to_us(new.created_at)})
-    if p.drop_parent_entries is not None:
+    if p.drop_parent_entries is not None and p.drop_parent_entries not in dropped:
         con.execute(
             _DROP_ENTRIES_IN,
             {"tenant": tenant, "snapshot_id": p.drop_parent_entries, "session_id": new.session_id},
         )
     if p.own_entries:
-        put_entries(con, tenant, session, new)
+        rewrite_entries(con, tenant, session, old, new, dropped)
+
+
+def rewrite_entries(
+    con: sqlite3.Connection, tenant: str, session: int, old: Snapshot | None, new: Snapshot, dropped: set[str]
+) -> None:
+    """Write ``new``'s entries over ``old``'s with the fewest statements (``old``: ``None`` for a new row).
+
+    The table holds ``old``'s entries (none for a new row, or once its session went on), so
+    entries that differ from them in their claim only (a claim taken, refreshed, released) are
+    one ``UPDATE`` of the claim columns, and equal ones no statement at all.
+    """
+    sid = new.snapshot_id
+    entries = entries_of(new)
+    if old is not None:
+        before = entries_of(old)
+        if [_unclaimed(e) for e in before] == [_unclaimed(e) for e in entries]:
+            if before != entries:
+                until = entries[0].claim_expires_at
+                claim = {"claimed_by": entries[0].claimed_by, "until": None if until is None else to_us(until)}
+                con.execute(_CLAIM_ENTRIES, claim | {"tenant": tenant, "snapshot_id": sid})
+            return
+        if sid not in dropped:
+            con.execute(_DROP_ENTRIES, {"tenant": tenant, "snapshot_id": sid})
+    dropped.add(sid)
+    if entries:
+        _insert_entries(con, tenant, session, sid, entries, dropped)
+
+
+def _unclaimed(entry: OpenInterrupt) -> OpenInterrupt:
+    return replace(entry, claimed_by=None, claim_expires_at=None)
 
 
 def refresh(con: sqlite3.Connection, tenant: str, session: int, snapshot_id: str, read: Reader) -> None:
@@ -374,13 +420,21 @@ def refresh(con: sqlite3.Connection, tenant: str, session: int, snapshot_id: str
 
 
 def put_entries(con: sqlite3.Connection, tenant: str, session: int, snap: Snapshot) -> None:
+    """Rewrite one snapshot's entries from scratch (whatever the table held for it)."""
     con.execute(_DROP_ENTRIES, {"tenant": tenant, "snapshot_id": snap.snapshot_id})
     entries = entries_of(snap)
-    if not entries:
-        return
-    went_on = {"session": session, "snapshot_id": id_in(snap.snapshot_id), "completed": _COMPLETED}
+    if entries:
+        _insert_entries(con, tenant, session, snap.snapshot_id, entries, set())
+
+
+def _insert_entries(
+    con: sqlite3.Connection, tenant: str, session: int, sid: str, entries: list[OpenInterrupt], dropped: set[str]
+) -> None:
+    """Insert a snapshot's entries (it has none in the table), unless its session went on from it."""
+    went_on = {"session": session, "snapshot_id": id_in(sid), "completed": _COMPLETED}
     if con.execute(_WENT_ON, went_on).fetchone() is None:
         con.executemany(_INSERT_ENTRY, [entry_values(tenant, e) for e in entries])
+        dropped.discard(sid)
 
 
 def forget(con: sqlite3.Connection, tenant: str, session: int, snapshot_id: str) -> None:
