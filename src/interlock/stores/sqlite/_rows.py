@@ -16,7 +16,8 @@ import json
 import secrets
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import fields
+from operator import attrgetter
 from typing import Any, NamedTuple, cast
 
 from ...errors import DataLossError
@@ -54,6 +55,7 @@ from ._schema import (
     SESSIONS,
     TABLE,
     UPDATE_BOOKKEEPING,
+    UPDATE_BOOKKEEPING_IN_PLACE,
     UPSERT,
     batches,
 )
@@ -159,7 +161,10 @@ class SnapshotRows(MessageChains):
         if row is not None and unchanged:
             # Heartbeats, aborts, claims: the messages stay as stored, not re-encoded.
             kept_base = row.base_id
-            if kept_base is None and row.keep > 0 and new.parent_id != row.parent_id:
+            if new.parent_id == row.parent_id:  # the usual case (a claim, a heartbeat): no index entry changes
+                con.execute(UPDATE_BOOKKEEPING_IN_PLACE, values)
+                return row.session
+            if kept_base is None and row.keep > 0:
                 kept_base = row.parent_id  # the implicit base (the old parent) must be named now
             con.execute(UPDATE_BOOKKEEPING, values | {"base_id": id_or_none(kept_base)})
             return row.session
@@ -393,8 +398,8 @@ def rewrite_entries(
         _insert_entries(con, tenant, session, sid, entries, dropped)
 
 
-def _unclaimed(entry: OpenInterrupt) -> OpenInterrupt:
-    return replace(entry, claimed_by=None, claim_expires_at=None)
+_unclaimed = attrgetter(*(f.name for f in fields(OpenInterrupt) if f.name not in ("claimed_by", "claim_expires_at")))
+"""An entry's fields but its claim's."""
 
 
 def refresh(con: sqlite3.Connection, tenant: str, session: int, snapshot_id: str, read: Reader) -> None:
