@@ -127,6 +127,8 @@ class SQLiteStore:
             self._db, wal, name="interlock-sqlite", reset=self._close_db, died=lambda exc: stopped(self.path, exc)
         )
         self._closed = False
+        self._took_writes = False
+        """A write committed on the current connection, and no store call failed since (see :meth:`ready`)."""
         self._watchers: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
 
     @classmethod
@@ -236,6 +238,7 @@ class SQLiteStore:
             except sqlite3.DatabaseError as exc:
                 raise self._error(exc, rows.put) from exc
             if done:
+                self._took_writes = True
                 return
         await self._run("write", rows.put, args, durable=durable)
 
@@ -243,7 +246,16 @@ class SQLiteStore:
         return await self._read(journal.entries, _key(tenant), session_id)
 
     async def ready(self) -> None:
-        """Open the file (creating the schema) and check that it takes writes."""
+        """Open the file (creating the schema) and check that it takes writes.
+
+        A store whose connection has committed a write, with no call failing since, has shown
+        that the file takes writes: that is the check, and nothing is run. (What could go
+        wrong with the file since would not show at an empty write either: the connection
+        keeps the file open, and ``BEGIN IMMEDIATE`` on a WAL file takes its lock in shared
+        memory, without I/O.)
+        """
+        if self._took_writes and not self._closed and self._worker.dead is None:
+            return
         # BEGIN IMMEDIATE takes the write lock: it fails now, before a turn runs, where a commit would fail later.
         # Nothing is written, so it commits without an fsync whatever the level. On this thread when the worker
         # is idle and the lock free (no hand-off, which costs more than the check); else the worker takes it.
@@ -314,7 +326,9 @@ class SQLiteStore:
 
     async def _write(self, fn: Callable[..., _R], *args: Any) -> _R:
         """``fn(con, *args)`` on the worker thread, in a write transaction, acknowledged once durable."""
-        return await self._run("write", fn, args)
+        value = await self._run("write", fn, args)
+        self._took_writes = True
+        return value
 
     async def _call(self, fn: Callable[..., _R], *args: Any) -> _R:
         """``fn(*args)`` on the worker thread, outside any transaction."""
@@ -330,6 +344,7 @@ class SQLiteStore:
 
     def _error(self, exc: sqlite3.DatabaseError, fn: Callable[..., Any]) -> Exception:
         """The store error ``exc`` from ``fn`` is (see :func:`sqlite_error`), reported to the hooks."""
+        self._took_writes = False  # the next ready() checks again
         error = sqlite_error(exc, self.path)
         name = getattr(fn, "__name__", "call").lstrip("_")
         hooks.store_error(error, store="sqlite", operation=_OPERATIONS.get((fn.__module__, name), name))
@@ -374,6 +389,7 @@ class SQLiteStore:
 
     def _close_db(self) -> None:
         con, self._con = self._con, None
+        self._took_writes = False
         self._rows.clear()
         if con is not None:
             with contextlib.suppress(sqlite3.Error):  # closing rolls back what is open; nothing to report
