@@ -26,13 +26,14 @@ Reordering within a batch is safe: every job in it was submitted before any of t
 finished, so none can depend on another's result.
 
 WAL housekeeping: SQLite's own checkpoints (which run inside a ``COMMIT``, on the hot
-path) are off; the worker runs ``wal_checkpoint(PASSIVE)`` itself when the frames waiting in
-the WAL pass :attr:`Worker.wal_soft` bytes and no job is waiting, or :attr:`Worker.wal_hard`
-whatever is waiting. The file keeps its size, so the log starts again over blocks it already
-has (see :mod:`._wal`); once the worker has had nothing to do for :attr:`Worker.idle_after`
-seconds, it truncates a file past :attr:`Worker.wal_soft` (``TRUNCATE``). It never waits for
-another process's readers: if they keep the WAL busy, it copies what it can and tries again
-:attr:`Worker.busy_backoff` commits later (or idle seconds, to truncate).
+path) are off; after a batch, the worker runs ``wal_checkpoint(PASSIVE)`` itself when the
+frames waiting in the WAL pass :attr:`Worker.wal_soft` bytes and no job is waiting, or
+:attr:`Worker.wal_hard` whatever is waiting. The file keeps its size, so the log starts
+again over blocks it already has (see :mod:`._wal`); once the worker has had nothing to do
+for :attr:`Worker.idle_after` seconds, it truncates a file past :attr:`Worker.wal_soft`
+(``TRUNCATE``). It never waits for another process's readers: if they keep the WAL busy, it
+copies what it can and tries again :attr:`Worker.busy_backoff` commits later (or idle
+seconds later, to truncate).
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ class Worker:
     wal_soft = 1 << 20
     """WAL bytes waiting to be copied past which a checkpoint runs when no job is waiting."""
     wal_hard = 8 << 20
-    """WAL bytes waiting to be copied past which a checkpoint runs before the next batch, whatever is waiting."""
+    """WAL bytes waiting to be copied past which a checkpoint runs after a batch, whatever is waiting."""
     idle_after = 1.0
     """Seconds without a job after which a WAL file larger than :attr:`wal_soft` is truncated."""
     busy_backoff = 100
@@ -252,14 +253,12 @@ class Worker:
                     batch.append(item)
             if batch:
                 with self._busy:
-                    if self._wal_past(self.wal_hard):
-                        self._checkpoint()
                     self._execute(batch)
                 _hand_back(batch)  # after the lock: a caller woken by it may run a write here at once
                 self._batch = []
             if stopping:
                 return
-            if self._queue.empty() and self._wal_past(self.wal_soft):
+            if self._wal_past(self.wal_soft if self._queue.empty() else self.wal_hard):
                 with self._busy:
                     self._checkpoint()
 
