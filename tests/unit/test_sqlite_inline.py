@@ -22,6 +22,7 @@ from test_sqlite_group_commit import hold_worker, put
 
 from interlock.errors import ClaimConflictError, FailedPreconditionError
 from interlock.records._journal import JournalEntry
+from interlock.stores._sql import ready as ready_rule
 from interlock.stores.sqlite import SQLiteStore
 from interlock.stores.sqlite import _rows as sqlite_rows
 
@@ -125,12 +126,13 @@ async def test_another_connections_write_lock_never_blocks_the_event_loop(
     assert set(put_threads[1:-1]) <= {threading.current_thread().name}
 
 
-async def test_ready_runs_nothing_once_a_write_committed_and_checks_again_after_a_failure(
+async def test_ready_runs_nothing_after_a_recent_committed_write_and_checks_again_after_a_failure(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def missing_table(con: sqlite3.Connection) -> None:
         con.execute("INSERT INTO no_such_table VALUES (1)")
 
+    monkeypatch.setattr(ready_rule, "PROVEN", 3600.0)  # "recent": however slow this machine is
     async with SQLiteStore(tmp_path / "s.db") as store:
         worker = store._worker  # pyright: ignore[reportPrivateUsage]
         checks: list[object] = []
@@ -146,9 +148,13 @@ async def test_ready_runs_nothing_once_a_write_committed_and_checks_again_after_
         await store.save("a", put("a"))
         await store.ready()
         await store.ready()
-        assert len(checks) == 1  # the committed write showed the file takes writes
+        assert len(checks) == 1  # the write committed just now showed the file takes writes
         with pytest.raises(FailedPreconditionError):  # a write that failed in SQLite (here: a missing table)
             await store.save_all([("b", put("b"))], then=[missing_table])
         await store.ready()
         assert len(checks) == 2  # checked again
         assert await store.load("b") is None and await store.load("a") is not None
+        await store.save("c", put("c"))
+        monkeypatch.setattr(ready_rule, "PROVEN", 0.0)  # that write is no longer recent
+        await store.ready()
+        assert len(checks) == 3
