@@ -139,6 +139,11 @@ async def check_open_interrupts_follow_the_rows(make_store: _Factory) -> None:
         await _put(store, _paused("z", "s3", _call("transfer", "t9")))
         await store.delete(["z"])
         _equal(await _open(store), [], "calls of a deleted snapshot")
+        await _put(store, _done("k", "s4", "j", at=5))  # the session went on before its paused turn was written
+        await _put(store, _paused("j", "s4", _call("transfer", "t4")))
+        _equal(await _open(store), [], "calls of a paused turn written after its session went on")
+        await store.delete(["k"])
+        _equal(await _open(store), [("j", "t4")], "calls of that turn once the one that went on was deleted")
 
 
 async def check_open_interrupts_filter_and_page(make_store: _Factory) -> None:

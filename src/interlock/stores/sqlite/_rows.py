@@ -322,14 +322,12 @@ _CLAIM_ENTRIES = f"""UPDATE {OPEN} SET claimed_by = :claimed_by, claim_until_us 
     WHERE tenant = :tenant AND snapshot_id = :snapshot_id"""
 
 
-_WENT_ON = f"""SELECT 1 FROM {TABLE} WHERE session = :session AND parent_id = :snapshot_id AND status = :completed
-    LIMIT 1"""
-
-
 _INSERT_ENTRY = (
     f"INSERT INTO {OPEN} (tenant, {', '.join(ENTRY_COLUMNS)}) "
-    f"VALUES (:tenant, {', '.join(':' + c for c in ENTRY_COLUMNS)})"
+    f"SELECT :tenant, {', '.join(':' + c for c in ENTRY_COLUMNS)} WHERE NOT EXISTS "
+    f"(SELECT 1 FROM {TABLE} WHERE session = :session AND parent_id = :raw_id AND status = :completed)"
 )
+"""An entry, unless its session went on from its snapshot (a completed child names it as parent)."""
 
 
 _COMPLETED = word_in("completed")
@@ -436,9 +434,8 @@ def _insert_entries(
     con: sqlite3.Connection, tenant: str, session: int, sid: str, entries: list[OpenInterrupt], dropped: set[str]
 ) -> None:
     """Insert a snapshot's entries (it has none in the table), unless its session went on from it."""
-    went_on = {"session": session, "snapshot_id": id_in(sid), "completed": _COMPLETED}
-    if con.execute(_WENT_ON, went_on).fetchone() is None:
-        con.executemany(_INSERT_ENTRY, [entry_values(tenant, e) for e in entries])
+    went_on = {"session": session, "raw_id": id_in(sid), "completed": _COMPLETED}
+    if con.executemany(_INSERT_ENTRY, [entry_values(tenant, e) | went_on for e in entries]).rowcount:
         dropped.discard(sid)
 
 
