@@ -144,6 +144,7 @@ class Worker:
         """Held while the connection is in use: by the thread for each batch, by :meth:`run_here`."""
         self._synchronous = "FULL"
         self._retry_after = 0  # a checkpoint found the WAL busy: not before this many commits
+        self._wal_large = False  # the WAL file was past wal_soft after the last batch
         self.commits = 0
         """Write transactions committed (each is one fsync with ``synchronous=FULL``)."""
         self.writes = 0
@@ -251,26 +252,40 @@ class Worker:
                     stopping = True
                 else:
                     batch.append(item)
+            due = False
             if batch:
                 with self._busy:
                     self._execute(batch)
+                    due = self._look_at_wal()  # before the hand-back: see _look_at_wal
                 _hand_back(batch)  # after the lock: a caller woken by it may run a write here at once
                 self._batch = []
             if stopping:
                 return
-            if self._wal_past(self.wal_soft if self._queue.empty() else self.wal_hard):
+            if due:
                 with self._busy:
                     self._checkpoint()
 
+    def _look_at_wal(self) -> bool:
+        """Whether a checkpoint is due; notes whether the file is left large (for :meth:`_next`).
+
+        Called before a batch's hand-back: its system calls release the GIL, which the callers
+        woken by the hand-back would take each time (a thread switch per call).
+        """
+        if self._wal_path is None:
+            return False
+        self._wal_large = wal.file_bytes(self._wal_path) > self.wal_soft
+        return self._wal_past(self.wal_soft if self._queue.empty() else self.wal_hard)
+
     def _next(self) -> Job | None:
         """The next item of the queue; while waiting for it, truncate a WAL file left large once idle."""
-        while self._wal_path is not None and wal.file_bytes(self._wal_path) > self.wal_soft:
+        while self._wal_large:
             try:
                 return self._queue.get(timeout=self.idle_after)
             except queue.Empty:
                 with self._busy:
                     if not self._checkpoint(truncate=True):
                         break  # another connection reads the log: wait for work, and try after it
+                    self._wal_large = False
         return self._queue.get()
 
     def _execute(self, batch: list[Job]) -> None:
