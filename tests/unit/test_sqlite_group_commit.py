@@ -17,6 +17,7 @@ from interlock.errors import ClaimConflictError, FailedPreconditionError
 from interlock.records._sessions import SessionState, Snapshot
 from interlock.stores import Updater
 from interlock.stores.sqlite import SQLiteStore
+from interlock.stores.sqlite import _wal as sqlite_wal
 from interlock.testing import ScriptedModel
 
 
@@ -197,3 +198,22 @@ async def test_a_turn_on_a_busy_store_still_pauses_and_resumes(tmp_path: pathlib
         assert await asyncio.gather(*(cycle() for _ in range(40))) == ["stop"] * 40
         commits, writes = worker.commits - before[0], worker.writes - before[1]
         assert commits < writes  # some writes shared a transaction
+
+
+def test_the_frames_waiting_in_the_wal_are_read_from_its_header(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "h.db"
+    con = sqlite3.connect(path, isolation_level=None)
+    con.execute("PRAGMA journal_mode = WAL")
+    con.execute("PRAGMA wal_autocheckpoint = 0")
+    con.execute("CREATE TABLE t (v TEXT)")
+    wal_path = f"{path}-wal"
+    for _ in range(20):
+        con.execute("INSERT INTO t VALUES (?)", ("x" * 3000,))
+    assert sqlite_wal.pending_bytes(wal_path) >= 20 * 3000
+    _, frames, copied = con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    assert frames == copied > 0  # nobody else reads: every frame copied
+    assert sqlite_wal.pending_bytes(wal_path) == 0
+    con.execute("INSERT INTO t VALUES ('y')")  # the log starts again at its beginning, the file keeps its size
+    assert 0 < sqlite_wal.pending_bytes(wal_path) < sqlite_wal.file_bytes(wal_path)
+    con.close()
+    assert sqlite_wal.pending_bytes(str(tmp_path / "none.db-wal")) == 0  # no log: nothing waits

@@ -23,19 +23,23 @@ _FRAME_HEADER = 24
 
 
 def pending_bytes(wal_path: str) -> int:
-    """Bytes of the log's frames not yet copied into the database (0 if unknown: no ``-shm`` file yet)."""
+    """Bytes of the log's frames not yet copied into the database.
+
+    When the header cannot be read, the log file's size stands in for them (what the worker
+    measured before: a checkpoint too many at worst, never a log that grows unchecked).
+    """
     try:
         fd = os.open(wal_path[: -len("-wal")] + "-shm", os.O_RDONLY)
     except OSError:
-        return 0
+        return file_bytes(wal_path)
     try:
         raw = os.pread(fd, _HEADER.size, 0)
     except OSError:
-        return 0
+        return file_bytes(wal_path)
     finally:
         os.close(fd)
     if len(raw) < _HEADER.size:
-        return 0
+        return file_bytes(wal_path)
     page, last, copied = _HEADER.unpack(raw)
     page = 65536 if page == 1 else page
     return max(0, last - copied) * (page + _FRAME_HEADER)
