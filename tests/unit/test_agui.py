@@ -6,6 +6,7 @@ drives a real server in ``tests/integration/test_agui_client.py``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -193,6 +194,7 @@ async def test_an_expired_interrupt_takes_only_a_cancel() -> None:
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
         (pending,) = outcome_of(await run(http, "clock", messages=say("go"))).interrupts
         assert pending.expires_at is not None
+        await asyncio.sleep(0.01)  # past the 1 ms deadline, however fast the pause returned
         yes = [{"interruptId": "s1", "status": "resolved", "payload": {"approved": True}}]
         error = error_of(await run(http, "clock", resume=yes))
         assert error.code == "FAILED_PRECONDITION" and "expired" in error.message

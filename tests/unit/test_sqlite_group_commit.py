@@ -20,6 +20,7 @@ from interlock.records._journal import JournalEntry
 from interlock.records._sessions import SessionState, Snapshot
 from interlock.stores import Updater
 from interlock.stores.sqlite import SQLiteStore
+from interlock.stores.sqlite import _wal as sqlite_wal
 from interlock.testing import ScriptedModel
 
 
@@ -295,3 +296,22 @@ async def test_a_worker_thread_that_dies_fails_the_waiting_and_later_calls(
         assert worker.dead is not None
         with pytest.raises(UnavailableError):
             await store.load("warm")
+
+
+def test_the_frames_waiting_in_the_wal_are_read_from_its_header(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "h.db"
+    con = sqlite3.connect(path, isolation_level=None)
+    con.execute("PRAGMA journal_mode = WAL")
+    con.execute("PRAGMA wal_autocheckpoint = 0")
+    con.execute("CREATE TABLE t (v TEXT)")
+    wal_path = f"{path}-wal"
+    for _ in range(20):
+        con.execute("INSERT INTO t VALUES (?)", ("x" * 3000,))
+    assert sqlite_wal.pending_bytes(wal_path) >= 20 * 3000
+    _, frames, copied = con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    assert frames == copied > 0  # nobody else reads: every frame copied
+    assert sqlite_wal.pending_bytes(wal_path) == 0
+    con.execute("INSERT INTO t VALUES ('y')")  # the log starts again at its beginning, the file keeps its size
+    assert 0 < sqlite_wal.pending_bytes(wal_path) < sqlite_wal.file_bytes(wal_path)
+    con.close()
+    assert sqlite_wal.pending_bytes(str(tmp_path / "none.db-wal")) == 0  # no log: nothing waits

@@ -14,14 +14,15 @@ import pathlib
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from test_sqlite_group_commit import hold_worker
+from test_sqlite_group_commit import hold_worker, put
 
-from interlock.errors import ClaimConflictError
+from interlock.errors import ClaimConflictError, FailedPreconditionError
 from interlock.records._journal import JournalEntry
+from interlock.stores._sql import ready as ready_rule
 from interlock.stores.sqlite import SQLiteStore
 from interlock.stores.sqlite import _rows as sqlite_rows
 
@@ -123,3 +124,37 @@ async def test_another_connections_write_lock_never_blocks_the_event_loop(
     # the statement tried here was refused by the lock at once (changing nothing); the worker wrote it
     assert put_threads[0] == put_threads[-1] == "interlock-sqlite"
     assert set(put_threads[1:-1]) <= {threading.current_thread().name}
+
+
+async def test_ready_runs_nothing_after_a_recent_committed_write_and_checks_again_after_a_failure(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def missing_table(con: sqlite3.Connection) -> None:
+        con.execute("INSERT INTO no_such_table VALUES (1)")
+
+    monkeypatch.setattr(ready_rule, "PROVEN", 3600.0)  # "recent": however slow this machine is
+    async with SQLiteStore(tmp_path / "s.db") as store:
+        worker = store._worker  # pyright: ignore[reportPrivateUsage]
+        checks: list[object] = []
+        real = worker.run_here
+
+        def spy(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[bool, Any]:
+            checks.append(fn)
+            return real(fn, args)
+
+        monkeypatch.setattr(worker, "run_here", spy)
+        await store.ready()
+        assert len(checks) == 1  # a new store: its write lock taken (and given back) on this thread
+        await store.save("a", put("a"))
+        await store.ready()
+        await store.ready()
+        assert len(checks) == 1  # the write committed just now showed the file takes writes
+        with pytest.raises(FailedPreconditionError):  # a write that failed in SQLite (here: a missing table)
+            await store.save_all([("b", put("b"))], then=[missing_table])
+        await store.ready()
+        assert len(checks) == 2  # checked again
+        assert await store.load("b") is None and await store.load("a") is not None
+        await store.save("c", put("c"))
+        monkeypatch.setattr(ready_rule, "PROVEN", 0.0)  # that write is no longer recent
+        await store.ready()
+        assert len(checks) == 3

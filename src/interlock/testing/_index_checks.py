@@ -125,6 +125,9 @@ async def check_open_interrupts_follow_the_rows(make_store: _Factory) -> None:
         _equal(len(await _open(store)), 2, "calls after a failed and a running resume")
         await _change(store, "r", status="completed", finish_reason="stop")
         _equal(await _open(store), [], "calls after the session went on")
+        await _change(store, "p", claimed_by="r9", claim_expires_at=until)
+        _equal(await _open(store, now=until), [], "calls the session went on from, after a claim on them")
+        await _change(store, "p", claimed_by=None, claim_expires_at=None)
         await store.delete(["r"])
         _equal(len(await _open(store)), 2, "calls after the snapshot that went on was deleted")
         await _put(store, _done("x", "s-other", "p", at=4))
@@ -136,6 +139,11 @@ async def check_open_interrupts_follow_the_rows(make_store: _Factory) -> None:
         await _put(store, _paused("z", "s3", _call("transfer", "t9")))
         await store.delete(["z"])
         _equal(await _open(store), [], "calls of a deleted snapshot")
+        await _put(store, _done("k", "s4", "j", at=5))  # the session went on before its paused turn was written
+        await _put(store, _paused("j", "s4", _call("transfer", "t4")))
+        _equal(await _open(store), [], "calls of a paused turn written after its session went on")
+        await store.delete(["k"])
+        _equal(await _open(store), [("j", "t4")], "calls of that turn once the one that went on was deleted")
 
 
 async def check_open_interrupts_filter_and_page(make_store: _Factory) -> None:

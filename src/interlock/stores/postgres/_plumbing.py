@@ -32,6 +32,7 @@ from ...errors import (
     UnavailableError,
     UsageError,
 )
+from .._sql.ready import proven
 from .._sql.row_codec import to_us
 from .._sql.versions import SCHEMA_TABLE, plan_upgrade
 from . import _index as index
@@ -55,8 +56,6 @@ from ._wire import Answer, Wire
 from ._wire import Wire as Conn
 
 _R = TypeVar("_R")
-PROVEN = 1.0
-"""Seconds a committed write answers :meth:`PgPlumbing.ready` for (no failure since)."""
 _RETRIES = 20
 _RETRYABLE = (errors.SerializationFailure, errors.DeadlockDetected)
 _RACED = (PRIMARY_KEY, journal_rows.PRIMARY_KEY)
@@ -92,13 +91,13 @@ class PgPlumbing:
     async def ready(self) -> None:
         """Connect (creating or checking the schema) and check that the server takes writes.
 
-        A write this store committed within the last :data:`PROVEN` seconds, with no failure
-        since, answers without asking the server: it is as recent a proof as the check's own
-        answer would be by the time the caller acts on it (the engine asks before each turn
-        that no claim has checked, so a busy store saves a round trip per turn).
+        A write this store committed within the last
+        :data:`~interlock.stores._sql.ready.PROVEN` seconds, with no failure since, answers
+        without asking the server (:func:`~interlock.stores._sql.ready.proven`): a busy store
+        saves a round trip per turn.
         """
         await self.setup()
-        if self._wrote_at is not None and time.monotonic() - self._wrote_at < PROVEN:
+        if proven(self._wrote_at):
             return
 
         async def check(con: Conn) -> None:

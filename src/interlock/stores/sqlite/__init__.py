@@ -32,9 +32,9 @@ WAL journal, ``synchronous=FULL`` and a 30 s busy timeout; every write transacti
 with ``BEGIN IMMEDIATE`` (creating the schema too, so concurrent processes opening a new
 file are safe), and :meth:`SQLiteStore.save` runs read → updater → write inside that one
 transaction, so it is atomic across processes. The updater therefore runs on the worker
-thread: like every updater, it must be a pure function. The worker checkpoints and
-truncates the WAL itself, off the hot path, so a long-running store stays near its
-logical size.
+thread: like every updater, it must be a pure function. The worker checkpoints the WAL
+itself, between batches, and truncates it once idle, so a long-running store stays near its
+logical size (see :mod:`._worker`).
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ from ...records._outbox import OutboxEvent
 from ...records._sessions import TERMINAL, Snapshot
 from ...telemetry import _hooks as hooks
 from .. import JournalUpdater, SnapshotInfo, Updater, check_tenant, run_steps
+from .._sql.ready import proven
 from . import _journal as journal
 from . import _outbox as outbox
 from . import _rows as rows
@@ -127,6 +128,8 @@ class SQLiteStore:
             self._db, wal, name="interlock-sqlite", reset=self._close_db, died=lambda exc: stopped(self.path, exc)
         )
         self._closed = False
+        self._wrote_at: float | None = None
+        """When (``time.monotonic()``) a write committed on the current connection, if no call failed since."""
         self._watchers: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
 
     @classmethod
@@ -236,6 +239,7 @@ class SQLiteStore:
             except sqlite3.DatabaseError as exc:
                 raise self._error(exc, rows.put) from exc
             if done:
+                self._wrote_at = time.monotonic()
                 return
         await self._run("write", rows.put, args, durable=durable)
 
@@ -243,7 +247,16 @@ class SQLiteStore:
         return await self._read(journal.entries, _key(tenant), session_id)
 
     async def ready(self) -> None:
-        """Open the file (creating the schema) and check that it takes writes."""
+        """Open the file (creating the schema) and check that it takes writes.
+
+        A write committed on the store's connection within the last
+        :data:`~interlock.stores._sql.ready.PROVEN` seconds, with no call failing since, has
+        shown that: nothing is run (:func:`~interlock.stores._sql.ready.proven`, as for the
+        PostgreSQL store). An empty write would find little more: the connection keeps the file
+        open, and ``BEGIN IMMEDIATE`` on a WAL file takes its lock in shared memory, without I/O.
+        """
+        if proven(self._wrote_at) and not self._closed and self._worker.dead is None:
+            return
         # BEGIN IMMEDIATE takes the write lock: it fails now, before a turn runs, where a commit would fail later.
         # Nothing is written, so it commits without an fsync whatever the level. On this thread when the worker
         # is idle and the lock free (no hand-off, which costs more than the check); else the worker takes it.
@@ -314,7 +327,9 @@ class SQLiteStore:
 
     async def _write(self, fn: Callable[..., _R], *args: Any) -> _R:
         """``fn(con, *args)`` on the worker thread, in a write transaction, acknowledged once durable."""
-        return await self._run("write", fn, args)
+        value = await self._run("write", fn, args)
+        self._wrote_at = time.monotonic()
+        return value
 
     async def _call(self, fn: Callable[..., _R], *args: Any) -> _R:
         """``fn(*args)`` on the worker thread, outside any transaction."""
@@ -330,6 +345,7 @@ class SQLiteStore:
 
     def _error(self, exc: sqlite3.DatabaseError, fn: Callable[..., Any]) -> Exception:
         """The store error ``exc`` from ``fn`` is (see :func:`sqlite_error`), reported to the hooks."""
+        self._wrote_at = None  # the next ready() checks again
         error = sqlite_error(exc, self.path)
         name = getattr(fn, "__name__", "call").lstrip("_")
         hooks.store_error(error, store="sqlite", operation=_OPERATIONS.get((fn.__module__, name), name))
@@ -374,6 +390,7 @@ class SQLiteStore:
 
     def _close_db(self) -> None:
         con, self._con = self._con, None
+        self._wrote_at = None
         self._rows.clear()
         if con is not None:
             with contextlib.suppress(sqlite3.Error):  # closing rolls back what is open; nothing to report

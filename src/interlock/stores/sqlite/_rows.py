@@ -16,11 +16,13 @@ import json
 import secrets
 import sqlite3
 from collections.abc import Callable, Sequence
+from dataclasses import fields
+from operator import attrgetter
 from typing import Any, NamedTuple, cast
 
 from ...errors import DataLossError
 from ...messages import messages_to_json
-from ...records._interrupt_index import entries_of
+from ...records._interrupt_index import OpenInterrupt, entries_of
 from ...records._journal import Expecting, JournalEntry, superseded
 from ...records._outbox import OutboxEvent
 from ...records._sessions import Artifact, Snapshot
@@ -53,6 +55,7 @@ from ._schema import (
     SESSIONS,
     TABLE,
     UPDATE_BOOKKEEPING,
+    UPDATE_BOOKKEEPING_IN_PLACE,
     UPSERT,
     batches,
 )
@@ -103,7 +106,8 @@ class SnapshotRows(MessageChains):
 
         The snapshots (with their leaf and index rows), the journal's entries and the outbox's events.
         """
-        results = [self.save(con, tenant, sid, update) for sid, update in updates]
+        dropped: set[str] = set()  # snapshots whose entries this transaction deleted (no second delete)
+        results = [self.save(con, tenant, sid, update, dropped) for sid, update in updates]
         for key, update in entries:
             if isinstance(update, Expecting):  # one conditional statement, no read
                 put(con, tenant, update.entry, update.entry.attempt)
@@ -114,9 +118,12 @@ class SnapshotRows(MessageChains):
         return [written for written, _ in results], any(changed for _, changed in results)
 
     def save(
-        self, con: sqlite3.Connection, tenant: str, snapshot_id: str, update: Updater
+        self, con: sqlite3.Connection, tenant: str, snapshot_id: str, update: Updater, dropped: set[str]
     ) -> tuple[Snapshot | None, bool]:
-        """Read → update → write in the caller's write transaction: the row written, and if its status changed."""
+        """Read → update → write in the caller's write transaction: the row written, and if its status changed.
+
+        ``dropped``: the snapshots whose entries the transaction has deleted so far (see :func:`written`).
+        """
         row = self.fetch(con, tenant, snapshot_id)
         old: Messages | None = None
         current: Snapshot | None = None
@@ -129,7 +136,7 @@ class SnapshotRows(MessageChains):
             return None, False
         session = self.write(con, tenant, row, old, old_artifacts, new)
         before = None if row is None else (row.parent_id, row.status, row.finish_reason)
-        written(con, tenant, session, before, new, lambda sid: self.read(con, tenant, sid))
+        written(con, tenant, session, before, current, new, lambda sid: self.read(con, tenant, sid), dropped)
         return new, row is None or row.status != new.status
 
     def write(
@@ -154,7 +161,10 @@ class SnapshotRows(MessageChains):
         if row is not None and unchanged:
             # Heartbeats, aborts, claims: the messages stay as stored, not re-encoded.
             kept_base = row.base_id
-            if kept_base is None and row.keep > 0 and new.parent_id != row.parent_id:
+            if new.parent_id == row.parent_id:  # the usual case (a claim, a heartbeat): no index entry changes
+                con.execute(UPDATE_BOOKKEEPING_IN_PLACE, values)
+                return row.session
+            if kept_base is None and row.keep > 0:
                 kept_base = row.parent_id  # the implicit base (the old parent) must be named now
             con.execute(UPDATE_BOOKKEEPING, values | {"base_id": id_or_none(kept_base)})
             return row.session
@@ -308,14 +318,16 @@ _DROP_ENTRIES = f"DELETE FROM {OPEN} WHERE tenant = :tenant AND snapshot_id = :s
 _DROP_ENTRIES_IN = _DROP_ENTRIES + " AND session_id = :session_id"
 
 
-_WENT_ON = f"""SELECT 1 FROM {TABLE} WHERE session = :session AND parent_id = :snapshot_id AND status = :completed
-    LIMIT 1"""
+_CLAIM_ENTRIES = f"""UPDATE {OPEN} SET claimed_by = :claimed_by, claim_until_us = :until
+    WHERE tenant = :tenant AND snapshot_id = :snapshot_id"""
 
 
 _INSERT_ENTRY = (
     f"INSERT INTO {OPEN} (tenant, {', '.join(ENTRY_COLUMNS)}) "
-    f"VALUES (:tenant, {', '.join(':' + c for c in ENTRY_COLUMNS)})"
+    f"SELECT :tenant, {', '.join(':' + c for c in ENTRY_COLUMNS)} WHERE NOT EXISTS "
+    f"(SELECT 1 FROM {TABLE} WHERE session = :session AND parent_id = :raw_id AND status = :completed)"
 )
+"""An entry, unless its session went on from its snapshot (a completed child names it as parent)."""
 
 
 _COMPLETED = word_in("completed")
@@ -330,25 +342,62 @@ def written(
     tenant: str,
     session: int,
     before: tuple[str | None, str, str | None] | None,
+    old: Snapshot | None,
     new: Snapshot,
     read: Reader,
+    dropped: set[str],
 ) -> None:
-    """Bring the leaves and the index in line after ``new`` was written (``before``: see :func:`plan`)."""
+    """Bring the leaves and the index in line after ``new`` was written over ``old`` (``before``: see :func:`plan`).
+
+    ``dropped`` holds the snapshots this transaction left without entries: a parent whose own write
+    dropped them (its claim was answered) is not deleted from again when its child completes.
+    """
     p = plan(before, new)
     sid = id_in(new.snapshot_id)
     if p.unlink is not None:
+        dropped.discard(p.unlink)
         refresh(con, tenant, session, p.unlink, read)
     if p.drop_parent_leaf is not None:
         con.execute(_DROP_LEAF, {"session": session, "snapshot_id": id_in(p.drop_parent_leaf)})
     if p.add_leaf:
         con.execute(_ADD_LEAF, {"session": session, "snapshot_id": sid, "created_us": to_us(new.created_at)})
-    if p.drop_parent_entries is not None:
+    if p.drop_parent_entries is not None and p.drop_parent_entries not in dropped:
         con.execute(
             _DROP_ENTRIES_IN,
             {"tenant": tenant, "snapshot_id": p.drop_parent_entries, "session_id": new.session_id},
         )
     if p.own_entries:
-        put_entries(con, tenant, session, new)
+        rewrite_entries(con, tenant, session, old, new, dropped)
+
+
+def rewrite_entries(
+    con: sqlite3.Connection, tenant: str, session: int, old: Snapshot | None, new: Snapshot, dropped: set[str]
+) -> None:
+    """Write ``new``'s entries over ``old``'s with the fewest statements (``old``: ``None`` for a new row).
+
+    The table holds ``old``'s entries (none for a new row, or once its session went on), so
+    entries that differ from them in their claim only (a claim taken, refreshed, released) are
+    one ``UPDATE`` of the claim columns, and equal ones no statement at all.
+    """
+    sid = new.snapshot_id
+    entries = entries_of(new)
+    if old is not None:
+        before = entries_of(old)
+        if [_unclaimed(e) for e in before] == [_unclaimed(e) for e in entries]:
+            if before != entries:
+                until = entries[0].claim_expires_at
+                claim = {"claimed_by": entries[0].claimed_by, "until": None if until is None else to_us(until)}
+                con.execute(_CLAIM_ENTRIES, claim | {"tenant": tenant, "snapshot_id": sid})
+            return
+        if sid not in dropped:
+            con.execute(_DROP_ENTRIES, {"tenant": tenant, "snapshot_id": sid})
+    dropped.add(sid)
+    if entries:
+        _insert_entries(con, tenant, session, sid, entries, dropped)
+
+
+_unclaimed = attrgetter(*(f.name for f in fields(OpenInterrupt) if f.name not in ("claimed_by", "claim_expires_at")))
+"""An entry's fields but its claim's."""
 
 
 def refresh(con: sqlite3.Connection, tenant: str, session: int, snapshot_id: str, read: Reader) -> None:
@@ -374,13 +423,20 @@ def refresh(con: sqlite3.Connection, tenant: str, session: int, snapshot_id: str
 
 
 def put_entries(con: sqlite3.Connection, tenant: str, session: int, snap: Snapshot) -> None:
+    """Rewrite one snapshot's entries from scratch (whatever the table held for it)."""
     con.execute(_DROP_ENTRIES, {"tenant": tenant, "snapshot_id": snap.snapshot_id})
     entries = entries_of(snap)
-    if not entries:
-        return
-    went_on = {"session": session, "snapshot_id": id_in(snap.snapshot_id), "completed": _COMPLETED}
-    if con.execute(_WENT_ON, went_on).fetchone() is None:
-        con.executemany(_INSERT_ENTRY, [entry_values(tenant, e) for e in entries])
+    if entries:
+        _insert_entries(con, tenant, session, snap.snapshot_id, entries, set())
+
+
+def _insert_entries(
+    con: sqlite3.Connection, tenant: str, session: int, sid: str, entries: list[OpenInterrupt], dropped: set[str]
+) -> None:
+    """Insert a snapshot's entries (it has none in the table), unless its session went on from it."""
+    went_on = {"session": session, "raw_id": id_in(sid), "completed": _COMPLETED}
+    if con.executemany(_INSERT_ENTRY, [entry_values(tenant, e) | went_on for e in entries]).rowcount:
+        dropped.discard(sid)
 
 
 def forget(con: sqlite3.Connection, tenant: str, session: int, snapshot_id: str) -> None:

@@ -142,6 +142,10 @@ UPSERT = f"""INSERT INTO {TABLE} (tenant, {", ".join(_COLUMNS)})
 """Named parameters: ``tenant`` and every column (:data:`BOOKKEEPING` and the content columns)."""
 UPDATE_BOOKKEEPING = f"""UPDATE {TABLE} SET base_id = :base_id, {", ".join(f"{c} = :{c}" for c in BOOKKEEPING)}
     WHERE tenant = :tenant AND snapshot_id = :snapshot_id"""
+UPDATE_BOOKKEEPING_IN_PLACE = f"""UPDATE {TABLE} SET {", ".join(f"{c} = :{c}" for c in BOOKKEEPING[1:])}
+    WHERE tenant = :tenant AND snapshot_id = :snapshot_id"""
+""":data:`UPDATE_BOOKKEEPING` for a row whose ``parent_id`` and ``base_id`` stay: SQLite rewrites the index
+entries of every indexed column a ``SET`` names, changed or not (a page more in the WAL per index)."""
 _BASE = "CASE WHEN {0}keep > 0 THEN coalesce({0}base_id, {0}parent_id) END"
 SELECT_CHAIN = f"""WITH RECURSIVE chain (depth, snapshot_id, base, keep, tail, mrev, base_mrev) AS (
         SELECT 0, snapshot_id, {_BASE.format("")}, keep, tail, mrev, base_mrev FROM {TABLE}

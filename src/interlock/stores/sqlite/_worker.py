@@ -30,17 +30,20 @@ Reordering within a batch is safe: every job in it was submitted before any of t
 finished, so none can depend on another's result.
 
 WAL housekeeping: SQLite's own checkpoints (which run inside a ``COMMIT``, on the hot
-path) are off; the worker runs ``wal_checkpoint(TRUNCATE)`` itself when the WAL file has
-grown past :attr:`Worker.wal_soft` and no job is waiting, or past :attr:`Worker.wal_hard`
-whatever is waiting. It never waits for another process's readers: if they keep the WAL
-busy, it copies what it can (``PASSIVE``) and tries again :attr:`Worker.busy_backoff` commits later.
+path) are off; after a batch, the worker runs ``wal_checkpoint(PASSIVE)`` itself when the
+frames waiting in the WAL pass :attr:`Worker.wal_soft` bytes and no job is waiting, or
+:attr:`Worker.wal_hard` whatever is waiting. The file keeps its size, so the log starts
+again over blocks it already has (see :mod:`._wal`); once the worker has had nothing to do
+for :attr:`Worker.idle_after` seconds, it truncates a file past :attr:`Worker.wal_soft`
+(``TRUNCATE``). It never waits for another process's readers: if they keep the WAL busy, it
+copies what it can and tries again :attr:`Worker.busy_backoff` commits later (or idle
+seconds later, to truncate).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import queue
 import sqlite3
 import threading
@@ -48,6 +51,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from . import _wal as wal
 from ._errors import is_busy
 
 JobKind = Literal["read", "write", "call"]
@@ -110,9 +114,11 @@ class Worker:
     """The thread that owns one connection (``connect()`` returns it, opening it on first use)."""
 
     wal_soft = 1 << 20
-    """WAL bytes past which a checkpoint runs when no job is waiting."""
+    """WAL bytes waiting to be copied past which a checkpoint runs when no job is waiting."""
     wal_hard = 8 << 20
-    """WAL bytes past which a checkpoint runs before the next batch, whatever is waiting."""
+    """WAL bytes waiting to be copied past which a checkpoint runs after a batch, whatever is waiting."""
+    idle_after = 1.0
+    """Seconds without a job after which a WAL file larger than :attr:`wal_soft` is truncated."""
     busy_backoff = 100
     """Commits to wait before trying again, when another connection kept a checkpoint from finishing."""
 
@@ -144,6 +150,7 @@ class Worker:
         """Held while the connection is in use: by the thread for each batch, by :meth:`run_here`."""
         self._synchronous = "FULL"
         self._retry_after = 0  # a checkpoint found the WAL busy: not before this many commits
+        self._wal_large = False  # the WAL file was past wal_soft after the last batch
         self.commits = 0
         """Write transactions committed."""
         self.flushes = 0
@@ -151,7 +158,7 @@ class Worker:
         self.writes = 0
         """Write jobs committed."""
         self.checkpoints = 0
-        """WAL checkpoints that truncated the file."""
+        """WAL checkpoints that copied every frame (and, idle, truncated the file)."""
 
     def run_here(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[bool, Any]:
         """Run a one-statement write that needs no fsync on the caller's thread, if the worker is idle.
@@ -259,7 +266,7 @@ class Worker:
         while True:
             batch: list[Job] = []
             self._batch = batch
-            item = self._queue.get()
+            item = self._next()
             stopping = item is None
             batch += item or ()
             while not stopping:
@@ -269,17 +276,40 @@ class Worker:
                     break
                 stopping = item is None
                 batch += item or ()
+            due = False
             if batch:
                 with self._busy:
-                    if self._wal_past(self.wal_hard):
-                        self._checkpoint()
                     self._execute(batch)
+                    due = self._look_at_wal()  # before the hand-back: see _look_at_wal
                 self._answer(self._batch)  # after the lock: a caller woken by it may run a write here at once
             if stopping:
                 return
-            if self._queue.empty() and self._wal_past(self.wal_soft):
+            if due:
                 with self._busy:
                     self._checkpoint()
+
+    def _look_at_wal(self) -> bool:
+        """Whether a checkpoint is due; notes whether the file is left large (for :meth:`_next`).
+
+        Called before a batch's hand-back: its system calls release the GIL, which the callers
+        woken by the hand-back would take each time (a thread switch per call).
+        """
+        if self._wal_path is None:
+            return False
+        self._wal_large = wal.file_bytes(self._wal_path) > self.wal_soft
+        return self._wal_past(self.wal_soft if self._queue.empty() else self.wal_hard)
+
+    def _next(self) -> list[Job] | None:
+        """The next item of the queue; while waiting for it, truncate a WAL file left large once idle."""
+        while self._wal_large:
+            try:
+                return self._queue.get(timeout=self.idle_after)
+            except queue.Empty:
+                with self._busy:
+                    if not self._checkpoint(truncate=True):
+                        break  # another connection reads the log: wait for work, and try after it
+                    self._wal_large = False
+        return self._queue.get()
 
     def _execute(self, batch: list[Job]) -> None:
         """Run ``batch`` in groups: its reads, its writes that need no flush, its durable writes, its calls.
@@ -417,33 +447,38 @@ class Worker:
             self._synchronous = level
 
     def _wal_past(self, limit: int) -> bool:
-        """Whether the WAL file has grown past ``limit`` bytes (and no busy checkpoint asked to wait)."""
+        """Whether the WAL's frames not yet copied pass ``limit`` bytes (and no busy checkpoint asked to wait)."""
         if self._wal_path is None or self.commits < self._retry_after:
             return False
-        try:
-            return os.path.getsize(self._wal_path) >= limit
-        except OSError:
-            return False
+        return wal.pending_bytes(self._wal_path) >= limit
 
-    def _checkpoint(self) -> None:
-        """Checkpoint and truncate the WAL; never waits for other processes."""
+    def _checkpoint(self, *, truncate: bool = False) -> bool:
+        """Copy the WAL's frames into the database (and ``truncate`` the file); never waits for other processes.
+
+        ``True`` when every frame was copied (and the file truncated).
+        """
         try:
             con = self._connect()
         except sqlite3.Error:
-            return
+            return False
         try:
             con.execute("PRAGMA busy_timeout = 0")
             try:
-                busy = con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-                if busy:  # another connection reads an older version: copy what can be, try again later
-                    con.execute("PRAGMA wal_checkpoint(PASSIVE)")
-                    self._retry_after = self.commits + self.busy_backoff
-                else:
-                    self.checkpoints += 1
+                busy, frames, copied = con.execute(
+                    "PRAGMA wal_checkpoint(TRUNCATE)" if truncate else "PRAGMA wal_checkpoint(PASSIVE)"
+                ).fetchone()
+                if busy and truncate:  # another connection reads an older version: copy what can be
+                    busy, frames, copied = con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    busy = 1
             finally:
                 con.execute("PRAGMA busy_timeout = 30000")
         except sqlite3.Error:
-            pass  # housekeeping only: the next commit says what is wrong, if anything is
+            return False  # housekeeping only: the next commit says what is wrong, if anything is
+        if busy or copied < frames:  # try again later
+            self._retry_after = self.commits + self.busy_backoff
+            return False
+        self.checkpoints += 1
+        return True
 
 
 def _together(con: sqlite3.Connection, jobs: list[Job]) -> Job | None:
