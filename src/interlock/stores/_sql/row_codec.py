@@ -16,7 +16,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from json.encoder import encode_basestring
 from typing import Any, NamedTuple, cast
+
+try:
+    from _json import make_encoder
+except ImportError:  # pragma: no cover - CPython has it
+    make_encoder = None
 
 from ..._json_object import is_array
 from ..._stored_messages import stored_messages
@@ -114,8 +120,18 @@ class Link(NamedTuple):
 # JSON and errors ------------------------------------------------------------------------------
 
 
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def dumps(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """``value`` as compact JSON, non-ASCII kept: ``json.dumps(value, ensure_ascii=False, separators=(",", ":"))``.
+
+    Straight to the json module's C encoder, as ``json.dumps`` ends up (without its encoder object's
+    construction per call, and the Python layers above the C encoder).
+    """
+    if make_encoder is None:  # pragma: no cover - CPython has the C encoder
+        return _JSON.encode(value)
+    return "".join(make_encoder({}, _JSON.default, encode_basestring, None, ":", ",", False, False, True)(value, 0))
 
 
 def corrupt(snapshot_id: str, what: str, exc: BaseException | None = None) -> DataLossError:

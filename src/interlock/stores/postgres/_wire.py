@@ -87,6 +87,17 @@ def _parse(query: str) -> _Sql:
 
 
 def _array(values: Sequence[object]) -> bytes:
+    """A ``text[]`` literal; ids and keys (strings without quotes or backslashes) are joined in one go."""
+    try:
+        raw = "\x00".join(cast("Sequence[str]", values))
+    except TypeError:  # an element that is not a string
+        return _array_items(values)
+    if '"' in raw or "\\" in raw or raw.count("\x00") != len(values) - 1:
+        return _array_items(values)  # to escape, or a NUL of its own
+    return ('{"' + raw.replace("\x00", '","') + '"}').encode() if values else b"{}"
+
+
+def _array_items(values: Sequence[object]) -> bytes:
     items: list[str] = []
     for v in values:
         if v is None:
@@ -103,7 +114,7 @@ def _encode(args: Sequence[Any]) -> tuple[list[bytes | None], tuple[int, ...]]:
     """Arguments as text-format bytes, and the types they are declared as (exact types first: the usual ones)."""
     values: list[bytes | None] = []
     types: list[int] = []
-    for value in cast(Sequence[object], args):
+    for value in args:
         if type(value) is str:
             if "\x00" in value:  # libpq would cut a text argument at its first NUL
                 raise errors.DataError("PostgreSQL text fields cannot contain NUL (0x00) bytes")
@@ -122,7 +133,7 @@ def _encode(args: Sequence[Any]) -> tuple[list[bytes | None], tuple[int, ...]]:
             values.append(repr(value).encode())
             types.append(_FLOAT8)
         elif type(value) is list or type(value) is tuple:
-            values.append(_array(cast(Sequence[object], value)))
+            values.append(_array(value))  # pyright: ignore[reportUnknownArgumentType]
             types.append(_TEXT_ARRAY)
         else:
             encoded, kind = _subclass(value)
@@ -211,10 +222,10 @@ class Wire:
         if args is None:
             values, types = [], ()
         elif sql.names is not None:
-            named = cast(Mapping[str, Any], args)
+            named: Mapping[str, Any] = args  # pyright: ignore[reportAssignmentType]
             values, types = _encode([named[n] for n in sql.names])
         else:
-            values, types = _encode(cast(Sequence[Any], args))
+            values, types = _encode(args)  # pyright: ignore[reportArgumentType]
         answer = Answer(self)
         name: bytes | None = None
         first = False
