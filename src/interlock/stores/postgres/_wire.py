@@ -27,8 +27,10 @@ pipeline does; the error is raised when the batch is sent. A batch interrupted m
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
+from operator import itemgetter
 from typing import Any, LiteralString, NamedTuple, cast
 from weakref import WeakKeyDictionary
 
@@ -54,6 +56,8 @@ class _Sql(NamedTuple):
     text: bytes
     names: tuple[str, ...] | None
     """The arguments' names in ``$n`` order, or ``None`` for positional ``%s``."""
+    pick: Callable[[Mapping[str, Any]], Sequence[Any]] | None
+    """The named arguments' values in ``$n`` order, taken from their mapping in one call."""
 
 
 _parsed: dict[str, _Sql] = {}
@@ -81,9 +85,18 @@ def _parse(query: str) -> _Sql:
     text = _PLACEHOLDER.sub(number, query)
     if names and positional:
         raise errors.ProgrammingError(f"a statement mixes named and positional arguments: {query[:80]}")
-    found = _Sql(text.encode(), tuple(names) if names else None)
+    pick: Callable[[Mapping[str, Any]], Sequence[Any]] | None = None
+    if len(names) > 1:
+        pick = itemgetter(*names)
+    elif names:
+        pick = partial(_one, names[0])
+    found = _Sql(text.encode(), tuple(names) if names else None, pick)
     _parsed[query] = found
     return found
+
+
+def _one(name: str, args: Mapping[str, Any]) -> tuple[Any]:
+    return (args[name],)
 
 
 def _array(values: Sequence[object]) -> bytes:
@@ -198,6 +211,10 @@ class _Queued(NamedTuple):
     answer: Answer
 
 
+_queued = cast("Callable[[type[_Queued], tuple[Any, ...]], _Queued]", tuple.__new__)
+"""Builds a :class:`_Queued` without the Python ``__new__`` a named tuple's class call runs."""
+
+
 class Wire:
     """One pooled connection's statements (see the module); the store's functions take it where they took a connection.
 
@@ -221,9 +238,8 @@ class Wire:
         sql = _parsed.get(query) or _parse(query)
         if args is None:
             values, types = [], ()
-        elif sql.names is not None:
-            named: Mapping[str, Any] = args  # pyright: ignore[reportAssignmentType]
-            values, types = _encode([named[n] for n in sql.names])
+        elif sql.pick is not None:
+            values, types = _encode(sql.pick(args))  # pyright: ignore[reportArgumentType]
         else:
             values, types = _encode(args)  # pyright: ignore[reportArgumentType]
         answer = Answer(self)
@@ -238,7 +254,7 @@ class Wire:
                 names = self._prepared
                 first = name not in names
                 names.add(name)  # prepared by this batch (taken back if it fails)
-        self._queue.append(_Queued(name, first, sql.text, values, types, answer))
+        self._queue.append(_queued(_Queued, (name, first, sql.text, values, types, answer)))
         if not self._batching:
             await self.flush()
         return answer
