@@ -211,7 +211,7 @@ class _Queued(NamedTuple):
     answer: Answer
 
 
-_queued = cast("Callable[[type[_Queued], tuple[Any, ...]], _Queued]", tuple.__new__)
+_queued = cast("Callable[[type[_Queued], tuple[Any, ...]], _Queued]", tuple.__new__)  # pyright: ignore[reportUnknownMemberType]
 """Builds a :class:`_Queued` without the Python ``__new__`` a named tuple's class call runs."""
 
 
