@@ -272,12 +272,17 @@ async def _transaction(
     done: list[_R] = []
     committed: Answer | None = None
     try:
-        async with con.batch():
+        con.start_batch()  # con.batch() without its context manager's machinery (three objects per transaction)
+        try:
             await con.execute(begin, prepare=False)
             done.append(await fn(con))
             committed = await con.execute("COMMIT", prepare=False)
             if notify:
                 await con.execute(_NOTIFY, (CHANNEL, notify))
+        except BaseException:
+            con.drop_batch()
+            raise
+        await con.end_batch()
     except psycopg.Error as exc:
         if committed is None or committed.pgresult is None:  # the transaction did not commit
             await _rollback(con)

@@ -269,11 +269,23 @@ class Wire:
         try:
             yield
         except BaseException:
-            self._batching = False
-            self.discard()
+            self.drop_batch()
             raise
+        await self.end_batch()
+
+    def start_batch(self) -> None:
+        """What :meth:`batch` does on entry: queue statements from now on (for callers without a ``with`` block)."""
+        self._batching = True
+
+    async def end_batch(self) -> None:
+        """What :meth:`batch` does when its block ends: send what was queued, and queue no more."""
         self._batching = False
         await self.flush()
+
+    def drop_batch(self) -> None:
+        """What :meth:`batch` does when its block raises: drop what was queued, and queue no more."""
+        self._batching = False
+        self.discard()
 
     def discard(self) -> None:
         """Drop the statements queued and not sent."""
