@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from json.encoder import encode_basestring
+from json.encoder import encode_basestring, encode_basestring_ascii
 from typing import Any, NamedTuple, cast
 
 try:
@@ -120,18 +120,28 @@ class Link(NamedTuple):
 # JSON and errors ------------------------------------------------------------------------------
 
 
-_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+def json_encoder(*, ensure_ascii: bool, separators: tuple[str, str]) -> Callable[[object], str]:
+    """``json.dumps(value, ensure_ascii=..., separators=...)`` as a function, its text the same.
 
-
-def dumps(value: object) -> str:
-    """``value`` as compact JSON, non-ASCII kept: ``json.dumps(value, ensure_ascii=False, separators=(",", ":"))``.
-
-    Straight to the json module's C encoder, as ``json.dumps`` ends up (without its encoder object's
-    construction per call, and the Python layers above the C encoder).
+    Straight to the json module's C encoder, as ``json.dumps`` ends up, without the Python
+    layers above it (and, with arguments, the encoder object ``json.dumps`` builds per call).
     """
-    if make_encoder is None:  # pragma: no cover - CPython has the C encoder
-        return _JSON.encode(value)
-    return "".join(make_encoder({}, _JSON.default, encode_basestring, None, ":", ",", False, False, True)(value, 0))
+    python = json.JSONEncoder(ensure_ascii=ensure_ascii, separators=separators)
+    c_encoder = make_encoder
+    if c_encoder is None:  # pragma: no cover - CPython has the C encoder
+        return python.encode
+    quote = encode_basestring_ascii if ensure_ascii else encode_basestring
+    item, key = separators
+    default = python.default
+
+    def encode(value: object) -> str:
+        return "".join(c_encoder({}, default, quote, None, key, item, False, False, True)(value, 0))
+
+    return encode
+
+
+dumps = json_encoder(ensure_ascii=False, separators=(",", ":"))
+"""Compact JSON, non-ASCII kept (the rows' JSON columns)."""
 
 
 def corrupt(snapshot_id: str, what: str, exc: BaseException | None = None) -> DataLossError:

@@ -252,8 +252,7 @@ class PostgresStore(PgPlumbing):
         added = list(events)
 
         changed: list[str] = []
-        for sid, _ in todo:  # a payload PostgreSQL would refuse fails the save before it writes
-            _payload(t, sid)
+        payloads = {sid: _payload(t, sid) for sid, _ in todo}  # one PostgreSQL would refuse fails the save first
         guess = Guess(on=not then)  # a step's own writes are not the store's to run again on a stale guess
         last: list[Tx] = []
 
@@ -268,8 +267,9 @@ class PostgresStore(PgPlumbing):
                 if not tx.guessed:
                     raise
                 raise Stale from exc  # raised on a guess: asked again of the rows as they are
-            changed.extend(_payload(t, sid) for sid in tx.status_changed)
-            await outbox.insert(con, added)
+            changed.extend(payloads[sid] for sid in tx.status_changed)
+            if added:
+                await outbox.insert(con, added)
             if then:
                 await con.flush()  # the batch so far goes out: the steps run on psycopg's own API
             for step in then:
