@@ -101,13 +101,15 @@ def _one(name: str, args: Mapping[str, Any]) -> tuple[Any]:
 
 def _array(values: Sequence[object]) -> bytes:
     """A ``text[]`` literal; ids and keys (strings without quotes or backslashes) are joined in one go."""
+    if not values:
+        return b"{}"
     try:
         raw = "\x00".join(cast("Sequence[str]", values))
     except TypeError:  # an element that is not a string
         return _array_items(values)
     if '"' in raw or "\\" in raw or raw.count("\x00") != len(values) - 1:
         return _array_items(values)  # to escape, or a NUL of its own
-    return ('{"' + raw.replace("\x00", '","') + '"}').encode() if values else b"{}"
+    return ('{"' + raw.replace("\x00", '","') + '"}').encode()
 
 
 def _array_items(values: Sequence[object]) -> bytes:
