@@ -77,6 +77,7 @@ class PgPlumbing:
     upgraded_from: int | None
     _pool: AsyncConnectionPool[AsyncConnection[tuple[Any, ...]]]
     _closed: bool
+    _opened: bool
     _wrote_at: float | None = None
     """When (``time.monotonic()``) a write of this store last committed, if nothing failed since (see :meth:`ready`)."""
 
@@ -97,7 +98,8 @@ class PgPlumbing:
         answer would be by the time the caller acts on it (the engine asks before each turn
         that no claim has checked, so a busy store saves a round trip per turn).
         """
-        await self.setup()
+        if not self._opened or self._closed:
+            await self.setup()
         if self._wrote_at is not None and time.monotonic() - self._wrote_at < PROVEN:
             return
 
@@ -130,7 +132,8 @@ class PgPlumbing:
 
         The snapshot is a repeatable-read, read-only transaction: every query sees the same database.
         """
-        await self.setup()
+        if not self._opened:  # setup() is idempotent: not awaited once the store is open (every call asks)
+            await self.setup()
 
         async def run() -> _R:
             con = await self._pool.getconn()  # not pool.connection(): its commit on exit is a no-op here, and costs
@@ -159,7 +162,8 @@ class PgPlumbing:
         violation of a primary key in :data:`_RACED`). A save that guessed its rows (``guess``,
         see :mod:`._known`) and guessed wrong runs again at once, reading them.
         """
-        await self.setup()
+        if not self._opened:  # setup() is idempotent: not awaited once the store is open (every call asks)
+            await self.setup()
 
         async def run() -> _R:
             for attempt in range(_RETRIES):
