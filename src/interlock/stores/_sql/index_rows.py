@@ -24,7 +24,7 @@ from typing import Any, cast
 from ..._stored_messages import stored_part
 from ...errors import DataLossError
 from ...parts import ToolRequestPart, part_to_json
-from ...records._interrupt_index import InterruptQuery, OpenInterrupt
+from ...records._interrupt_index import InterruptQuery, OpenInterrupt, waits
 from ...records._sessions import Snapshot
 from .row_codec import corrupt, dumps, from_us, loads, to_us
 
@@ -80,6 +80,33 @@ def plan(before: tuple[str | None, str, str | None] | None, new: Snapshot) -> Pl
         drop_parent_entries=new.parent_id if completes else None,
         own_entries=new.finish_reason == "interrupted" or old_finish == "interrupted",
     )
+
+
+def own_entries_change(old: Snapshot | None, new: Snapshot, same_messages: bool) -> str:
+    """How a write of ``new`` over ``old`` (decoded from the row it replaces) changes the row's own entries.
+
+    For a write whose :class:`Plan` says ``own_entries``: ``"none"`` when neither waits (it had
+    no entries and gets none), ``"claim"`` when both wait on the same calls (same messages,
+    ``same_messages``; same session, parent, creation time and agent) so that only the entries'
+    claim columns may differ (a claim, or its release), ``"all"`` otherwise (rewrite them).
+    A new row (``old`` ``None``) is ``"all"``.
+    """
+    if old is None:
+        return "all"
+    before, after = waits(old), waits(new)
+    if not before and not after:
+        return "none"
+    if (
+        before
+        and after
+        and same_messages
+        and old.parent_id == new.parent_id
+        and old.session_id == new.session_id
+        and old.created_at == new.created_at
+        and old.agent == new.agent
+    ):
+        return "claim"
+    return "all"
 
 
 def page_sql(table: str, query: InterruptQuery, mark: Callable[[str], str]) -> tuple[str, dict[str, Any]]:

@@ -16,7 +16,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from json.encoder import encode_basestring, encode_basestring_ascii
 from typing import Any, NamedTuple, cast
+
+try:
+    from _json import make_encoder
+except ImportError:  # pragma: no cover - CPython has it
+    make_encoder = None
 
 from ..._json_object import is_array
 from ..._stored_messages import stored_messages
@@ -114,8 +120,28 @@ class Link(NamedTuple):
 # JSON and errors ------------------------------------------------------------------------------
 
 
-def dumps(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+def json_encoder(*, ensure_ascii: bool, separators: tuple[str, str]) -> Callable[[object], str]:
+    """``json.dumps(value, ensure_ascii=..., separators=...)`` as a function, its text the same.
+
+    Straight to the json module's C encoder, as ``json.dumps`` ends up, without the Python
+    layers above it (and, with arguments, the encoder object ``json.dumps`` builds per call).
+    """
+    python = json.JSONEncoder(ensure_ascii=ensure_ascii, separators=separators)
+    c_encoder = make_encoder
+    if c_encoder is None:  # pragma: no cover - CPython has the C encoder
+        return python.encode
+    quote = encode_basestring_ascii if ensure_ascii else encode_basestring
+    item, key = separators
+    default = python.default
+
+    def encode(value: object) -> str:
+        return "".join(c_encoder({}, default, quote, None, key, item, False, False, True)(value, 0))
+
+    return encode
+
+
+dumps = json_encoder(ensure_ascii=False, separators=(",", ":"))
+"""Compact JSON, non-ASCII kept (the rows' JSON columns)."""
 
 
 def corrupt(snapshot_id: str, what: str, exc: BaseException | None = None) -> DataLossError:
@@ -236,32 +262,43 @@ def bookkeeping(
     *,
     ident: Callable[[str | None], Any],
     word: Callable[[str | None], Any],
+    old: Snapshot | None = None,
 ) -> tuple[Any, ...]:
     """The stored values of everything but a snapshot's messages, from ``parent_id`` to ``metadata``.
 
     In the order of both stores' ``UPDATE_BOOKKEEPING`` (after ``base_id``);
-    ``row`` and ``old_artifacts`` (what the row held) let unchanged artifacts keep their JSON.
+    ``row`` and ``old_artifacts`` (what the row held) let unchanged artifacts keep their JSON,
+    and ``old`` (the snapshot decoded from ``row``) unchanged custom state, error and metadata:
+    a value ``new`` shares with ``old`` (an updater's copy keeps what it does not change; updaters
+    are pure, they never change what they were given) is the row's text, not encoded again.
     ``ident`` and ``word`` encode ids and statuses: the SQLite store passes its compact forms
     (:func:`~._codec.id_or_none`, :func:`~._codec.word_or_none`), the
     PostgreSQL store :func:`plain`.
     """
     sid = new.snapshot_id
     state = new.state
+    kept = old if row is not None else None
+    kept_state = None if kept is None else kept.state
     custom: str | None = None
     artifacts: str | None = None
     if state is not None:
         if state.custom is not None:
-            try:
-                custom = dumps(state.custom)
-            except (TypeError, ValueError) as exc:
-                what = f"snapshot {sid!r}: custom state is not JSON-serialisable"
-                raise InvalidArgumentError(f"{what}: {exc}") from exc
+            if kept_state is not None and state.custom is kept_state.custom and row is not None and row.custom:
+                custom = row.custom
+            else:
+                try:
+                    custom = dumps(state.custom)
+                except (TypeError, ValueError) as exc:
+                    what = f"snapshot {sid!r}: custom state is not JSON-serialisable"
+                    raise InvalidArgumentError(f"{what}: {exc}") from exc
         if state.artifacts:
             if row is not None and row.artifacts is not None and same(state.artifacts, old_artifacts):
                 artifacts = row.artifacts
             else:
                 artifacts = dumps([artifact_to_json(a) for a in state.artifacts])
     created = to_us(new.created_at)
+    error = new.error
+    metadata = new.metadata
     return (
         ident(new.parent_id),
         None if state is None or state.session_id == new.session_id else dumps(state.session_id),
@@ -272,9 +309,22 @@ def bookkeeping(
         after(new.heartbeat_at, created),
         word(new.status),
         word(new.finish_reason),
-        None if new.error is None else dumps(error_to_json(new.error)),
+        _text(error, None if kept is None else kept.error, row and row.error, error_to_json),
         new.version,
         ident(new.claimed_by),
         after(new.claim_expires_at, created),
-        None if new.metadata is None else dumps(new.metadata),
+        _text(metadata, None if kept is None else kept.metadata, row and row.metadata, _same_value),
     )
+
+
+def _text(value: Any, was: Any, stored: str | None, to_json: Callable[[Any], Any]) -> str | None:
+    """A JSON column's text: ``None`` for ``None``, the ``stored`` text of ``was`` if ``value`` is it, else encoded."""
+    if value is None:
+        return None
+    if value is was and stored is not None:
+        return stored
+    return dumps(to_json(value))
+
+
+def _same_value(value: Any) -> Any:
+    return value

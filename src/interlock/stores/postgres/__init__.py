@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -71,6 +70,7 @@ from ...records._journal import JournalEntry
 from ...records._outbox import OutboxEvent
 from ...records._sessions import TERMINAL, Snapshot
 from .. import JournalUpdater, SnapshotInfo, Updater, check_tenant
+from .._sql.row_codec import json_encoder
 from . import _journal as journal_rows
 from . import _outbox as outbox
 from ._known import Guess, Stale
@@ -89,6 +89,8 @@ TxStep = Callable[[psycopg.AsyncConnection[Any]], Awaitable[None] | None]
 Called with the transaction's connection; what it returns is awaited when awaitable.
 """
 
+_json = json_encoder(ensure_ascii=True, separators=(", ", ": "))
+"""``json.dumps``, straight through the C encoder."""
 _MAX_PAYLOAD = 8000
 """PostgreSQL refuses a notification payload of this many bytes or more."""
 
@@ -252,8 +254,7 @@ class PostgresStore(PgPlumbing):
         added = list(events)
 
         changed: list[str] = []
-        for sid, _ in todo:  # a payload PostgreSQL would refuse fails the save before it writes
-            _payload(t, sid)
+        payloads = {sid: _payload(t, sid) for sid, _ in todo}  # one PostgreSQL would refuse fails the save first
         guess = Guess(on=not then)  # a step's own writes are not the store's to run again on a stale guess
         last: list[Tx] = []
 
@@ -268,8 +269,9 @@ class PostgresStore(PgPlumbing):
                 if not tx.guessed:
                     raise
                 raise Stale from exc  # raised on a guess: asked again of the rows as they are
-            changed.extend(_payload(t, sid) for sid in tx.status_changed)
-            await outbox.insert(con, added)
+            changed.extend(payloads[sid] for sid in tx.status_changed)
+            if added:
+                await outbox.insert(con, added)
             if then:
                 await con.flush()  # the batch so far goes out: the steps run on psycopg's own API
             for step in then:
@@ -367,7 +369,7 @@ class PostgresStore(PgPlumbing):
 
 def _payload(tenant: str, snapshot_id: str) -> str:
     """The notification of a row's status change, refused if PostgreSQL could not carry it."""
-    payload = json.dumps([tenant, snapshot_id])
+    payload = _json([tenant, snapshot_id])
     if len(payload.encode()) >= _MAX_PAYLOAD:
         raise InvalidArgumentError(
             f"{len(payload.encode())} bytes of tenant and snapshot id cannot be notified (limit {_MAX_PAYLOAD - 1})"

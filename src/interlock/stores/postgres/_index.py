@@ -14,7 +14,7 @@ from typing import Any, LiteralString, cast
 
 from ...records._interrupt_index import InterruptQuery, OpenInterrupt, entries_of
 from ...records._sessions import Snapshot
-from .._sql.index_rows import ENTRY_COLUMNS, entry_of, entry_values, page_sql, plan, rest_sql
+from .._sql.index_rows import ENTRY_COLUMNS, entry_of, entry_values, own_entries_change, page_sql, plan, rest_sql
 from .._sql.row_codec import to_us
 from ._wire import Wire as Conn
 
@@ -84,6 +84,9 @@ _LINK = f"""WITH parent_leaf AS (
     ON CONFLICT DO NOTHING"""
 """A write's changes to others' rows in one statement: its parent is no leaf (``parent``), the row is one
 if new (``add``) and childless, and its parent's calls no longer wait (``went_on``); ``NULL``/false skip each."""
+_CLAIM_ENTRIES = f"""UPDATE {OPEN} SET claimed_by = %(claimed_by)s, claim_until_us = %(claim_until_us)s
+    WHERE tenant = %(tenant)s AND snapshot_id = %(snapshot_id)s"""
+"""A row's entries' claim columns, when a write changed nothing else of them (``index_rows.own_entries_change``)."""
 _SELECT_OWN = f"""SELECT created_us, finish_reason FROM {TABLE}
     WHERE tenant = %(tenant)s AND snapshot_id = %(snapshot_id)s AND session_id = %(session_id)s"""
 
@@ -104,12 +107,16 @@ async def written(
     read: Reader,
     *,
     insert: Statement | None = None,
+    old: Snapshot | None = None,
+    same_messages: bool = False,
 ) -> None:
     """Bring the leaves and the index in line after ``new`` was written (``before``: see ``index_rows.plan``).
 
     ``insert`` is the new row's insert, not sent yet: it runs first, in the statement of the
     changes to the leaves when there are some (a statement's parts see the database as it was
     before it, so the new row must not be its own parent's child: the caller sends that row alone).
+    ``old`` is the snapshot the row held (``same_messages``: ``new`` keeps its messages): a write
+    that leaves its entries alone, or changes only their claim, does not rewrite them.
     """
     p = plan(before, new)
     scope = {"tenant": tenant, "session_id": new.session_id}
@@ -134,8 +141,16 @@ async def written(
             insert = None
     if insert is not None:
         await con.execute(*insert)
-    if p.own_entries:  # a new row has no entries to drop: its insert (no ON CONFLICT) proves it did not exist
+    if not p.own_entries:
+        return
+    change = own_entries_change(old, new, same_messages)
+    if change == "all":  # a new row has no entries to drop: its insert (no ON CONFLICT) proves it did not exist
         await _put_entries(con, tenant, new, fresh=before is None)
+    elif change == "claim" and old is not None:
+        if old.claimed_by != new.claimed_by or old.claim_expires_at != new.claim_expires_at:
+            until = new.claim_expires_at
+            claim = {"claimed_by": new.claimed_by, "claim_until_us": None if until is None else to_us(until)}
+            await con.execute(_CLAIM_ENTRIES, claim | {"tenant": tenant, "snapshot_id": new.snapshot_id})
 
 
 async def refresh(con: Conn, tenant: str, session_id: str, snapshot_id: str, read: Reader) -> None:

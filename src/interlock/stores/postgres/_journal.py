@@ -15,6 +15,7 @@ from typing import cast
 from ...errors import DataLossError
 from ...records._journal import JournalEntry, superseded
 from .. import JournalUpdater
+from .._sql.row_codec import json_encoder
 from ._schema import JOURNAL
 from ._wire import Answer
 from ._wire import Wire as Conn
@@ -34,6 +35,8 @@ _PUT_FIRST = f"""INSERT INTO {JOURNAL} ({_COLUMNS})
     ON CONFLICT (tenant, key) DO NOTHING RETURNING xmin::text"""
 _PUT_NEXT = f"""UPDATE {JOURNAL} SET attempt = %s, entry = %s WHERE tenant = %s AND key = %s AND attempt = %s
     AND set_config('synchronous_commit', %s, true) IS NOT NULL RETURNING xmin::text"""
+_text = json_encoder(ensure_ascii=True, separators=(", ", ": "))
+"""An entry's text: ``json.dumps``'s."""
 PRIMARY_KEY = f"{JOURNAL}_pkey"
 """The constraint a concurrent first write of the same key violates (the save then runs again)."""
 
@@ -71,7 +74,7 @@ async def put(con: Conn, tenant: str, entry: JournalEntry, expect: int, durable:
     true)`` in the statement itself sets ``synchronous_commit`` for its own (implicit)
     transaction, so the write stays one round trip.
     """
-    text = json.dumps(entry.to_json())
+    text = _text(entry.to_json())
     flush = "on" if durable else "off"
     if expect == 0:
         args = (tenant, entry.key, entry.session_id, entry.snapshot_id, entry.attempt, text, flush)
@@ -100,7 +103,7 @@ async def update(con: Conn, tenant: str, key: str, update: JournalUpdater, found
     new = update(None if raw is None else _entry(raw, key))
     if new is None:
         return None
-    text = json.dumps(new.to_json())
+    text = _text(new.to_json())
     values = (tenant, new.key, new.session_id, new.snapshot_id, new.attempt, text)
     if raw is None:
         await con.execute(_INSERT, values)

@@ -22,9 +22,9 @@ other transaction (another process, a checkpoint of a dependent, a delete) has a
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from .._sql.row_codec import Row
 from ._schema import JOURNAL, TABLE
@@ -65,30 +65,37 @@ def row_of(found: tuple[Any, ...] | list[Any]) -> Row:
     """The :data:`~._schema.COLUMNS` of a row as stored (offsets after ``created_us``) as the shared codec's row."""
     (sid, session_id, parent, base, keep, tail, mrev, base_mrev, state_session, custom, artifacts) = found[:11]
     (created, updated, heartbeat, status, finish, error, version, claimed_by, claimed, metadata) = found[11:21]
-    return Row(
-        sid,
-        session_id,
-        0,
-        parent,
-        base,
-        keep,
-        tail,
-        mrev,
-        base_mrev,
-        state_session,
-        custom,
-        artifacts,
-        created,
-        None if updated is None else created + updated,
-        None if heartbeat is None else created + heartbeat,
-        status,
-        finish,
-        error,
-        version,
-        claimed_by,
-        None if claimed is None else created + claimed,
-        metadata,
+    return _row(
+        Row,
+        (
+            sid,
+            session_id,
+            0,
+            parent,
+            base,
+            keep,
+            tail,
+            mrev,
+            base_mrev,
+            state_session,
+            custom,
+            artifacts,
+            created,
+            None if updated is None else created + updated,
+            None if heartbeat is None else created + heartbeat,
+            status,
+            finish,
+            error,
+            version,
+            claimed_by,
+            None if claimed is None else created + claimed,
+            metadata,
+        ),
     )
+
+
+_row = cast("Callable[[type[Row], tuple[Any, ...]], Row]", tuple.__new__)  # pyright: ignore[reportUnknownMemberType]
+"""Builds a :class:`Row` without the Python ``__new__`` a named tuple's class call runs (a row is read per save)."""
 
 
 class Known:

@@ -76,6 +76,7 @@ class PgPlumbing:
     upgraded_from: int | None
     _pool: AsyncConnectionPool[AsyncConnection[tuple[Any, ...]]]
     _closed: bool
+    _opened: bool
     _wrote_at: float | None = None
     """When (``time.monotonic()``) a write of this store last committed, if nothing failed since (see :meth:`ready`)."""
 
@@ -96,7 +97,8 @@ class PgPlumbing:
         without asking the server (:func:`~interlock.stores._sql.ready.proven`): a busy store
         saves a round trip per turn.
         """
-        await self.setup()
+        if not self._opened or self._closed:
+            await self.setup()
         if proven(self._wrote_at):
             return
 
@@ -129,7 +131,8 @@ class PgPlumbing:
 
         The snapshot is a repeatable-read, read-only transaction: every query sees the same database.
         """
-        await self.setup()
+        if not self._opened:  # setup() is idempotent: not awaited once the store is open (every call asks)
+            await self.setup()
 
         async def run() -> _R:
             con = await self._pool.getconn()  # not pool.connection(): its commit on exit is a no-op here, and costs
@@ -158,7 +161,8 @@ class PgPlumbing:
         violation of a primary key in :data:`_RACED`). A save that guessed its rows (``guess``,
         see :mod:`._known`) and guessed wrong runs again at once, reading them.
         """
-        await self.setup()
+        if not self._opened:  # setup() is idempotent: not awaited once the store is open (every call asks)
+            await self.setup()
 
         async def run() -> _R:
             for attempt in range(_RETRIES):
@@ -271,12 +275,17 @@ async def _transaction(
     done: list[_R] = []
     committed: Answer | None = None
     try:
-        async with con.batch():
+        con.start_batch()  # con.batch() without its context manager's machinery (three objects per transaction)
+        try:
             await con.execute(begin, prepare=False)
             done.append(await fn(con))
             committed = await con.execute("COMMIT", prepare=False)
             if notify:
                 await con.execute(_NOTIFY, (CHANNEL, notify))
+        except BaseException:
+            con.drop_batch()
+            raise
+        await con.end_batch()
     except psycopg.Error as exc:
         if committed is None or committed.pgresult is None:  # the transaction did not commit
             await _rollback(con)

@@ -199,26 +199,44 @@ class PgRows(ChainCache):
         new = apply_update(current, update, snapshot_id)
         if new is None:
             return None, False
-        insert = await self.write(tx, row, old, old_artifacts, new)
-        before = None if row is None else (row.parent_id, row.status, row.finish_reason)
-        await index.written(con, tenant, before, new, lambda sid: self.read(con, tenant, sid), insert=insert)
-        return new, row is None or row.status != new.status
-
-    async def write(
-        self, tx: Tx, row: Row | None, old: Messages | None, old_artifacts: list[Artifact], new: Snapshot
-    ) -> index.Statement | None:
-        """Write ``new`` over ``row``; a new row's insert is returned instead, for the index to send with its changes.
-
-        Not when the new row is its own parent: its insert must come before the index's changes look for children.
-        """
-        con, tenant = tx.con, tx.tenant
-        sid = new.snapshot_id
         state = new.state
-        stored = bookkeeping(new, row, old_artifacts, ident=plain, word=plain)
         if old is None or state is None:
             unchanged = old is None and state is None
         else:
             unchanged = len(state.messages) == len(old) and tuple(state.messages) == old
+        insert = await self.write(tx, row, old, old_artifacts, new, unchanged, current)
+        before = None if row is None else (row.parent_id, row.status, row.finish_reason)
+        await index.written(
+            con,
+            tenant,
+            before,
+            new,
+            lambda sid: self.read(con, tenant, sid),
+            insert=insert,
+            old=current,
+            same_messages=unchanged,
+        )
+        return new, row is None or row.status != new.status
+
+    async def write(
+        self,
+        tx: Tx,
+        row: Row | None,
+        old: Messages | None,
+        old_artifacts: list[Artifact],
+        new: Snapshot,
+        unchanged: bool,
+        current: Snapshot | None = None,
+    ) -> index.Statement | None:
+        """Write ``new`` over ``row``; a new row's insert is returned instead, for the index to send with its changes.
+
+        ``unchanged``: ``new`` keeps the row's messages (``old``); ``current``: the snapshot ``row`` holds. Not when
+        the new row is its own parent: its insert must come before the index's changes look for children.
+        """
+        con, tenant = tx.con, tx.tenant
+        sid = new.snapshot_id
+        state = new.state
+        stored = bookkeeping(new, row, old_artifacts, ident=plain, word=plain, old=current)
         if row is not None and unchanged:
             kept_base = row.base_id
             if kept_base is None and row.keep > 0 and new.parent_id != row.parent_id:

@@ -27,8 +27,10 @@ pipeline does; the error is raised when the batch is sent. A batch interrupted m
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
+from operator import itemgetter
 from typing import Any, LiteralString, NamedTuple, cast
 from weakref import WeakKeyDictionary
 
@@ -54,6 +56,8 @@ class _Sql(NamedTuple):
     text: bytes
     names: tuple[str, ...] | None
     """The arguments' names in ``$n`` order, or ``None`` for positional ``%s``."""
+    pick: Callable[[Mapping[str, Any]], Sequence[Any]] | None
+    """The named arguments' values in ``$n`` order, taken from their mapping in one call."""
 
 
 _parsed: dict[str, _Sql] = {}
@@ -81,12 +85,34 @@ def _parse(query: str) -> _Sql:
     text = _PLACEHOLDER.sub(number, query)
     if names and positional:
         raise errors.ProgrammingError(f"a statement mixes named and positional arguments: {query[:80]}")
-    found = _Sql(text.encode(), tuple(names) if names else None)
+    pick: Callable[[Mapping[str, Any]], Sequence[Any]] | None = None
+    if len(names) > 1:
+        pick = itemgetter(*names)
+    elif names:
+        pick = partial(_one, names[0])
+    found = _Sql(text.encode(), tuple(names) if names else None, pick)
     _parsed[query] = found
     return found
 
 
+def _one(name: str, args: Mapping[str, Any]) -> tuple[Any]:
+    return (args[name],)
+
+
 def _array(values: Sequence[object]) -> bytes:
+    """A ``text[]`` literal; ids and keys (strings without quotes or backslashes) are joined in one go."""
+    if not values:
+        return b"{}"
+    try:
+        raw = "\x00".join(cast("Sequence[str]", values))
+    except TypeError:  # an element that is not a string
+        return _array_items(values)
+    if '"' in raw or "\\" in raw or raw.count("\x00") != len(values) - 1:
+        return _array_items(values)  # to escape, or a NUL of its own
+    return ('{"' + raw.replace("\x00", '","') + '"}').encode()
+
+
+def _array_items(values: Sequence[object]) -> bytes:
     items: list[str] = []
     for v in values:
         if v is None:
@@ -103,7 +129,7 @@ def _encode(args: Sequence[Any]) -> tuple[list[bytes | None], tuple[int, ...]]:
     """Arguments as text-format bytes, and the types they are declared as (exact types first: the usual ones)."""
     values: list[bytes | None] = []
     types: list[int] = []
-    for value in cast(Sequence[object], args):
+    for value in args:
         if type(value) is str:
             if "\x00" in value:  # libpq would cut a text argument at its first NUL
                 raise errors.DataError("PostgreSQL text fields cannot contain NUL (0x00) bytes")
@@ -122,7 +148,7 @@ def _encode(args: Sequence[Any]) -> tuple[list[bytes | None], tuple[int, ...]]:
             values.append(repr(value).encode())
             types.append(_FLOAT8)
         elif type(value) is list or type(value) is tuple:
-            values.append(_array(cast(Sequence[object], value)))
+            values.append(_array(value))  # pyright: ignore[reportUnknownArgumentType]
             types.append(_TEXT_ARRAY)
         else:
             encoded, kind = _subclass(value)
@@ -187,6 +213,10 @@ class _Queued(NamedTuple):
     answer: Answer
 
 
+_queued = cast("Callable[[type[_Queued], tuple[Any, ...]], _Queued]", tuple.__new__)  # pyright: ignore[reportUnknownMemberType]
+"""Builds a :class:`_Queued` without the Python ``__new__`` a named tuple's class call runs."""
+
+
 class Wire:
     """One pooled connection's statements (see the module); the store's functions take it where they took a connection.
 
@@ -210,11 +240,10 @@ class Wire:
         sql = _parsed.get(query) or _parse(query)
         if args is None:
             values, types = [], ()
-        elif sql.names is not None:
-            named = cast(Mapping[str, Any], args)
-            values, types = _encode([named[n] for n in sql.names])
+        elif sql.pick is not None:
+            values, types = _encode(sql.pick(args))  # pyright: ignore[reportArgumentType]
         else:
-            values, types = _encode(cast(Sequence[Any], args))
+            values, types = _encode(args)  # pyright: ignore[reportArgumentType]
         answer = Answer(self)
         name: bytes | None = None
         first = False
@@ -227,7 +256,7 @@ class Wire:
                 names = self._prepared
                 first = name not in names
                 names.add(name)  # prepared by this batch (taken back if it fails)
-        self._queue.append(_Queued(name, first, sql.text, values, types, answer))
+        self._queue.append(_queued(_Queued, (name, first, sql.text, values, types, answer)))
         if not self._batching:
             await self.flush()
         return answer
@@ -242,11 +271,23 @@ class Wire:
         try:
             yield
         except BaseException:
-            self._batching = False
-            self.discard()
+            self.drop_batch()
             raise
+        await self.end_batch()
+
+    def start_batch(self) -> None:
+        """What :meth:`batch` does on entry: queue statements from now on (for callers without a ``with`` block)."""
+        self._batching = True
+
+    async def end_batch(self) -> None:
+        """What :meth:`batch` does when its block ends: send what was queued, and queue no more."""
         self._batching = False
         await self.flush()
+
+    def drop_batch(self) -> None:
+        """What :meth:`batch` does when its block raises: drop what was queued, and queue no more."""
+        self._batching = False
+        self.discard()
 
     def discard(self) -> None:
         """Drop the statements queued and not sent."""
