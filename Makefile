@@ -70,7 +70,6 @@ test: lint typecheck docs unit
 # First: CPU per operation of this checkout against the wave-1 commit, interleaved (bench/regress.py).
 bench: $(STAMP) postgres
 	$(BIN)/python bench/regress.py --base 6f3566d
-	-$(BIN)/python bench/telemetry.py
 	$(BIN)/python bench/peers_pg.py
 	$(BIN)/python bench/pg_trips.py
 	$(BIN)/python bench/core.py

@@ -15,7 +15,7 @@ snapshot), then a resume that approves it (claim, tool, model, fenced commit). T
   process running the cycles (minus a child running none), when strace is installed.
 
 "Off" is the runtime with the journal switched off for the benchmark only
-(``Invocation._effects`` patched to return ``None``: no intent, no result, no replay).
+(``TurnWriter.effects`` patched to return ``None``: no intent, no result, no replay).
 
     python bench/effects.py                 # the figures, and the CPU ratio against its target
     python bench/effects.py --cycles 100 --runs 10
@@ -43,7 +43,7 @@ from machine import describe
 from pydantic import BaseModel
 
 from interlock import Message, PromptAgent, Resume, ToolContext, ToolRequestPart, tool
-from interlock._engine.invocation import Invocation
+from interlock._engine.commit import TurnWriter
 from interlock.stores.sqlite import SQLiteStore
 from interlock.stores.sqlite._worker import Worker
 from interlock.testing import ScriptedModel
@@ -102,13 +102,13 @@ def journal(on: bool) -> Iterator[None]:
     if on:
         yield
         return
-    runtime: Any = Invocation  # patched for the benchmark only
-    original = runtime._effects
-    runtime._effects = lambda self, parent, turn_id: None
+    writer: Any = TurnWriter  # patched for the benchmark only
+    original = writer.effects
+    writer.effects = lambda self, session_id, parent, turn_id: None
     try:
         yield
     finally:
-        runtime._effects = original
+        writer.effects = original
 
 
 @dataclass
