@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 from banking import APPROVE, PAY, Approval, Transfer
+from journal_entries import entry
 
 from interlock import Message, PromptAgent, ToolContext, tool
 from interlock.errors import ClaimConflictError, FailedPreconditionError, UnavailableError
-from interlock.records._journal import JournalEntry
 from interlock.records._sessions import SessionState, Snapshot
 from interlock.stores import Updater
 from interlock.stores.sqlite import SQLiteStore
@@ -30,21 +30,6 @@ async def transfer(req: Transfer, ctx: ToolContext[Approval], approval: Approval
     if approval is None:
         ctx.interrupt({"to": req.to})
     return "sent"
-
-
-def entry(status: Any = "running", output: object = None) -> JournalEntry:
-    return JournalEntry(
-        key="ik_test",
-        session_id="s1",
-        snapshot_id="p1",
-        agent="bank",
-        tool="transfer",
-        ref="t1",
-        input_digest="d" * 64,
-        attempt=1,
-        status=status,
-        output=output,
-    )
 
 
 def snap(sid: str, text: str = "hello") -> Snapshot:

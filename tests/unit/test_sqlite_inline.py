@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from journal_entries import entry
 from test_sqlite_group_commit import hold_worker, put
 
 from interlock.errors import ClaimConflictError, FailedPreconditionError
@@ -25,21 +26,6 @@ from interlock.records._journal import JournalEntry
 from interlock.stores._sql import ready as ready_rule
 from interlock.stores.sqlite import SQLiteStore
 from interlock.stores.sqlite import _rows as sqlite_rows
-
-
-def entry(attempt: int = 1, status: Any = "running", output: object = None) -> JournalEntry:
-    return JournalEntry(
-        key="ik_test",
-        session_id="s1",
-        snapshot_id="p1",
-        agent="bank",
-        tool="transfer",
-        ref="t1",
-        input_digest="d" * 64,
-        attempt=attempt,
-        status=status,
-        output=output,
-    )
 
 
 @pytest.fixture
