@@ -2,9 +2,42 @@
 
 from __future__ import annotations
 
+import json
+import json.encoder
+from collections.abc import Callable
 from typing import Any, TypeGuard
 
 from .errors import InvalidArgumentError
+
+
+def json_encoder(
+    *, ensure_ascii: bool, separators: tuple[str, str], sort_keys: bool = False, allow_nan: bool = True
+) -> Callable[[object], str]:
+    """``json.dumps(value, ...)`` with these options as a function, its text the same, built once.
+
+    Straight to the json module's C encoder, as ``json.dumps`` ends up, without the Python
+    layers above it and the encoder object ``json.dumps`` builds per call. Built without the
+    map of objects being encoded that finds a cycle (shared, it would not be safe across
+    threads): a cyclic value, or one nested too deep, raises ``ValueError`` through the
+    recursion limit instead. ``TypeError`` for a value with no JSON form, as ``json.dumps``.
+    """
+    python = json.JSONEncoder(
+        ensure_ascii=ensure_ascii, separators=separators, sort_keys=sort_keys, allow_nan=allow_nan
+    )
+    make: Any = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - CPython has the C encoder
+        return python.encode
+    quote = json.encoder.encode_basestring_ascii if ensure_ascii else json.encoder.encode_basestring
+    item, key = separators
+    chunks = make(None, python.default, quote, None, key, item, sort_keys, False, allow_nan)
+
+    def encode(value: object) -> str:
+        try:
+            return "".join(chunks(value, 0))
+        except RecursionError:
+            raise ValueError("Circular reference detected, or a value nested too deep to encode") from None
+
+    return encode
 
 
 def new_dict() -> dict[Any, Any]:

@@ -23,12 +23,11 @@ reserves, then charges, never reserves twice.
 from __future__ import annotations
 
 import hashlib
-import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, TypeAlias
 
+from .._json_object import json_encoder
 from ..errors import ClaimConflictError
 from ._evolve import evolver, fast_init
 from ._sessions import utcnow
@@ -36,28 +35,8 @@ from ._sessions import utcnow
 JournalStatus: TypeAlias = Literal["running", "done", "interrupted", "failed"]
 
 
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-"""One encoder for every digest (``json.dumps`` with these options builds a new one per call)."""
-
-
-def _canonical_text() -> Callable[[object], str]:
-    """:data:`_CANONICAL`'s ``encode``, or the C encoder it builds on every call, built once.
-
-    Built without the map of objects being encoded that finds a cycle (shared, it would not
-    be safe across threads): a cyclic value exceeds the recursion limit instead, and
-    :func:`digest` turns that into the ``ValueError`` the encoder raises for a cycle.
-    """
-    make: Any = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # no C accelerator (another Python implementation)
-        return _CANONICAL.encode
-    e = _CANONICAL
-    chunks = make(
-        None, e.default, json.encoder.encode_basestring, None, e.key_separator, e.item_separator, True, False, False
-    )  # no indent, sort_keys, not skipkeys, not allow_nan: as _CANONICAL
-    return lambda value: "".join(chunks(value, 0))
-
-
-_text = _canonical_text()
+_text = json_encoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False)
+"""The canonical text every digest is of (key order does not matter), one encoder for them all."""
 
 
 def digest(value: object) -> str:
@@ -66,11 +45,7 @@ def digest(value: object) -> str:
     Raises ``ValueError`` (NaN or infinity, a cycle, nesting too deep) or ``TypeError`` (a
     value with no JSON form), as :func:`json.dumps` does.
     """
-    try:
-        text = _text(value)
-    except RecursionError:
-        raise ValueError("Circular reference detected, or nesting too deep for a digest") from None
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return hashlib.sha256(_text(value).encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def call_key(*, agent: str | None, session_id: str, index: int, tool: str, ref: str | None, input_digest: str) -> str:

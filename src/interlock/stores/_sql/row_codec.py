@@ -16,15 +16,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from json.encoder import encode_basestring, encode_basestring_ascii
 from typing import Any, NamedTuple, cast
 
-try:
-    from _json import make_encoder
-except ImportError:  # pragma: no cover - CPython has it
-    make_encoder = None
-
-from ..._json_object import is_array
+from ..._json_object import is_array, json_encoder
 from ..._stored_messages import stored_messages
 from ..._wire import artifact_from_json, artifact_to_json, error_from_json, error_to_json
 from ...errors import DataLossError, InvalidArgumentError
@@ -118,26 +112,6 @@ class Link(NamedTuple):
 
 
 # JSON and errors ------------------------------------------------------------------------------
-
-
-def json_encoder(*, ensure_ascii: bool, separators: tuple[str, str]) -> Callable[[object], str]:
-    """``json.dumps(value, ensure_ascii=..., separators=...)`` as a function, its text the same.
-
-    Straight to the json module's C encoder, as ``json.dumps`` ends up, without the Python
-    layers above it (and, with arguments, the encoder object ``json.dumps`` builds per call).
-    """
-    python = json.JSONEncoder(ensure_ascii=ensure_ascii, separators=separators)
-    c_encoder = make_encoder
-    if c_encoder is None:  # pragma: no cover - CPython has the C encoder
-        return python.encode
-    quote = encode_basestring_ascii if ensure_ascii else encode_basestring
-    item, key = separators
-    default = python.default
-
-    def encode(value: object) -> str:
-        return "".join(c_encoder({}, default, quote, None, key, item, False, False, True)(value, 0))
-
-    return encode
 
 
 dumps = json_encoder(ensure_ascii=False, separators=(",", ":"))

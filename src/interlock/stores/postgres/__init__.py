@@ -64,13 +64,13 @@ except ImportError as exc:  # pragma: no cover - exercised by the test that hide
         name=exc.name,
     ) from exc
 
+from ..._json_object import json_encoder
 from ...errors import DataLossError, InvalidArgumentError, UsageError
 from ...records._interrupt_index import InterruptQuery, OpenInterrupt
 from ...records._journal import JournalEntry
 from ...records._outbox import OutboxEvent
 from ...records._sessions import TERMINAL, Snapshot
 from .. import JournalUpdater, SnapshotInfo, Updater, check_tenant
-from .._sql.row_codec import json_encoder
 from . import _journal as journal_rows
 from . import _outbox as outbox
 from ._known import Guess, Stale

@@ -12,10 +12,10 @@ import json
 from collections.abc import Sequence
 from typing import cast
 
+from ..._json_object import json_encoder
 from ...errors import DataLossError
 from ...records._journal import JournalEntry, superseded
 from .. import JournalUpdater
-from .._sql.row_codec import json_encoder
 from ._schema import JOURNAL
 from ._wire import Answer
 from ._wire import Wire as Conn
