@@ -380,3 +380,15 @@ def test_a_remembered_key_is_for_the_same_input_only_types_included() -> None:
     assert len(set(keys)) == 3
     nested = [_call_key("a", "s", 2, "t", "r", value)[0] for value in ([{"x": [1]}], [{"x": [1.0]}])]
     assert nested == [fresh([{"x": [1]}], 2), fresh([{"x": [1.0]}], 2)]
+
+
+def test_a_key_and_its_digest_are_pinned_values_whether_remembered_or_not() -> None:
+    """Journals stored by earlier releases keep matching: the same call and input give these exact values."""
+    from interlock._engine import effects
+
+    value = {"to": "bob", "amount": 5.0, "note": "é", "tags": [1, True, None]}
+    pinned = ("ik_a8e6d8fd3239fc3408dbc779a81b2fc03e8637f9", "e42740df3175d86ba8b6a34a845e56cc")
+    effects._KEYS.clear()  # pyright: ignore[reportPrivateUsage]
+    assert effects._call_key("bank", "s-1", 1, "transfer", "t1", value) == pinned  # pyright: ignore[reportPrivateUsage]
+    reordered = {"tags": [1, True, None], "note": "é", "amount": 5.0, "to": "bob"}  # remembered: key order aside
+    assert effects._call_key("bank", "s-1", 1, "transfer", "t1", reordered) == pinned  # pyright: ignore[reportPrivateUsage]
