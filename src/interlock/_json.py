@@ -200,6 +200,8 @@ def check_part(part: object, where: str) -> None:
             continue
         if rule == _OBJECT and _is_empty_dict(value):
             continue
+        if (rule == _JSON or (rule == _OBJECT and value.__class__ is dict)) and _plain(value, 0):
+            continue  # certainly JSON: no label to build
         label = f"{where}.{name}"
         if rule == _PARTS:
             check_parts(value, label)
@@ -227,22 +229,23 @@ def check_reply(message: Message, where: str) -> None:
     checked again (:func:`check_part` does that for callers); only the values they carry are.
     """
     for index, part in enumerate(message.content):
-        label = f"{where}.content[{index}]"
         if isinstance(part, TextPart):
-            _check_str(part.text, f"{label}.text", None)
+            text: tuple[str, Any] = ("text", part.text)
         elif isinstance(part, ReasoningPart):
-            _check_str(part.reasoning, f"{label}.reasoning", None)
+            text = ("reasoning", part.reasoning)
         elif isinstance(part, ToolRequestPart):
-            _check_str(part.name, f"{label}.name", None)
-            check_json(part.input, f"{label}.input")
+            text = ("name", part.name)
+            if not _plain(part.input, 0):
+                check_json(part.input, f"{where}.content[{index}].input")
         else:
-            check_part(part, label)
+            check_part(part, f"{where}.content[{index}]")
             continue
-        for name in ("metadata", "custom", "extra"):
-            value = getattr(part, name)
-            if value:
-                check_json(value, f"{label}.{name}")
-    if message.metadata:
+        if type(text[1]) is not str or not _plain(text[1], 0):  # labelled only when it may be refused
+            _check_str(text[1], f"{where}.content[{index}].{text[0]}", None)
+        for name, value in (("metadata", part.metadata), ("custom", part.custom), ("extra", part.extra)):
+            if value and not _plain(value, 0):
+                check_json(value, f"{where}.content[{index}].{name}")
+    if message.metadata and not _plain(message.metadata, 0):
         check_json(message.metadata, f"{where}.metadata")
 
 

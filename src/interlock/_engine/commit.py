@@ -172,7 +172,7 @@ class Claims:
         raise conflict(parent_id, steal, answered=False)
 
 
-@dataclass(kw_only=True, eq=False)
+@dataclass(kw_only=True, eq=False, slots=True)
 class ClaimHold:
     """A claim held by one turn: refreshed until it is committed or released (idempotent, every exit path)."""
 

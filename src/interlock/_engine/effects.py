@@ -122,7 +122,7 @@ def flushes_intent(tool: Tool[Any, Any, Any], ctx: ToolContext[Any], entry: Jour
     return not tool.idempotent and (entry is not None or ctx.is_resumed)
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class Effects:
     """The journal of one turn's tool calls, in one store and tenant.
 
@@ -382,7 +382,7 @@ class _SeenBefore(Exception):
     """The journal already has the call an optimistic first intent was written for."""
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class _Steps:
     """``ctx.step`` for one attempt of one call: each named step's result is journaled once."""
 
