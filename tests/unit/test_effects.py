@@ -392,3 +392,30 @@ def test_a_key_and_its_digest_are_pinned_values_whether_remembered_or_not() -> N
     assert effects._call_key("bank", "s-1", 1, "transfer", "t1", value) == pinned  # pyright: ignore[reportPrivateUsage]
     reordered = {"tags": [1, True, None], "note": "é", "amount": 5.0, "to": "bob"}  # remembered: key order aside
     assert effects._call_key("bank", "s-1", 1, "transfer", "t1", reordered) == pinned  # pyright: ignore[reportPrivateUsage]
+
+
+@pytest.mark.parametrize("changed_by", ["middleware", "none"])
+async def test_a_restart_is_keyed_by_the_input_its_body_runs_on(changed_by: str, tmp_path: pathlib.Path) -> None:
+    """The claim keys a restart once; middleware that changes the input in place gets the changed input's key."""
+    from interlock.records._journal import call_key, digest
+
+    store = InMemoryStore()
+    ledger = Ledger(tmp_path / "effects.log")
+    sid = await paused(store, ledger)
+
+    async def double(ctx: ToolContext[Any], value: Any, call_next: Any) -> Any:
+        if isinstance(value, Transfer) and ctx.is_resumed:
+            value.amount *= 2  # in place: the same object the resume plan validated
+        return await call_next(value)
+
+    agent = bank(store, ledger)
+    if changed_by == "middleware":
+        agent = PromptAgent("bank", ScriptedModel(["paid"]), tools=list(agent.tools), store=store, middleware=[double])
+    done = await agent.run(resume=APPROVE, snapshot_id=sid)
+    assert done.finish_reason == "stop", done.error
+    assert done.session_id is not None
+    ran = {"to": "bob", "amount": 10.0 if changed_by == "middleware" else 5.0}
+    key = call_key(
+        agent="bank", session_id=done.session_id, index=1, tool="transfer", ref="t1", input_digest=digest(ran)
+    )
+    assert ledger.keys == [key] and ledger.effects == [f"pay bob {ran['amount']} {key}"]

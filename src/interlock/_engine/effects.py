@@ -145,6 +145,8 @@ class Effects:
     """Outcomes the turn's commit writes (a call that paused): no write of their own before it."""
     _pending: dict[str, tuple[JournalEntry | None, JournalEntry | None]] = field(default_factory=new_dict)
     """What the claim's updates read and wrote, until the claim is known to be taken."""
+    _planned: dict[tuple[str, str | None, int], tuple[object, str, str]] = field(default_factory=new_dict)
+    """The key and input digest :meth:`prepare` computed for each restart, with the value it was of."""
 
     # folding journal writes into the claim and the commit (one transaction each) ---------------
 
@@ -159,7 +161,8 @@ class Effects:
         self._pending = {}
         updates: list[tuple[str, JournalUpdater]] = []
         for request, value in requests:
-            key = self.key(request.name, request.ref, value, index)
+            key, input_digest = self._key(request.name, request.ref, value, index)
+            self._planned[(request.name, request.ref, index)] = (value, key, input_digest)
 
             def read(
                 cur: JournalEntry | None, key: str = key, request: ToolRequestPart = request
@@ -208,14 +211,21 @@ class Effects:
         body: Callable[[], Awaitable[Any]],
         *,
         retry: bool = False,
+        untouched: bool = False,
     ) -> Any:
         """Run a tool body at most as often as the journal allows; returns its output (recorded or new).
 
         ``value`` is the validated input the body runs on (its JSON form is what the key is of).
         ``retry`` is set when a person answered this call's in-doubt interrupt by restarting it.
+        ``untouched`` says ``value`` is the resume plan's own, which nothing could have changed since
+        the claim keyed it (:meth:`prepare`: no middleware, no recheck): its key is not computed again.
         Raises :class:`~interlock.errors.Interrupt` (an in-doubt pause, or the tool's own).
         """
-        key, input_digest = self._key(tool.name, ctx.request.ref, value, index)
+        known = self._planned.pop((tool.name, ctx.request.ref, index), None) if untouched else None
+        if known is not None and known[0] is value:
+            key, input_digest = known[1], known[2]
+        else:
+            key, input_digest = self._key(tool.name, ctx.request.ref, value, index)
         ctx.idempotency_key = key
         if key in self._prepared:  # a restart whose intent the claim wrote (with or without a payload)
             return await self._run_body(ctx, self._prepared.pop(key)[0], body)
