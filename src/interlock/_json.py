@@ -104,31 +104,37 @@ _SHALLOW = 16
 """Nesting that :func:`_plain` checks by recursion; a deeper value takes the iterative walk."""
 
 
-def _plain(value: object, depth: int) -> bool:
+def _plain(value: Any, depth: int) -> bool:
     """Whether ``value`` is certainly JSON (the same rules, of exact types, no path kept); ``False``: walk it again.
 
     The common values (small documents of exact ``dict``/``list``/``str``/number types) are
     answered here, without the iterative walk's stack and path; anything else, including
-    every refusal, is left to it, so that its message names the offending item.
+    every refusal, is left to it, so that its message names the offending item. (``value`` is
+    typed ``Any``: each branch has checked its exact type, and a ``cast`` would be a call.)
     """
-    kind = type(value)
+    kind: type[object] = type(value)  # pyright: ignore[reportUnknownVariableType]
     if kind is str:
-        return cast(str, value).isascii() or _SURROGATE.search(cast(str, value)) is None
+        return value.isascii() or _SURROGATE.search(value) is None
     if kind is dict:
         if depth >= _SHALLOW:
             return False
-        for key, item in cast(dict[Any, Any], value).items():
+        for key, item in value.items():
             if type(key) is not str or not (key.isascii() or _SURROGATE.search(key) is None):
                 return False
             if item is not None and not _plain(item, depth + 1):
                 return False
         return True
     if kind is list:
-        return depth < _SHALLOW and all(item is None or _plain(item, depth + 1) for item in cast(list[Any], value))
+        if depth >= _SHALLOW:
+            return False
+        for item in value:
+            if item is not None and not _plain(item, depth + 1):
+                return False
+        return True
     if kind is int:
-        return cast(int, value).bit_length() <= _MAX_INT_BITS
+        return value.bit_length() <= _MAX_INT_BITS
     if kind is float:
-        return math.isfinite(cast(float, value))
+        return math.isfinite(value)
     return kind is bool or value is None
 
 
@@ -200,6 +206,8 @@ def check_part(part: object, where: str) -> None:
             continue
         if rule == _OBJECT and _is_empty_dict(value):
             continue
+        if (rule == _JSON or (rule == _OBJECT and value.__class__ is dict)) and _plain(value, 0):
+            continue  # certainly JSON: no label to build
         label = f"{where}.{name}"
         if rule == _PARTS:
             check_parts(value, label)
@@ -227,22 +235,23 @@ def check_reply(message: Message, where: str) -> None:
     checked again (:func:`check_part` does that for callers); only the values they carry are.
     """
     for index, part in enumerate(message.content):
-        label = f"{where}.content[{index}]"
         if isinstance(part, TextPart):
-            _check_str(part.text, f"{label}.text", None)
+            text: tuple[str, Any] = ("text", part.text)
         elif isinstance(part, ReasoningPart):
-            _check_str(part.reasoning, f"{label}.reasoning", None)
+            text = ("reasoning", part.reasoning)
         elif isinstance(part, ToolRequestPart):
-            _check_str(part.name, f"{label}.name", None)
-            check_json(part.input, f"{label}.input")
+            text = ("name", part.name)
+            if not _plain(part.input, 0):
+                check_json(part.input, f"{where}.content[{index}].input")
         else:
-            check_part(part, label)
+            check_part(part, f"{where}.content[{index}]")
             continue
-        for name in ("metadata", "custom", "extra"):
-            value = getattr(part, name)
-            if value:
-                check_json(value, f"{label}.{name}")
-    if message.metadata:
+        if type(text[1]) is not str or not _plain(text[1], 0):  # labelled only when it may be refused
+            _check_str(text[1], f"{where}.content[{index}].{text[0]}", None)
+        for name, value in (("metadata", part.metadata), ("custom", part.custom), ("extra", part.extra)):
+            if value and not _plain(value, 0):
+                check_json(value, f"{where}.content[{index}].{name}")
+    if message.metadata and not _plain(message.metadata, 0):
         check_json(message.metadata, f"{where}.metadata")
 
 

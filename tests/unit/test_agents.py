@@ -566,3 +566,23 @@ async def test_history_reaches_the_model_without_being_shared_with_it(instructio
     snap = await agent.store.latest(second.session_id or "") if agent.store else None
     assert snap is not None and snap.state is not None
     assert [m.text for m in snap.state.messages] == ["hi", "one", "again", "two"]
+
+
+async def test_the_turn_queue_hands_items_over_in_order_and_survives_a_cancelled_wait() -> None:
+    from interlock._engine.io import Waiting
+
+    queue: Waiting[int] = Waiting()
+    queue.put_nowait(1)
+    assert not queue.empty() and await queue.get() == 1 and queue.empty()
+    reader = asyncio.ensure_future(queue.get())
+    await asyncio.sleep(0)  # the reader waits
+    queue.put_nowait(2)
+    queue.put_nowait(3)
+    assert await reader == 2 and await queue.get() == 3
+    waiting = asyncio.ensure_future(queue.get())
+    await asyncio.sleep(0)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    queue.put_nowait(4)  # nobody waits now: kept for the next reader
+    assert await queue.get() == 4

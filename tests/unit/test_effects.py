@@ -380,3 +380,42 @@ def test_a_remembered_key_is_for_the_same_input_only_types_included() -> None:
     assert len(set(keys)) == 3
     nested = [_call_key("a", "s", 2, "t", "r", value)[0] for value in ([{"x": [1]}], [{"x": [1.0]}])]
     assert nested == [fresh([{"x": [1]}], 2), fresh([{"x": [1.0]}], 2)]
+
+
+def test_a_key_and_its_digest_are_pinned_values_whether_remembered_or_not() -> None:
+    """Journals stored by earlier releases keep matching: the same call and input give these exact values."""
+    from interlock._engine import effects
+
+    value = {"to": "bob", "amount": 5.0, "note": "é", "tags": [1, True, None]}
+    pinned = ("ik_a8e6d8fd3239fc3408dbc779a81b2fc03e8637f9", "e42740df3175d86ba8b6a34a845e56cc")
+    effects._KEYS.clear()  # pyright: ignore[reportPrivateUsage]
+    assert effects._call_key("bank", "s-1", 1, "transfer", "t1", value) == pinned  # pyright: ignore[reportPrivateUsage]
+    reordered = {"tags": [1, True, None], "note": "é", "amount": 5.0, "to": "bob"}  # remembered: key order aside
+    assert effects._call_key("bank", "s-1", 1, "transfer", "t1", reordered) == pinned  # pyright: ignore[reportPrivateUsage]
+
+
+@pytest.mark.parametrize("changed_by", ["middleware", "none"])
+async def test_a_restart_is_keyed_by_the_input_its_body_runs_on(changed_by: str, tmp_path: pathlib.Path) -> None:
+    """The claim keys a restart once; middleware that changes the input in place gets the changed input's key."""
+    from interlock.records._journal import call_key, digest
+
+    store = InMemoryStore()
+    ledger = Ledger(tmp_path / "effects.log")
+    sid = await paused(store, ledger)
+
+    async def double(ctx: ToolContext[Any], value: Any, call_next: Any) -> Any:
+        if isinstance(value, Transfer) and ctx.is_resumed:
+            value.amount *= 2  # in place: the same object the resume plan validated
+        return await call_next(value)
+
+    agent = bank(store, ledger)
+    if changed_by == "middleware":
+        agent = PromptAgent("bank", ScriptedModel(["paid"]), tools=list(agent.tools), store=store, middleware=[double])
+    done = await agent.run(resume=APPROVE, snapshot_id=sid)
+    assert done.finish_reason == "stop", done.error
+    assert done.session_id is not None
+    ran = {"to": "bob", "amount": 10.0 if changed_by == "middleware" else 5.0}
+    key = call_key(
+        agent="bank", session_id=done.session_id, index=1, tool="transfer", ref="t1", input_digest=digest(ran)
+    )
+    assert ledger.keys == [key] and ledger.effects == [f"pay bob {ran['amount']} {key}"]

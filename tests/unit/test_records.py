@@ -99,3 +99,63 @@ def test_fast_init_builds_what_the_dataclass_init_builds() -> None:
 
     with pytest.raises(TypeError, match="keyword-only"):
         fast_init(Positional)
+
+
+def test_records_written_as_builders_are_their_own_class_frozen_and_equal() -> None:
+    """Copies and many-field records are written as builders, then become the record class: nothing else shows."""
+    from interlock import ToolRequestPart
+    from interlock.records._evolve import evolver, fast_init
+
+    row = Snapshot(snapshot_id="p", session_id="s", version=3, metadata={"agent": "bot"})
+    entry = JournalEntry(
+        key="k",
+        session_id="s",
+        snapshot_id="p",
+        agent=None,
+        tool="t",
+        ref=None,
+        input_digest="d",
+        attempt=1,
+        status="running",
+    )
+    part = ToolRequestPart(name="t", ref="r", input={"a": 1}, metadata={"m": 1})
+    for record, changes in ((row, {"version": 4}), (entry, {"status": "done"}), (part, {"ref": "q"})):
+        copy = evolver(type(record))(record, **changes)
+        assert type(copy) is type(record)
+        assert copy == dataclasses.replace(record, **changes)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(copy, dataclasses.fields(copy)[0].name, "x")
+    assert type(row) is Snapshot and row == dataclasses.replace(row)
+    again = JournalEntry(**{k: v for k, v in _fields(entry).items() if k != "steps"})
+    assert again == entry and again.steps == {} and again.steps is not entry.steps  # a factory per object
+
+    @fast_init
+    @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+    class Wide:
+        a: int = 0
+        b: int = 1
+        c: int = 2
+        d: int = 3
+        e: int = 4
+        f: int = 5
+        g: int = 6
+        h: int = 7
+        i: int = 8
+        j: int = 9
+        k: int = 10
+        type: str = "a field named as a builtin"
+        items: list[int] = dataclasses.field(default_factory=list[int])
+
+    @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+    class Narrower(Wide):  # a subclass: written through the slots' descriptors
+        extra: int = 0
+
+    wide = Wide(a=5)
+    assert type(wide) is Wide and (wide.a, wide.k, wide.items) == (5, 10, []) and wide.items is not Wide().items
+    assert Wide(type="t").type == "t"
+    sub = Narrower(a=6, extra=1)
+    assert type(sub) is Narrower and (sub.a, sub.extra) == (6, 1)
+
+
+def _fields(record: Any) -> dict[str, Any]:
+    return {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}

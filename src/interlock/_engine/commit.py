@@ -61,8 +61,8 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from .. import metadata as md
 from .._json_object import is_object
 from ..errors import ClaimConflictError, InterlockError
-from ..interrupts._decisions import DecisionLabel, decision_of
-from ..interrupts._plan import Resume, ResumePlan
+from ..interrupts._decisions import decision_of
+from ..interrupts._plan import PlannedCall, Resume, ResumePlan
 from ..interrupts._tokens import mint_tokens
 from ..messages import Message
 from ..parts import ToolRequestPart, ToolResponsePart
@@ -172,7 +172,7 @@ class Claims:
         raise conflict(parent_id, steal, answered=False)
 
 
-@dataclass(kw_only=True, eq=False)
+@dataclass(kw_only=True, eq=False, slots=True)
 class ClaimHold:
     """A claim held by one turn: refreshed until it is committed or released (idempotent, every exit path)."""
 
@@ -444,33 +444,32 @@ def audit_record(resume: Resume, context: Mapping[str, Any], *, plan: ResumePlan
     """
     calls = {(c.request.name, c.request.ref or None): c for c in plan.calls} if plan else {}
     identity = context.get("identity")
-
-    def label(entry: ToolRequestPart | ToolResponsePart) -> DecisionLabel | None:
-        call = calls.get((entry.name, entry.ref or None))
-        return decision_of(entry) or (call.decision if call else None)
-
-    def policy(row: dict[str, Any], entry: ToolRequestPart | ToolResponsePart) -> dict[str, Any]:
-        call = calls.get((entry.name, entry.ref or None))
-        said = call.request.meta(md.POLICY) if call else None
-        return {**row, "policy": said["digest"]} if is_object(said) and "digest" in said else row
-
-    def respond_row(p: ToolResponsePart) -> dict[str, Any]:
-        row = {"name": p.name, "ref": p.ref, "decision": label(p), "output": p.output}
-        expired = md.expired_by(p)
-        return policy(row if expired is None else {**row, "expired": expired}, p)
-
     return {
         "by": identity if isinstance(identity, (str, int, float, dict)) else None,
         "at": utcnow().isoformat(),
-        "respond": [respond_row(p) for p in resume.respond],
-        "restart": [policy(_restart_row(p, label(p)), p) for p in resume.restart],
+        "respond": [_audit_row(p, calls.get((p.name, p.ref or None))) for p in resume.respond],
+        "restart": [_audit_row(p, calls.get((p.name, p.ref or None))) for p in resume.restart],
     }
 
 
-def _restart_row(p: ToolRequestPart, decision: DecisionLabel | None) -> dict[str, Any]:
-    row = {"name": p.name, "ref": p.ref, "decision": decision, "payload": md.without_approval(p.meta(md.RESUMED))}
-    reason = p.meta(md.REASON)
-    return row if reason is None else {**row, "reason": reason}
+def _audit_row(entry: ToolRequestPart | ToolResponsePart, call: PlannedCall | None) -> dict[str, Any]:
+    """One answered call's row of :func:`audit_record` (``call``: the plan's call it answers, if any)."""
+    decision = decision_of(entry) or (call.decision if call else None)
+    if isinstance(entry, ToolResponsePart):
+        row = {"name": entry.name, "ref": entry.ref, "decision": decision, "output": entry.output}
+        expired = md.expired_by(entry)
+        if expired is not None:
+            row["expired"] = expired
+    else:
+        row = {"name": entry.name, "ref": entry.ref, "decision": decision}
+        row["payload"] = md.without_approval(entry.meta(md.RESUMED))
+        reason = entry.meta(md.REASON)
+        if reason is not None:
+            row["reason"] = reason
+    said = call.request.meta(md.POLICY) if call else None
+    if is_object(said) and "digest" in said:
+        row["policy"] = said["digest"]
+    return row
 
 
 def interrupt_data(agent: str, session_id: str, snapshot_id: str, part: ToolRequestPart) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from .._json_object import is_object, new_dict
 from ..errors import ClaimConflictError, FailedPreconditionError, Interrupt
 from ..interrupts._plan import ResumePlan
 from ..parts import ToolRequestPart
-from ..records._journal import Expecting, JournalEntry, JournalStatus, call_key, digest
+from ..records._journal import Expecting, JournalEntry, JournalStatus, call_key, canonical, text_digest
 from ..records._sessions import utcnow
 from ..stores import JournalStore, JournalUpdater
 from ..telemetry import _hooks as hooks
@@ -122,20 +122,7 @@ def flushes_intent(tool: Tool[Any, Any, Any], ctx: ToolContext[Any], entry: Jour
     return not tool.idempotent and (entry is not None or ctx.is_resumed)
 
 
-def _same_json(a: object, b: object) -> bool:
-    """Whether two JSON values are the same document (types included: ``1``, ``1.0`` and ``True`` differ)."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        x, y = cast(dict[str, object], a), cast(dict[str, object], b)
-        return x.keys() == y.keys() and all(_same_json(v, y[k]) for k, v in x.items())
-    if isinstance(a, list):
-        u, w = cast(list[object], a), cast(list[object], b)
-        return len(u) == len(w) and all(_same_json(i, j) for i, j in zip(u, w, strict=True))
-    return a == b
-
-
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class Effects:
     """The journal of one turn's tool calls, in one store and tenant.
 
@@ -158,6 +145,8 @@ class Effects:
     """Outcomes the turn's commit writes (a call that paused): no write of their own before it."""
     _pending: dict[str, tuple[JournalEntry | None, JournalEntry | None]] = field(default_factory=new_dict)
     """What the claim's updates read and wrote, until the claim is known to be taken."""
+    _planned: dict[tuple[str, str | None, int], tuple[object, str, str]] = field(default_factory=new_dict)
+    """The key and input digest :meth:`prepare` computed for each restart, with the value it was of."""
 
     # folding journal writes into the claim and the commit (one transaction each) ---------------
 
@@ -172,7 +161,8 @@ class Effects:
         self._pending = {}
         updates: list[tuple[str, JournalUpdater]] = []
         for request, value in requests:
-            key = self.key(request.name, request.ref, value, index)
+            key, input_digest = self._key(request.name, request.ref, value, index)
+            self._planned[(request.name, request.ref, index)] = (value, key, input_digest)
 
             def read(
                 cur: JournalEntry | None, key: str = key, request: ToolRequestPart = request
@@ -221,14 +211,21 @@ class Effects:
         body: Callable[[], Awaitable[Any]],
         *,
         retry: bool = False,
+        untouched: bool = False,
     ) -> Any:
         """Run a tool body at most as often as the journal allows; returns its output (recorded or new).
 
         ``value`` is the validated input the body runs on (its JSON form is what the key is of).
         ``retry`` is set when a person answered this call's in-doubt interrupt by restarting it.
+        ``untouched`` says ``value`` is the resume plan's own, which nothing could have changed since
+        the claim keyed it (:meth:`prepare`: no middleware, no recheck): its key is not computed again.
         Raises :class:`~interlock.errors.Interrupt` (an in-doubt pause, or the tool's own).
         """
-        key, input_digest = self._key(tool.name, ctx.request.ref, value, index)
+        known = self._planned.pop((tool.name, ctx.request.ref, index), None) if untouched else None
+        if known is not None and known[0] is value:
+            key, input_digest = known[1], known[2]
+        else:
+            key, input_digest = self._key(tool.name, ctx.request.ref, value, index)
         ctx.idempotency_key = key
         if key in self._prepared:  # a restart whose intent the claim wrote (with or without a payload)
             return await self._run_body(ctx, self._prepared.pop(key)[0], body)
@@ -352,9 +349,9 @@ class Effects:
 _NOT_HAPPENED: Any = object()
 
 
-_KEYS: dict[tuple[str | None, str, int, str, str | None], tuple[Any, str, str]] = {}
-"""Recently computed keys by call, with the input (JSON) each is of and its digest: a digest is not free,
-and a call's key is needed again by the turn that resumes it (its claim), often in this process."""
+_KEYS: dict[tuple[str | None, str, int, str, str | None], tuple[str, str, str]] = {}
+"""Recently computed keys by call, with the canonical text of the input each is of and its digest: a
+call's key is needed again by the turn that resumes it (its claim), often in this process."""
 _KEYS_KEPT = 4096
 
 
@@ -363,21 +360,24 @@ def _call_key(
 ) -> tuple[str, str]:
     """The key of a call (:func:`~interlock.records._journal.call_key`) and its input's digest.
 
-    From memory when the same call with the same input (``input`` is its JSON form) was keyed recently.
+    ``input`` is the call's input in its JSON form. The input's canonical text is what its digest
+    is of, so a call keyed recently with the same text has the same key: it comes from memory
+    (the text compared, no hashing).
     """
-    slot = (agent, session_id, index, tool, ref)
-    known = _KEYS.get(slot)
-    if known is not None and _same_json(known[0], input):  # same call, same input: same key
-        return known[1], known[2]
     try:
-        input_digest = digest(input)  # refuses what is not JSON, so the caller skips the check pass
+        text = canonical(input)  # refuses what is not JSON, so the caller skips the check pass
     except (TypeError, ValueError):
         check_json(input, "the value")  # raises the InvalidArgumentError that says what is wrong
         raise
+    slot = (agent, session_id, index, tool, ref)
+    known = _KEYS.get(slot)
+    if known is not None and known[0] == text:  # same call, same input: same key
+        return known[1], known[2]
+    input_digest = text_digest(text)
     key = call_key(agent=agent, session_id=session_id, index=index, tool=tool, ref=ref, input_digest=input_digest)
     if len(_KEYS) >= _KEYS_KEPT:
         _KEYS.clear()  # a memory, not a record: starting afresh costs one digest per call
-    _KEYS[slot] = (input, key, input_digest)
+    _KEYS[slot] = (text, key, input_digest)
     return key, input_digest
 
 
@@ -392,7 +392,7 @@ class _SeenBefore(Exception):
     """The journal already has the call an optimistic first intent was written for."""
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class _Steps:
     """``ctx.step`` for one attempt of one call: each named step's result is journaled once."""
 

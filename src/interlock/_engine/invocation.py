@@ -27,7 +27,7 @@ from ..telemetry import _hooks as hooks
 from .commit import ClaimHold, Claims, TurnWriter, error_info
 from .detached import DetachedRun
 from .handoff import handoff_metadata, handoff_named, read_handoff
-from .io import END, AgentInit, AgentInput, AgentOutput, AgentResult, Ended, StreamChunk, TurnEnd
+from .io import END, AgentInit, AgentInput, AgentOutput, AgentResult, Ended, StreamChunk, TurnEnd, Waiting
 from .protocols import RunnableAgent, SessionRunner, TurnHandler
 from .turn import PreTurnFailure, QueuedTurn, Turn, load_state
 
@@ -77,7 +77,7 @@ class Invocation:
         self.last_finish_reason: str | None = None
         self.error: ErrorInfo | None = None
         self.detached: DetachedRun | None = None
-        self._turns: asyncio.Queue[QueuedTurn | Ended] = asyncio.Queue()
+        self._turns: Waiting[QueuedTurn | Ended] = Waiting()
         self._running: QueuedTurn | None = None
         self.trace: hooks.TurnTrace | None = None
         self.store_ready = False

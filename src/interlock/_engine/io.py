@@ -10,12 +10,13 @@ from one side: its inputs go to an invocation in this process
 from __future__ import annotations
 
 import asyncio
+import collections
 import enum
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal, Protocol, Self, TypeAlias, cast
+from typing import Any, Generic, Literal, Protocol, Self, TypeAlias, TypeVar, cast
 
 from .._json import check_json, check_message, type_name
 from .._json_object import new_dict, new_list
@@ -27,6 +28,8 @@ from ..parts import ToolRequestPart
 from ..records._evolve import fast_init
 from ..records._sessions import Artifact, CustomPatch, ErrorInfo, SessionState
 from .effects import Effects
+
+T = TypeVar("T")
 
 
 class AgentFinishReason(StrEnum):
@@ -259,6 +262,39 @@ END = _End.END
 """Marks the end of an input or chunk queue."""
 Ended: TypeAlias = Literal[_End.END]
 """The type of :data:`END` (``queue: asyncio.Queue[StreamChunk | Ended]``)."""
+
+
+class Waiting(Generic[T]):
+    """A queue with one consumer (an invocation's turns): what :class:`asyncio.Queue` does for it, with less.
+
+    No size limit and one reader, so no ``join`` bookkeeping, no event and no waiter queues:
+    a deque and the reader's future while it waits.
+    """
+
+    __slots__ = ("_items", "_waiter")
+
+    def __init__(self) -> None:
+        self._items: collections.deque[T] = collections.deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def put_nowait(self, item: T) -> None:
+        self._items.append(item)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def empty(self) -> bool:
+        return not self._items
+
+    async def get(self) -> T:
+        """The next item, once there is one (one reader at a time)."""
+        while not self._items:
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        return self._items.popleft()
 
 
 class BaseConnection:

@@ -286,9 +286,11 @@ class _TurnState:
             reason = await _recheck(tool, value, ctx)
             if reason is not None:  # consent went stale: ask again instead of running on it
                 return False, _reask(tool, planned, reason, self._requester(planned))
+        # a restart's input as planned: no middleware or recheck had it (the claim keyed it in the journal)
+        untouched = planned is not None and tool.recheck is None and not self.loop.middleware
         try:
             with telemetry.tool_call(part, description=tool.description, resumed=planned is not None) as traced:
-                return True, traced.output(await self._through_middleware(tool, ctx, value, index, retry))
+                return True, traced.output(await self._through_middleware(tool, ctx, value, index, retry, untouched))
         except Interrupt as signal:
             return False, _pause(tool, signal, part, self._requester(planned))
         except InterlockError:
@@ -299,12 +301,19 @@ class _TurnState:
             return self.tool_error(tool.name, error, self.loop.errors.on_error)
 
     async def _through_middleware(
-        self, tool: Tool[Any, Any, Any], ctx: ToolContext[Any], value: Any, index: int, retry: bool
+        self, tool: Tool[Any, Any, Any], ctx: ToolContext[Any], value: Any, index: int, retry: bool, untouched: bool
     ) -> Any:
-        return await self._layer(0, tool, ctx, value, index, retry)
+        return await self._layer(0, tool, ctx, value, index, retry, untouched)
 
     async def _layer(
-        self, depth: int, tool: Tool[Any, Any, Any], ctx: ToolContext[Any], current: object, index: int, retry: bool
+        self,
+        depth: int,
+        tool: Tool[Any, Any, Any],
+        ctx: ToolContext[Any],
+        current: object,
+        index: int,
+        retry: bool,
+        untouched: bool = False,
     ) -> Any:
         """Middleware ``depth`` onwards, then the tool.
 
@@ -318,7 +327,7 @@ class _TurnState:
             return await tool.invoke(current, ctx)
         # the body runs through the effect journal: replayed, retried, or asked about (interlock._engine.effects)
         body = lambda: tool.invoke(current, ctx)  # noqa: E731
-        return await self.effects.run(tool, ctx, current, index, body, retry=retry)
+        return await self.effects.run(tool, ctx, current, index, body, retry=retry, untouched=untouched)
 
     async def call_all(
         self, calls: Sequence[tuple[ToolRequestPart, PlannedCall | None]], index: int

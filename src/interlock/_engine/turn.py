@@ -84,7 +84,7 @@ class TurnHost(Protocol):
     def emit_failed_turn_end(self) -> None: ...
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class QueuedTurn:
     """An input waiting for its turn, with the snapshot id reserved for it (server-managed)."""
 

@@ -40,12 +40,26 @@ _text = json_encoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True, 
 
 
 def digest(value: object) -> str:
-    """A stable digest of a JSON value (key order does not matter).
+    """A stable digest of a JSON value (key order does not matter): :func:`text_digest` of :func:`canonical`.
 
     Raises ``ValueError`` (NaN or infinity, a cycle, nesting too deep) or ``TypeError`` (a
     value with no JSON form), as :func:`json.dumps` does.
     """
-    return hashlib.sha256(_text(value).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return text_digest(_text(value))
+
+
+def canonical(value: object) -> str:
+    """The canonical text of a JSON value that :func:`digest` is of (raises as :func:`digest` does).
+
+    Two values have the same text exactly when they have the same digest: types count
+    (``1``, ``1.0`` and ``true`` are three texts), key order does not.
+    """
+    return _text(value)
+
+
+def text_digest(text: str) -> str:
+    """The digest of a :func:`canonical` text."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def call_key(*, agent: str | None, session_id: str, index: int, tool: str, ref: str | None, input_digest: str) -> str:

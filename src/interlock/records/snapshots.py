@@ -200,7 +200,7 @@ class Ballot:
     row: dict[str, Any]
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class ClaimTake:
     """The updater of :func:`take_claim`; after a write that wrote nothing, ``lapsed`` names the lapsed holder.
 
