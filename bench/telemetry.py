@@ -17,9 +17,17 @@ the machine's load falls on all of them alike:
   full, which the garbage collector keeps walking) from recording's;
 - ``content``: ``recording`` with content capture on.
 
-Also shown: the SDK floor, the same spans, events and link a cycle records (names and
-attributes as interlock sets them) made by a plain loop on the ``recording`` provider with
-no interlock code around them: the least a cycle can cost with every span recorded.
+Also shown, the SDK floor (:mod:`otel_floor`): the spans, events and link one cycle records
+(the same names, kinds, nesting, attribute and event keys; checked against a recorded cycle
+before each run, which stops with exit status 2 when they differ), made on a provider of
+their own (a ``BatchSpanProcessor``, a dropping exporter) with no interlock code:
+
+- ``floor``: by a plain loop, the SDK alone (hot in the caches: an underestimate);
+- ``beside``: each cycle without a provider, then the floor's spans;
+- ``in place``: each cycle without a provider, its hooks replaced by stand-ins that make the
+  floor's spans where interlock makes them (constant attributes, no stored trace context):
+  the least a cycle can cost with every span recorded. ``recording`` minus this is
+  interlock's own share.
 
 Each figure is CPU ms per cycle (``time.process_time``, the exporter's thread included),
 the least of a round's blocks; the ratios are the medians of the per-round ratios.
@@ -39,12 +47,10 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from bank import one_cycle
-from opentelemetry import context as otel_context
-from opentelemetry import trace as otel_trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import (
     BatchSpanProcessor,
@@ -52,6 +58,7 @@ from opentelemetry.sdk.trace.export import (
     SpanExporter,
     SpanExportResult,
 )
+from otel_floor import floor_cycle, hooks_patched, in_place, same_spans
 
 from interlock import InMemoryStore
 from interlock.telemetry import _calls, _hooks, configure
@@ -117,104 +124,59 @@ _REMOVED: dict[Any, dict[str, Callable[..., Any]]] = {
 }
 
 
-@contextlib.contextmanager
-def hooks_removed() -> Generator[None, None, None]:
-    """The engine's telemetry hooks replaced by do-nothing stand-ins (the modules are patched, then restored)."""
-    saved = [(module, name, getattr(module, name)) for module, names in _REMOVED.items() for name in names]
-    for module, names in _REMOVED.items():
-        for name, stand_in in names.items():
-            setattr(module, name, stand_in)
-    try:
-        yield
-    finally:
-        for module, name, original in saved:
-            setattr(module, name, original)
-
-
-async def cycle_ms(store: InMemoryStore, n: int) -> float:
-    """CPU ms per cycle: the least of ``BLOCKS`` blocks of ``n`` cycles, after a warm-up."""
+async def cycle_ms(store: InMemoryStore, n: int, beside: Callable[[], None] | None = None) -> float:
+    """CPU ms per cycle (and ``beside`` after each): the least of ``BLOCKS`` blocks of ``n``, after a warm-up."""
     for _ in range(WARMUP):
         await one_cycle(store)
+        if beside is not None:
+            beside()
     best = float("inf")
     for _ in range(BLOCKS):
         gc.collect()
         start = time.process_time()
         for _ in range(n):
             await one_cycle(store)
+            if beside is not None:
+                beside()
         best = min(best, (time.process_time() - start) * 1000 / n)
     return best
+
+
+def _stand_ins(setup: str, providers: dict[str, TracerProvider]) -> dict[Any, dict[str, Callable[..., Any]]]:
+    if setup == "removed":
+        return _REMOVED
+    if setup == "in place":
+        return in_place(providers["in place"].get_tracer("interlock"))
+    return {}
 
 
 def measure(setup: str, providers: dict[str, TracerProvider], n: int) -> float:
     if setup == "floor":
         return floor_ms(providers["floor"], n)
-    configure(tracer_provider=providers.get(setup), capture_content=setup == "content")
+    beside = None
+    if setup == "beside":  # no provider for interlock; the floor's spans made after each cycle
+        tracer = providers["beside"].get_tracer("interlock")
+        beside = lambda: floor_cycle(tracer)  # noqa: E731
+    provider = None if setup in ("beside", "in place") else providers.get(setup)
+    configure(tracer_provider=provider, capture_content=setup == "content")
     try:
-        with hooks_removed() if setup == "removed" else contextlib.nullcontext():
-            return asyncio.run(cycle_ms(InMemoryStore(), n))
+        with hooks_patched(_stand_ins(setup, providers)):
+            return asyncio.run(cycle_ms(InMemoryStore(), n, beside))
     finally:
         configure()
 
 
-def _floor_turn(tracer: otel_trace.Tracer, *, pausing: bool) -> None:
-    """One turn's spans as interlock records them: ``invoke_agent`` with ``chat`` and ``execute_tool`` inside."""
-    links = () if pausing else [otel_trace.Link(_PAUSED, {"interlock.link": "paused_turn"})]
-    turn = tracer.start_span("invoke_agent bank", attributes=_TURN, links=links)
-    outer = otel_context.attach(otel_trace.set_span_in_context(turn))
-    chat = tracer.start_span("chat scripted", kind=otel_trace.SpanKind.CLIENT, attributes=_CHAT)
-    token = otel_context.attach(otel_trace.set_span_in_context(chat))
-    chat.set_attributes({"gen_ai.response.finish_reasons": ["stop"]})
-    otel_context.detach(token)
-    chat.end()
-    tool = tracer.start_span("execute_tool transfer", attributes=_TOOL | {"interlock.tool.resumed": not pausing})
-    token = otel_context.attach(otel_trace.set_span_in_context(tool))
-    if pausing:
-        tool.set_attribute("interlock.tool.interrupted", True)
-    otel_context.detach(token)
-    tool.end()
-    for _ in range(1 if pausing else 2):  # the interrupt; the resume and the claim
-        turn.add_event("interlock.event", _EVENT)
-    turn.set_attribute("interlock.finish_reason", "interrupted" if pausing else "stop")
-    otel_context.detach(outer)
-    turn.end()
-
-
-_PAUSED = otel_trace.SpanContext(0x1234, 0x5678, is_remote=True, trace_flags=otel_trace.TraceFlags(1))
-_TURN = {
-    "gen_ai.operation.name": "invoke_agent",
-    "gen_ai.agent.name": "bank",
-    "interlock.detached": False,
-    "gen_ai.conversation.id": "0" * 32,
-    "interlock.snapshot.id": "0" * 32,
-}
-_CHAT = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "scripted", "gen_ai.request.model": "scripted"}
-_TOOL = {
-    "gen_ai.operation.name": "execute_tool",
-    "gen_ai.tool.name": "transfer",
-    "gen_ai.tool.type": "function",
-    "interlock.tool.resumed": False,
-    "gen_ai.tool.call.id": "t1",
-    "gen_ai.tool.description": "Move money once approved.",
-}
-_EVENT = {"gen_ai.tool.name": "transfer", "gen_ai.tool.call.id": "t1", "interlock.snapshot.id": "0" * 32}
-
-
 def floor_ms(provider: TracerProvider, n: int) -> float:
-    """CPU ms per cycle of the SDK alone: the pausing turn (one event) and the resuming one (two, and a link)."""
+    """CPU ms per cycle of the SDK alone: :func:`floor_cycle` in a plain loop."""
     tracer = provider.get_tracer("interlock")
-
-    def cycle() -> None:
-        _floor_turn(tracer, pausing=True)
-        _floor_turn(tracer, pausing=False)
-
     for _ in range(WARMUP):
-        cycle()
+        floor_cycle(tracer)
     best = float("inf")
     for _ in range(BLOCKS):
         gc.collect()
         start = time.process_time()
         for _ in range(n):
-            cycle()
+            floor_cycle(tracer)
         best = min(best, (time.process_time() - start) * 1000 / n)
     return best
 
@@ -224,13 +186,18 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--cycles", type=int, default=300, help="cycles per block (3 blocks per setup and round)")
     args = parser.parse_args()
+    if not same_spans():
+        print("bench/telemetry.py: the SDK floor no longer makes the spans a cycle records; update bench/otel_floor.py")
+        return 2
     exporter = Dropping()
-    providers = {"recording": TracerProvider(), "simple": TracerProvider(), "floor": TracerProvider()}
+    providers = {name: TracerProvider() for name in ("recording", "simple", "floor", "beside", "in place")}
     providers["recording"].add_span_processor(BatchSpanProcessor(exporter))
     providers["simple"].add_span_processor(SimpleSpanProcessor(Dropping()))
     providers["floor"].add_span_processor(BatchSpanProcessor(Dropping()))
+    providers["beside"].add_span_processor(BatchSpanProcessor(Dropping()))
+    providers["in place"].add_span_processor(BatchSpanProcessor(Dropping()))
     providers["content"] = providers["recording"]
-    setups = ["removed", "off", "recording", "simple", "content", "floor"]
+    setups = ["removed", "off", "recording", "simple", "content", "floor", "beside", "in place"]
     ms: dict[str, list[float]] = {s: [] for s in setups}
     for round_ in range(args.rounds):
         for setup in setups if round_ % 2 == 0 else setups[::-1]:
@@ -258,11 +225,15 @@ def main() -> int:
     )
     for setup, label in (("simple", "SDK recording, simple processor"), ("content", "SDK recording, content on")):
         print(f"  {label:<37}{statistics.median(ms[setup]):8.3f} ms  ({ratio(setup, 'off'):.2f}x off)")
-    floor = ratio("floor", "off")
-    print(
-        f"  SDK floor: the same spans, alone     {statistics.median(ms['floor']):8.3f} ms"
-        f"  ({floor:.2f}x off: recording costs at least {1 + floor:.2f}x off)"
+    rows = (
+        ("floor", "SDK floor: the same spans, alone", ""),
+        ("beside", "each cycle, then the same spans alone", ""),
+        ("in place", "the same spans, made in place", ": recording costs at least this"),
     )
+    for setup, label, note in rows:
+        print(f"  {label:<37}{statistics.median(ms[setup]):8.3f} ms  ({ratio(setup, 'off'):.2f}x off{note})")
+    own = statistics.median((r - p) / o for o, r, p in zip(ms["off"], ms["recording"], ms["in place"], strict=True))
+    print(f"  interlock's own share of recording   {own:8.2f}x off (recording minus the row above)")
     cycles = 2 * args.rounds * (WARMUP + BLOCKS * args.cycles)
     print(f"  spans exported: {exporter.count} ({exporter.count / cycles:.1f} per cycle)")
     return 0 if ok_off and ok_recording else 1

@@ -13,7 +13,16 @@ from banking import APPROVE, PAY, Approval, Transfer, transfer
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import NonRecordingSpan, SpanContext, StatusCode, TraceFlags, TraceState, use_span
+from opentelemetry.trace import (
+    NonRecordingSpan,
+    SpanContext,
+    StatusCode,
+    TraceFlags,
+    TraceState,
+    set_span_in_context,
+    use_span,
+)
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from test_effects import FailingModel, Ledger, bank, in_doubt_after_an_abort_mid_tool, paused
 
 from interlock import InMemoryStore, PromptAgent, Resume, ToolContext, ToolRequestPart, tool
@@ -22,6 +31,7 @@ from interlock._engine.commit import Claims
 from interlock.agents._host import Host
 from interlock.stores.sqlite import SQLiteStore
 from interlock.telemetry import configure
+from interlock.telemetry._otel import span_carrier
 from interlock.testing import ScriptedModel
 
 
@@ -147,3 +157,19 @@ async def test_a_paused_turn_under_a_callers_span_stores_its_tracestate_and_the_
     (link,) = resumed.links
     assert (link.context.trace_id, link.context.span_id) == (0xA1, paused_turn.context.span_id)
     assert link.context.is_remote and dict(link.context.trace_state) == {"bank": "eu"}
+
+
+@pytest.mark.parametrize(
+    ("trace_id", "span_id", "flags", "state"),
+    [(0x1, 0xABC, 0, None), (0xA1, 0x1, 1, [("bank", "eu")]), (2**128 - 1, 2**64 - 1, 3, None), (0x5, 0x6, 0xFF, None)],
+)
+def test_a_stored_trace_context_is_what_the_w3c_propagator_writes(
+    trace_id: int, span_id: int, flags: int, state: list[tuple[str, str]] | None
+) -> None:
+    """The carrier a turn stores is formatted without the propagator, and reads the same (leading zeros, every flag)."""
+    context = SpanContext(
+        trace_id, span_id, is_remote=False, trace_flags=TraceFlags(flags), trace_state=TraceState(state)
+    )
+    written: dict[str, str] = {}
+    TraceContextTextMapPropagator().inject(written, set_span_in_context(NonRecordingSpan(context)))
+    assert span_carrier(NonRecordingSpan(context)) == written

@@ -26,12 +26,12 @@ from ._otel import (
     elapsed_ms,
     error_type,
     fail,
-    open_span,
-    tracing,
+    recorder,
+    start,
 )
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import Span
+    from opentelemetry.trace import Span, Tracer
 
     from ..messages import Message
     from ..models import ChunkCallback, Model, ModelRequest, ModelResponse
@@ -49,7 +49,8 @@ def split_model_name(name: str) -> tuple[str, str]:
 
 async def call_model(model: Model, request: ModelRequest, *, on_chunk: ChunkCallback | None) -> ModelResponse:
     """``model.generate(request)`` inside its ``chat`` span, logged with duration and tokens."""
-    if not tracing() and not _models.isEnabledFor(logging.INFO):  # the common case costs nothing more
+    tracer = recorder()
+    if tracer is None and not _models.isEnabledFor(logging.INFO):  # the common case costs nothing more
         try:
             return await model.generate(request, on_chunk=on_chunk)
         except Exception as exc:
@@ -57,7 +58,11 @@ async def call_model(model: Model, request: ModelRequest, *, on_chunk: ChunkCall
             raise
     provider, name = split_model_name(_model_name(model))
     started = time.perf_counter()
-    opened = open_span(f"chat {name}", _chat_attributes(provider, name, request), client=True) if tracing() else None
+    opened = (
+        None
+        if tracer is None
+        else start(tracer, f"chat {name}", _chat_attributes(provider, name, request), client=True)
+    )
     try:
         response = await model.generate(request, on_chunk=on_chunk)
     except BaseException as exc:
@@ -200,9 +205,10 @@ def tool_call(
     part: ToolRequestPart, *, description: str, resumed: bool
 ) -> contextlib.AbstractContextManager[ToolTrace]:
     """The ``execute_tool`` span of one call; an :class:`~interlock.errors.Interrupt` is an outcome, not an error."""
-    if not tracing() and not _tools.isEnabledFor(logging.DEBUG):
+    tracer = recorder()
+    if tracer is None and not _tools.isEnabledFor(logging.DEBUG):
         return _UNTRACED
-    return _TracedTool(part, description=description, resumed=resumed)
+    return _TracedTool(part, tracer, description=description, resumed=resumed)
 
 
 class _TracedTool(ToolTrace, contextlib.AbstractContextManager[ToolTrace]):
@@ -211,16 +217,20 @@ class _TracedTool(ToolTrace, contextlib.AbstractContextManager[ToolTrace]):
     A class rather than a generator: a recorded call pays for its span, not for the scaffolding.
     """
 
-    def __init__(self, part: ToolRequestPart, *, description: str, resumed: bool) -> None:
-        super().__init__(span=None)
-        self.part, self.description, self.resumed = part, description, resumed
+    def __init__(self, part: ToolRequestPart, tracer: Tracer | None, *, description: str, resumed: bool) -> None:
+        self.span = None
+        self.part, self.tracer, self.description, self.resumed = part, tracer, description, resumed
         self.opened: Opened | None = None
         self.started = 0.0
 
     def __enter__(self) -> ToolTrace:
         self.started = time.perf_counter()
-        if not tracing():
-            return self
+        if self.tracer is not None:
+            self.opened = self._open(self.tracer)
+            self.span = self.opened[0]
+        return self
+
+    def _open(self, tracer: Tracer) -> Opened:
         part = self.part
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
@@ -234,10 +244,7 @@ class _TracedTool(ToolTrace, contextlib.AbstractContextManager[ToolTrace]):
             attributes["gen_ai.tool.description"] = self.description
         if capture_content():
             attributes["gen_ai.tool.call.arguments"] = as_json(part.input)
-        self.opened = open_span(f"execute_tool {part.name}", attributes)
-        if self.opened is not None:
-            self.span = self.opened[0]
-        return self
+        return start(tracer, f"execute_tool {part.name}", attributes)
 
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         outcome = "ok"

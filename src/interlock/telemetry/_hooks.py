@@ -36,16 +36,16 @@ from ._otel import (
     elapsed_ms,
     error_type,
     fail,
-    open_span,
+    recorder,
     span_carrier,
-    tracing,
+    start,
 )
 from ._otel import span as otel_span
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import Span
+    from opentelemetry.trace import Span, Tracer
 
-    from ..interrupts._plan import ResumePlan
+    from ..interrupts._plan import PlannedCall, ResumePlan
     from ..messages import Message
     from ..parts import ToolRequestPart
     from ..records._journal import JournalEntry
@@ -141,9 +141,10 @@ def turn(
 ) -> contextlib.AbstractContextManager[TurnTrace]:
     """The ``invoke_agent`` span of one turn; a turn continuing a paused snapshot links to its span."""
     trace = TurnTrace(span=None, agent=agent, session_id=session_id, turn_id=turn_id)
-    if not tracing() and not _agents.isEnabledFor(logging.DEBUG):
+    tracer = recorder()
+    if tracer is None and not _agents.isEnabledFor(logging.DEBUG):
         return _QuietTurn(trace)
-    return _TracedTurn(trace, parent=parent, tenant=tenant, detached=detached)
+    return _TracedTurn(trace, tracer, parent=parent, tenant=tenant, detached=detached)
 
 
 class _TracedTurn(contextlib.AbstractContextManager[TurnTrace]):
@@ -152,12 +153,26 @@ class _TracedTurn(contextlib.AbstractContextManager[TurnTrace]):
     A class rather than a generator: a recorded turn pays for its span, not for the scaffolding.
     """
 
-    def __init__(self, trace: TurnTrace, *, parent: Snapshot | None, tenant: str | None, detached: str | None) -> None:
-        self.trace, self.parent, self.tenant, self.detached = trace, parent, tenant, detached
+    def __init__(
+        self,
+        trace: TurnTrace,
+        tracer: Tracer | None,
+        *,
+        parent: Snapshot | None,
+        tenant: str | None,
+        detached: str | None,
+    ) -> None:
+        self.trace, self.tracer, self.parent, self.tenant, self.detached = trace, tracer, parent, tenant, detached
         self.opened: Opened | None = None
         self.started = 0.0
 
     def __enter__(self) -> TurnTrace:
+        self.started = time.perf_counter()
+        if self.tracer is not None:
+            self._open(self.tracer)
+        return self.trace
+
+    def _open(self, tracer: Tracer) -> None:
         trace, parent, detached = self.trace, self.parent, self.detached
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "invoke_agent",
@@ -174,15 +189,12 @@ class _TracedTurn(contextlib.AbstractContextManager[TurnTrace]):
             attributes["interlock.tenant"] = self.tenant
         paused = parent is not None and parent.finish_reason == "interrupted"
         carrier = (parent.metadata or {}).get(md.TRACE_CONTEXT) if paused and parent is not None else None
-        self.started = time.perf_counter()
-        self.opened = open_span(
-            f"invoke_agent {trace.agent}", attributes, link_to=carrier if is_object(carrier) else None
+        self.opened = start(
+            tracer, f"invoke_agent {trace.agent}", attributes, link_to=carrier if is_object(carrier) else None
         )
-        if self.opened is not None:
-            trace.span = self.opened[0]
-            if detached is not None:
-                trace.span.add_event("interlock.detached.started", {"interlock.snapshot.id": detached})
-        return trace
+        trace.span = self.opened[0]
+        if detached is not None:
+            trace.span.add_event("interlock.detached.started", {"interlock.snapshot.id": detached})
 
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         if self.opened is not None:
@@ -198,29 +210,34 @@ def resuming(plan: ResumePlan, context: dict[str, Any], holder: str | None) -> N
     """A resume runs: per answered call its verb, tool and ref; who answered; the claim's holder (fencing token)."""
     identity = context.get("identity")
     answered = [c for c in plan.calls if c.verb != "pending"]
-    target = current_span() if tracing() else None
+    target = current_span() if recorder() is not None else None
     if target is not None:
         content = capture_content()
         for call in answered:
-            payload = call.payload if call.verb == "restart" else (call.response.output if call.response else None)
-            add_event(
-                "interlock.resume",
-                {
-                    "interlock.resume.verb": call.verb,
-                    "interlock.resume.decision": call.decision,
-                    "gen_ai.tool.name": call.request.name,
-                    "gen_ai.tool.call.id": call.request.ref,
-                    "interlock.identity": identity if isinstance(identity, str) else None,
-                    "interlock.claim.holder": holder,
-                    "interlock.resume.payload": as_json(payload) if content else None,
-                },
-                target,
-            )
+            target.add_event("interlock.resume", _resume_attributes(call, identity, holder, content))
     if _agents.isEnabledFor(logging.INFO):
         calls = ", ".join(f"{c.verb} {c.request.name}" for c in answered)
         _agents.info(
             "resume: %s", calls, extra={"identity": identity, "holder": holder, "verbs": [c.verb for c in answered]}
         )
+
+
+def _resume_attributes(call: PlannedCall, identity: object, holder: str | None, content: bool) -> dict[str, Any]:
+    """An ``interlock.resume`` event's attributes (no ``None`` values: the SDK would drop them with a warning)."""
+    attributes: dict[str, Any] = {"interlock.resume.verb": call.verb}
+    if call.decision is not None:
+        attributes["interlock.resume.decision"] = call.decision
+    attributes["gen_ai.tool.name"] = call.request.name
+    if call.request.ref is not None:
+        attributes["gen_ai.tool.call.id"] = call.request.ref
+    if isinstance(identity, str):
+        attributes["interlock.identity"] = identity
+    if holder is not None:
+        attributes["interlock.claim.holder"] = holder
+    if content:
+        payload = call.payload if call.verb == "restart" else (call.response.output if call.response else None)
+        attributes["interlock.resume.payload"] = as_json(payload)
+    return attributes
 
 
 def answer_refused(details: dict[str, Any], digest: str | None) -> None:
@@ -278,7 +295,7 @@ def detached_finished(
 
 def claim_taken(parent_id: str, holder: str, reclaimed_from: str | None, ttl: float) -> None:
     """A resume claimed an interrupted snapshot (and maybe took a lapsed claim over)."""
-    target = current_span() if tracing() else None
+    target = current_span() if recorder() is not None else None
     if reclaimed_from is None and target is None and not _claims.isEnabledFor(logging.DEBUG):
         return
     attributes = {"interlock.snapshot.id": parent_id, "interlock.claim.holder": holder, "interlock.claim.ttl": ttl}

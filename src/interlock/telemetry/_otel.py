@@ -47,7 +47,7 @@ _UNDECIDED: Any = object()
 _GLOBAL_SLOT = "_TRACER_PROVIDER"
 """Where the OpenTelemetry API keeps the global provider (``None`` until one is set; it is set once)."""
 _decided_for: Any = _UNDECIDED
-"""The global provider slot's value when :func:`_get_tracer` last decided (``_UNDECIDED``: decide again)."""
+"""The global provider slot's value when :func:`recorder` last decided (``_UNDECIDED``: decide again)."""
 _decided: Tracer | None = None
 _capture_env: bool | None = None
 
@@ -93,22 +93,44 @@ def open_span(
     ``parent`` makes the span a child of that span instead of the current one. Exceptions are
     left to the caller (see :func:`fail`).
     """
-    tracer = _get_tracer()
-    if tracer is None or _trace is None or _context is None:
+    tracer = recorder()
+    if tracer is None or _trace is None:
         return None
+    if parent is not None:
+        return start(tracer, name, attributes, _trace.set_span_in_context(parent), client=client, link_to=link_to)
+    return start(tracer, name, attributes, client=client, link_to=link_to)
+
+
+def start(
+    tracer: Tracer,
+    name: str,
+    attributes: dict[str, Any],
+    context: Context | None = None,
+    *,
+    client: bool = False,
+    link_to: Mapping[str, Any] | None = None,
+) -> Opened:
+    """:func:`open_span` with the tracer in hand (from :func:`recorder`), in ``context`` (``None``: the current one).
+
+    The current context is read once and handed to the SDK, which would otherwise read it
+    twice more (for the parent and for the sampler); the span is the same.
+    """
+    assert _trace is not None and _context is not None
+    if context is None:
+        context = _context.get_current()
     started = tracer.start_span(
         name,
-        context=None if parent is None else _trace.set_span_in_context(parent),
-        kind=_trace.SpanKind.CLIENT if client else _trace.SpanKind.INTERNAL,
+        context=context,
+        kind=_CLIENT if client else _INTERNAL,
         attributes=attributes,
         links=_links(link_to) if link_to else (),
     )
     # what ``use_span(end_on_exit=True, record_exception=False, set_status_on_exception=False)`` does, inline
-    return started, _context.attach(_trace.set_span_in_context(started))
+    return started, _context.attach(_trace.set_span_in_context(started, context))
 
 
 def close_span(opened: Opened) -> None:
-    """Restore the context from before :func:`open_span` and end its span."""
+    """Restore the context from before :func:`open_span` (or :func:`start`) and end its span."""
     assert _context is not None
     _context.detach(opened[1])
     opened[0].end()
@@ -139,10 +161,10 @@ def span(
 
 def tracing() -> bool:
     """True when spans are recorded somewhere: the API is installed and a tracer provider is set."""
-    return _get_tracer() is not None
+    return recorder() is not None
 
 
-def _get_tracer() -> Tracer | None:
+def recorder() -> Tracer | None:
     """Interlock's tracer; ``None`` while no tracer provider is set (so no span is made at all).
 
     Decided once, and again only when the configuration changes: :func:`set_options`, or the
@@ -169,6 +191,9 @@ def _look_up_tracer() -> Tracer | None:
         _tracer = (provider, provider.get_tracer(TRACER_NAME))
     return _tracer[1]
 
+
+_INTERNAL: Any = _trace.SpanKind.INTERNAL if _trace is not None else None
+_CLIENT: Any = _trace.SpanKind.CLIENT if _trace is not None else None
 
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 """A ``traceparent`` as :func:`span_carrier` writes it (W3C trace context, version 00)."""
@@ -214,7 +239,7 @@ def current_span() -> Span | None:
 def add_event(name: str, attributes: Attributes, target: Span | None = None) -> None:
     """Add an event to ``target`` (or the current span), when it records (without a tracer provider: nothing)."""
     if target is None:
-        if _get_tracer() is None:
+        if recorder() is None:
             return
         target = current_span()
     if target is not None and target.is_recording():
@@ -231,6 +256,10 @@ def fail(target: Span | None, error_type: str, message: str, exc: BaseException 
     target.set_status(_trace.StatusCode.ERROR, message)
 
 
+_FLAGS = tuple(f"-{flags:02x}" for flags in range(256))
+"""A ``traceparent``'s last field for each trace-flags byte (looked up: cheaper than a format spec per turn)."""
+
+
 def span_carrier(target: Span | None) -> dict[str, str]:
     """``target``'s span context as a W3C trace-context carrier (``{"traceparent": ...}``), or ``{}``.
 
@@ -242,7 +271,8 @@ def span_carrier(target: Span | None) -> dict[str, str]:
     context = target.get_span_context()
     if not context.is_valid:
         return {}
-    carrier = {"traceparent": f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"}
+    ids = f"00-{context.trace_id.to_bytes(16, 'big').hex()}-{context.span_id.to_bytes(8, 'big').hex()}"
+    carrier = {"traceparent": ids + _FLAGS[context.trace_flags]}
     if context.trace_state:
         carrier["tracestate"] = context.trace_state.to_header()
     return carrier
