@@ -16,8 +16,6 @@ import json
 import secrets
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import fields
-from operator import attrgetter
 from typing import Any, NamedTuple, cast
 
 from ...errors import DataLossError
@@ -28,7 +26,7 @@ from ...records._outbox import OutboxEvent
 from ...records._sessions import Artifact, Snapshot
 from .. import JournalUpdater, Updater, apply_update
 from .._sql.history import common_prefix
-from .._sql.index_rows import ENTRY_COLUMNS, entry_values, plan
+from .._sql.index_rows import ENTRY_COLUMNS, entry_values, own_entries_change, plan
 from .._sql.outbox_rows import row as outbox_row
 from .._sql.row_codec import Messages, Row, bookkeeping, corrupt, decode, dumps, loads, same, to_us
 from ._chain import MessageChains
@@ -134,9 +132,11 @@ class SnapshotRows(MessageChains):
         new = apply_update(current, update, snapshot_id)
         if new is None:
             return None, False
-        session = self.write(con, tenant, row, old, old_artifacts, new)
+        session, same_messages = self.write(con, tenant, row, old, old_artifacts, new)
         before = None if row is None else (row.parent_id, row.status, row.finish_reason)
-        written(con, tenant, session, before, current, new, lambda sid: self.read(con, tenant, sid), dropped)
+        written(
+            con, tenant, session, before, current, new, same_messages, lambda sid: self.read(con, tenant, sid), dropped
+        )
         return new, row is None or row.status != new.status
 
     def write(
@@ -147,8 +147,8 @@ class SnapshotRows(MessageChains):
         old: Messages | None,
         old_artifacts: list[Artifact],
         new: Snapshot,
-    ) -> int:
-        """Write ``new`` over ``row``; returns the row's session key."""
+    ) -> tuple[int, bool]:
+        """Write ``new`` over ``row``; returns the row's session key, and whether its messages stayed as they were."""
         sid = new.snapshot_id
         state = new.state
         stored = bookkeeping(new, row, old_artifacts, ident=id_or_none, word=word_or_none)
@@ -163,11 +163,11 @@ class SnapshotRows(MessageChains):
             kept_base = row.base_id
             if new.parent_id == row.parent_id:  # the usual case (a claim, a heartbeat): no index entry changes
                 con.execute(UPDATE_BOOKKEEPING_IN_PLACE, values)
-                return row.session
+                return row.session, True
             if kept_base is None and row.keep > 0:
                 kept_base = row.parent_id  # the implicit base (the old parent) must be named now
             con.execute(UPDATE_BOOKKEEPING, values | {"base_id": id_or_none(kept_base)})
-            return row.session
+            return row.session, True
         if row is not None and old is not None:
             self.checkpoint_dependents(con, tenant, {sid: old}, exclude=())
         needs_parent = row is None or (state is not None and bool(state.messages))  # for the session, the base
@@ -194,7 +194,7 @@ class SnapshotRows(MessageChains):
             self.remember_written(tenant, sid, mrev, messages, tail, based)
         content = {"session": session, "base_id": id_or_none(base_id), "keep": keep, "tail": tail, "mrev": mrev}
         con.execute(UPSERT, values | content | {"base_mrev": base_mrev})
-        return session
+        return session, unchanged
 
     def intern(self, con: sqlite3.Connection, tenant: str, session_id: str) -> int:
         """The session's interned key, added if new (in the caller's write transaction)."""
@@ -344,10 +344,13 @@ def written(
     before: tuple[str | None, str, str | None] | None,
     old: Snapshot | None,
     new: Snapshot,
+    same_messages: bool,
     read: Reader,
     dropped: set[str],
 ) -> None:
     """Bring the leaves and the index in line after ``new`` was written over ``old`` (``before``: see :func:`plan`).
+
+    ``same_messages``: ``new`` keeps the messages ``old`` had (see :func:`rewrite_entries`).
 
     ``dropped`` holds the snapshots this transaction left without entries: a parent whose own write
     dropped them (its claim was answered) is not deleted from again when its child completes.
@@ -367,37 +370,42 @@ def written(
             {"tenant": tenant, "snapshot_id": p.drop_parent_entries, "session_id": new.session_id},
         )
     if p.own_entries:
-        rewrite_entries(con, tenant, session, old, new, dropped)
+        rewrite_entries(con, tenant, session, old, new, same_messages, dropped)
 
 
 def rewrite_entries(
-    con: sqlite3.Connection, tenant: str, session: int, old: Snapshot | None, new: Snapshot, dropped: set[str]
+    con: sqlite3.Connection,
+    tenant: str,
+    session: int,
+    old: Snapshot | None,
+    new: Snapshot,
+    same_messages: bool,
+    dropped: set[str],
 ) -> None:
     """Write ``new``'s entries over ``old``'s with the fewest statements (``old``: ``None`` for a new row).
 
-    The table holds ``old``'s entries (none for a new row, or once its session went on), so
-    entries that differ from them in their claim only (a claim taken, refreshed, released) are
-    one ``UPDATE`` of the claim columns, and equal ones no statement at all.
+    The table holds ``old``'s entries (none for a new row, or once its session went on). What
+    changes is :func:`~interlock.stores._sql.index_rows.own_entries_change`'s to say (as for the
+    PostgreSQL store): nothing when neither waits, the claim columns only when both wait on the
+    same calls (a claim taken, refreshed, released: one ``UPDATE``, or no statement when the claim
+    stayed), else every entry (``same_messages``: ``new`` keeps ``old``'s messages).
     """
     sid = new.snapshot_id
-    entries = entries_of(new)
-    if old is not None:
-        before = entries_of(old)
-        if [_unclaimed(e) for e in before] == [_unclaimed(e) for e in entries]:
-            if before != entries:
-                until = entries[0].claim_expires_at
-                claim = {"claimed_by": entries[0].claimed_by, "until": None if until is None else to_us(until)}
-                con.execute(_CLAIM_ENTRIES, claim | {"tenant": tenant, "snapshot_id": sid})
-            return
-        if sid not in dropped:
-            con.execute(_DROP_ENTRIES, {"tenant": tenant, "snapshot_id": sid})
+    change = own_entries_change(old, new, same_messages)
+    if change == "none":
+        return
+    if change == "claim" and old is not None:
+        if old.claimed_by != new.claimed_by or old.claim_expires_at != new.claim_expires_at:
+            until = new.claim_expires_at
+            claim = {"claimed_by": new.claimed_by, "until": None if until is None else to_us(until)}
+            con.execute(_CLAIM_ENTRIES, claim | {"tenant": tenant, "snapshot_id": sid})
+        return
+    if old is not None and sid not in dropped:
+        con.execute(_DROP_ENTRIES, {"tenant": tenant, "snapshot_id": sid})
     dropped.add(sid)
+    entries = entries_of(new)
     if entries:
         _insert_entries(con, tenant, session, sid, entries, dropped)
-
-
-_unclaimed = attrgetter(*(f.name for f in fields(OpenInterrupt) if f.name not in ("claimed_by", "claim_expires_at")))
-"""An entry's fields but its claim's."""
 
 
 def refresh(con: sqlite3.Connection, tenant: str, session: int, snapshot_id: str, read: Reader) -> None:
