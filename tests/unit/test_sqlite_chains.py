@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pathlib
+import random
 import sqlite3
 
 import pytest
@@ -145,3 +146,19 @@ def test_the_cache_knows_the_revisions_it_holds_through_evictions_and_forgets() 
     assert cache.cached("", "r4", 204) == history and cache.cached("", "r4", 104) is None
     cache.clear()
     assert not cache.revisions
+
+
+async def test_content_revisions_do_not_follow_the_random_modules_seed(tmp_path: pathlib.Path) -> None:
+    """Two writers that seed :mod:`random` alike (a test suite, forked workers) still draw different revisions."""
+    path = tmp_path / "r.db"
+    async with SQLiteStore(path) as store:
+        for sid in ("a", "b"):
+            random.seed(7)
+            snap = Snapshot(snapshot_id=sid, session_id=sid, state=SessionState(messages=turn(0)))
+            await store.save(sid, lambda _, snap=snap: snap)
+    con = sqlite3.connect(path)
+    try:
+        revisions = [mrev for (mrev,) in con.execute("SELECT mrev FROM interlock_snapshots ORDER BY snapshot_id")]
+    finally:
+        con.close()
+    assert len(revisions) == 2 and revisions[0] != revisions[1]

@@ -13,7 +13,8 @@ function takes the connection, inside a transaction the caller opened.
 from __future__ import annotations
 
 import json
-import secrets
+import os
+import random
 import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, cast
@@ -57,6 +58,12 @@ from ._schema import (
     UPSERT,
     batches,
 )
+
+_revisions = random.Random()
+"""Draws each row's ``mrev``: seeded from ``os.urandom`` (again in a forked child, which would otherwise draw
+its parent's numbers), private (a caller seeding :mod:`random` cannot make two processes draw alike), and
+with no system call per draw (``secrets`` makes one)."""
+os.register_at_fork(after_in_child=_revisions.seed)
 
 
 class Parent(NamedTuple):
@@ -189,7 +196,7 @@ class SnapshotRows(MessageChains):
             if base is not None:
                 base_id, keep, base_mrev = base
             tail = dumps(messages_to_json(list(messages[keep:])))
-            mrev = secrets.randbits(47)  # 6 bytes on disk; a collision would also need the same row
+            mrev = _revisions.getrandbits(47)  # 6 bytes on disk; a collision would also need the same row
             based = None if new.parent_id is None or base_mrev is None else (base_id or new.parent_id, base_mrev, keep)
             self.remember_written(tenant, sid, mrev, messages, tail, based)
         content = {"session": session, "base_id": id_or_none(base_id), "keep": keep, "tail": tail, "mrev": mrev}
