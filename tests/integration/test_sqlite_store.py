@@ -579,3 +579,32 @@ def test_switching_to_wal_waits_while_a_concurrent_opener_holds_the_lock() -> No
     stuck = Refusing(10**6, sqlite3.SQLITE_BUSY)
     with pytest.raises(sqlite3.OperationalError):
         sqlite_module._enter_wal(stuck, timeout=0.05)  # type: ignore[arg-type]
+
+
+_TAKE_SHM = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+try:
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 128)  # SQLite's "in use" byte of the -shm file
+except OSError:
+    print("in use")
+else:
+    print("free")
+"""
+
+
+async def test_another_process_finds_the_wal_index_in_use_while_a_store_has_it_open(tmp_path: pathlib.Path) -> None:
+    """SQLite's lock on the -shm file outlives the worker's reads of the WAL header (no descriptor closed on it).
+
+    A process that found the lock free would take itself for the file's first user and reset
+    the WAL index under the store's connection.
+    """
+    path = tmp_path / "inuse.db"
+    async with SQLiteStore(path) as store:
+        for i in range(3):  # batches, each followed by a look at the WAL
+            await store.save(f"s{i}", lambda _, i=i: Snapshot(snapshot_id=f"s{i}", session_id="s"))
+        await store.load("s0")
+        probe = subprocess.run(
+            [sys.executable, "-c", _TAKE_SHM, f"{path}-shm"], capture_output=True, text=True, check=True, timeout=60
+        )
+        assert probe.stdout.strip() == "in use"

@@ -65,6 +65,7 @@ from ._errors import check_layout, is_busy, sqlite_error, stopped
 from ._migrate import CURRENT, prepare
 from ._queries import StoredRows
 from ._schema import create_indexes, path_of
+from ._wal import WalIndex
 from ._worker import JobKind, Worker
 
 __all__ = ["SQLiteStep", "SQLiteStore"]
@@ -123,9 +124,9 @@ class SQLiteStore:
         """The schema version found on open when migrations ran (``None``: none were needed)."""
         self._rows = StoredRows(cache_bytes)
         self._con: sqlite3.Connection | None = None
-        wal = None if self.path == ":memory:" else os.path.abspath(self.path) + "-wal"
+        self._wal = None if self.path == ":memory:" else WalIndex(os.path.abspath(self.path) + "-wal")
         self._worker = Worker(
-            self._db, wal, name="interlock-sqlite", reset=self._close_db, died=lambda exc: stopped(self.path, exc)
+            self._db, self._wal, name="interlock-sqlite", reset=self._close_db, died=lambda exc: stopped(self.path, exc)
         )
         self._closed = False
         self._wrote_at: float | None = None
@@ -386,6 +387,8 @@ class SQLiteStore:
             con.close()
             raise
         self._con = con
+        if self._wal is not None:
+            self._wal.attach()  # the -shm file exists now: WAL mode, and a transaction committed
         return con
 
     def _close_db(self) -> None:
@@ -395,6 +398,8 @@ class SQLiteStore:
         if con is not None:
             with contextlib.suppress(sqlite3.Error):  # closing rolls back what is open; nothing to report
                 con.close()
+            if self._wal is not None:
+                self._wal.detach()  # after the connection: see WalIndex
 
     # work on the worker thread ---------------------------------------------------------------
 

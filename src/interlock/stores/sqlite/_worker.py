@@ -51,8 +51,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from . import _wal as wal
 from ._errors import is_busy
+from ._wal import WalIndex
 
 JobKind = Literal["read", "write", "call"]
 
@@ -125,7 +125,7 @@ class Worker:
     def __init__(
         self,
         connect: Callable[[], sqlite3.Connection],
-        wal_path: str | None,
+        wal: WalIndex | None,
         *,
         name: str,
         reset: Callable[[], None],
@@ -139,7 +139,7 @@ class Worker:
         self.dead: Exception | None = None
         """Set when the thread has died: the error every job gets."""
         self._batch: list[Job] = []
-        self._wal_path = wal_path
+        self._wal = wal
         self._name = name
         self._queue: queue.SimpleQueue[list[Job] | None] = queue.SimpleQueue()
         self._pending: dict[asyncio.AbstractEventLoop, list[Job]] = {}
@@ -294,9 +294,9 @@ class Worker:
         Called before a batch's hand-back: its system calls release the GIL, which the callers
         woken by the hand-back would take each time (a thread switch per call).
         """
-        if self._wal_path is None:
+        if self._wal is None:
             return False
-        self._wal_large = wal.file_bytes(self._wal_path) > self.wal_soft
+        self._wal_large = self._wal.file_bytes() > self.wal_soft
         return self._wal_past(self.wal_soft if self._queue.empty() else self.wal_hard)
 
     def _next(self) -> list[Job] | None:
@@ -448,9 +448,9 @@ class Worker:
 
     def _wal_past(self, limit: int) -> bool:
         """Whether the WAL's frames not yet copied pass ``limit`` bytes (and no busy checkpoint asked to wait)."""
-        if self._wal_path is None or self.commits < self._retry_after:
+        if self._wal is None or self.commits < self._retry_after:
             return False
-        return wal.pending_bytes(self._wal_path) >= limit
+        return self._wal.pending_bytes() >= limit
 
     def _checkpoint(self, *, truncate: bool = False) -> bool:
         """Copy the WAL's frames into the database (and ``truncate`` the file); never waits for other processes.
