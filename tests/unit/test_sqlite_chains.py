@@ -162,3 +162,29 @@ async def test_content_revisions_do_not_follow_the_random_modules_seed(tmp_path:
     finally:
         con.close()
     assert len(revisions) == 2 and revisions[0] != revisions[1]
+
+
+async def test_a_child_written_with_its_parent_in_one_transaction_is_a_delta_on_the_parent_as_written(
+    tmp_path: pathlib.Path,
+) -> None:
+    """The child's base is the parent's row as this transaction left it (new messages, new revision)."""
+    path = tmp_path / "r.db"
+    parent = Snapshot(snapshot_id="p", session_id="s", state=SessionState(messages=turn(0)))
+    grown = parent.evolve(state=SessionState(messages=turn(0) + turn(1)))
+    child = Snapshot(
+        snapshot_id="c", session_id="s", parent_id="p", state=SessionState(messages=turn(0) + turn(1) + turn(2))
+    )
+    async with SQLiteStore(path) as store:
+        await store.save("p", lambda _: parent)
+        await store.save_all([("p", lambda _: grown), ("c", lambda _: child)])
+    con = sqlite3.connect(path)
+    try:
+        ((p_mrev,),) = con.execute("SELECT mrev FROM interlock_snapshots WHERE snapshot_id = ?", (id_in("p"),))
+        ((keep, base_mrev),) = con.execute(
+            "SELECT keep, base_mrev FROM interlock_snapshots WHERE snapshot_id = ?", (id_in("c"),)
+        )
+    finally:
+        con.close()
+    assert (keep, base_mrev) == (4, p_mrev)
+    assert await cold_load(path, "c") == turn(0) + turn(1) + turn(2)
+    assert await cold_load(path, "p") == turn(0) + turn(1)

@@ -67,12 +67,17 @@ os.register_at_fork(after_in_child=_revisions.seed)
 
 
 class Parent(NamedTuple):
-    """What a new row needs of its parent."""
+    """What a new row needs of its parent: its content revision, whether it has no state, its session."""
 
     mrev: int
     stateless: bool
     session: int
     session_id: str | None
+
+
+def _as_parent(row: Row) -> Parent:
+    """What a child needs of ``row`` (its messages unchanged by the write)."""
+    return Parent(row.mrev, row.tail is None, row.session, row.session_id)
 
 
 class SnapshotRows(MessageChains):
@@ -112,7 +117,8 @@ class SnapshotRows(MessageChains):
         The snapshots (with their leaf and index rows), the journal's entries and the outbox's events.
         """
         dropped: set[str] = set()  # snapshots whose entries this transaction deleted (no second delete)
-        results = [self.save(con, tenant, sid, update, dropped) for sid, update in updates]
+        known: dict[str, Parent] = {}  # rows this transaction wrote, as a child of theirs needs them
+        results = [self.save(con, tenant, sid, update, dropped, known) for sid, update in updates]
         for key, update in entries:
             if isinstance(update, Expecting):  # one conditional statement, no read
                 put(con, tenant, update.entry, update.entry.attempt)
@@ -123,11 +129,18 @@ class SnapshotRows(MessageChains):
         return [written for written, _ in results], any(changed for _, changed in results)
 
     def save(
-        self, con: sqlite3.Connection, tenant: str, snapshot_id: str, update: Updater, dropped: set[str]
+        self,
+        con: sqlite3.Connection,
+        tenant: str,
+        snapshot_id: str,
+        update: Updater,
+        dropped: set[str],
+        known: dict[str, Parent],
     ) -> tuple[Snapshot | None, bool]:
         """Read → update → write in the caller's write transaction: the row written, and if its status changed.
 
-        ``dropped``: the snapshots whose entries the transaction has deleted so far (see :func:`written`).
+        ``dropped``: the snapshots whose entries the transaction has deleted so far (see :func:`written`);
+        ``known``: the rows it has written so far, as a child's write needs its parent (see :meth:`write`).
         """
         row = self.fetch(con, tenant, snapshot_id)
         old: Messages | None = None
@@ -139,7 +152,9 @@ class SnapshotRows(MessageChains):
         new = apply_update(current, update, snapshot_id)
         if new is None:
             return None, False
-        session, same_messages = self.write(con, tenant, row, old, old_artifacts, new)
+        written_row, same_messages = self.write(con, tenant, row, old, old_artifacts, new, known)
+        known[snapshot_id] = written_row
+        session = written_row.session
         before = None if row is None else (row.parent_id, row.status, row.finish_reason)
         written(
             con, tenant, session, before, current, new, same_messages, lambda sid: self.read(con, tenant, sid), dropped
@@ -154,8 +169,12 @@ class SnapshotRows(MessageChains):
         old: Messages | None,
         old_artifacts: list[Artifact],
         new: Snapshot,
-    ) -> tuple[int, bool]:
-        """Write ``new`` over ``row``; returns the row's session key, and whether its messages stayed as they were."""
+        known: dict[str, Parent],
+    ) -> tuple[Parent, bool]:
+        """Write ``new`` over ``row``: what a child of the row written needs of it, and whether its messages stayed.
+
+        ``known``: rows this transaction wrote before, by id; a parent among them is not read again.
+        """
         sid = new.snapshot_id
         state = new.state
         stored = bookkeeping(new, row, old_artifacts, ident=id_or_none, word=word_or_none)
@@ -170,15 +189,15 @@ class SnapshotRows(MessageChains):
             kept_base = row.base_id
             if new.parent_id == row.parent_id:  # the usual case (a claim, a heartbeat): no index entry changes
                 con.execute(UPDATE_BOOKKEEPING_IN_PLACE, values)
-                return row.session, True
+                return _as_parent(row), True
             if kept_base is None and row.keep > 0:
                 kept_base = row.parent_id  # the implicit base (the old parent) must be named now
             con.execute(UPDATE_BOOKKEEPING, values | {"base_id": id_or_none(kept_base)})
-            return row.session, True
+            return _as_parent(row), True
         if row is not None and old is not None:
             self.checkpoint_dependents(con, tenant, {sid: old}, exclude=())
         needs_parent = row is None or (state is not None and bool(state.messages))  # for the session, the base
-        parent = self.parent_of(con, tenant, new) if needs_parent else None
+        parent = self.parent_of(con, tenant, new, known) if needs_parent else None
         if row is not None:
             session = row.session
         elif parent is not None and parent.session_id == new.session_id:
@@ -201,7 +220,8 @@ class SnapshotRows(MessageChains):
             self.remember_written(tenant, sid, mrev, messages, tail, based)
         content = {"session": session, "base_id": id_or_none(base_id), "keep": keep, "tail": tail, "mrev": mrev}
         con.execute(UPSERT, values | content | {"base_mrev": base_mrev})
-        return session, unchanged
+        session_id = new.session_id if row is None else row.session_id  # a row keeps the session it was interned in
+        return Parent(mrev, tail is None, session, session_id), unchanged
 
     def intern(self, con: sqlite3.Connection, tenant: str, session_id: str) -> int:
         """The session's interned key, added if new (in the caller's write transaction)."""
@@ -214,11 +234,13 @@ class SnapshotRows(MessageChains):
         return session
 
     @staticmethod
-    def parent_of(con: sqlite3.Connection, tenant: str, new: Snapshot) -> Parent | None:
-        """The parent of a row being written, if it names one that exists."""
+    def parent_of(con: sqlite3.Connection, tenant: str, new: Snapshot, known: dict[str, Parent]) -> Parent | None:
+        """The parent of a row being written, if it names one that exists (``known``: see :meth:`write`)."""
         parent_id = new.parent_id
         if parent_id is None or parent_id == new.snapshot_id:
             return None
+        if parent_id in known:  # written by this transaction (a resume's commit: the answered parent, then its child)
+            return known[parent_id]
         found = con.execute(SELECT_PARENT, {"tenant": tenant, "snapshot_id": id_in(parent_id)}).fetchone()
         if found is None:
             return None
