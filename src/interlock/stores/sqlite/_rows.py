@@ -19,6 +19,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, cast
 
+from ..._json_object import json_encoder
 from ...errors import DataLossError
 from ...messages import messages_to_json
 from ...records._interrupt_index import OpenInterrupt, entries_of
@@ -485,6 +486,10 @@ def forget(con: sqlite3.Connection, tenant: str, session: int, snapshot_id: str)
 # the journal's rows (table: ._journal) ---------------------------------------------------------
 
 
+_entry_text = json_encoder(ensure_ascii=True, separators=(", ", ": "))
+"""An entry's text: ``json.dumps``'s, straight through the C encoder (as the PostgreSQL store's)."""
+
+
 def stored_entry(raw: object, key: str) -> JournalEntry:
     try:
         return JournalEntry.from_json(json.loads(cast(str, raw)))
@@ -503,7 +508,7 @@ def put(con: sqlite3.Connection, tenant: str, entry: JournalEntry, expect: int) 
     One statement (so it may run as its own transaction: ``Worker.run_here``): the insert of a
     new call, or the update of the attempt ``expect``.
     """
-    text = json.dumps(entry.to_json())
+    text = _entry_text(entry.to_json())
     if expect == 0:
         sql = f"""INSERT INTO {JOURNAL} (tenant, key, session_id, snapshot_id, attempt, entry)
             VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, key) DO NOTHING"""
@@ -535,7 +540,7 @@ def _write(con: sqlite3.Connection, tenant: str, entry: JournalEntry) -> None:
             "session_id": entry.session_id,
             "snapshot_id": entry.snapshot_id,
             "attempt": entry.attempt,
-            "entry": json.dumps(entry.to_json()),
+            "entry": _entry_text(entry.to_json()),
         },
     )
 
