@@ -17,14 +17,17 @@ transactions). The rest lives in private modules:
 Threads
 -------
 Each store owns one connection, used by its worker thread (:mod:`._worker`): the
-async methods queue work for it, so no blocking call runs on the event loop. One exception:
-a journal write that needs no flush (one statement with ``synchronous=NORMAL``, no fsync) runs on the
-caller's thread when the worker is idle, no other call waits for it and the file's write lock
-is free, never waiting for any of these (``Worker.run_here``). The worker takes the work in batches
-and commits the writes waiting together in one transaction (group commit: one fsync for them all,
-a write that fails rolled back alone, none acknowledged before its commit is durable). It keeps an LRU cache of
-message lists, bounded by their size and keyed by each row's content revision, so it is
-never stale, even when another process writes the file.
+async methods queue work for it, so no blocking call runs on the event loop. Two exceptions,
+which run on the caller's thread when the worker is idle, no other call waits for it, and no
+other connection's lock stands in the way, never waiting for any of these (else the worker takes
+them): a journal write that needs no flush (one statement with ``synchronous=NORMAL``, no fsync:
+``Worker.run_here``), and a :meth:`SQLiteStore.load` whose history needs no base chain read (one
+statement: ``Worker.read_here``). Each saves the two thread hand-offs, which cost more than it.
+The worker takes the work in batches and commits the writes waiting together in one transaction
+(group commit: one fsync for them all, a write that fails rolled back alone, none acknowledged
+before its commit is durable). It keeps an LRU cache of message lists, bounded by their size
+and keyed by each row's content revision, so it is never stale, even when another process
+writes the file.
 
 Concurrency
 -----------
@@ -174,7 +177,15 @@ class SQLiteStore:
     # SessionStore ---------------------------------------------------------------------------
 
     async def load(self, snapshot_id: str, *, tenant: str | None = None) -> Snapshot | None:
-        return await self._read(self._rows.read, _key(tenant), snapshot_id)
+        key = _key(tenant)
+        if self._con is not None and not self._closed:  # one statement on this thread when the worker is idle
+            try:
+                done, found = self._worker.read_here(self._rows.read_one, (key, snapshot_id))
+            except sqlite3.DatabaseError as exc:
+                raise self._error(exc, self._rows.read) from exc
+            if done and not isinstance(found, str):  # else "chain": a base chain to read, on the worker
+                return found
+        return await self._read(self._rows.read, key, snapshot_id)
 
     async def latest(self, session_id: str, *, tenant: str | None = None) -> Snapshot | None:
         return await self._read(self._rows.latest, _key(tenant), session_id, self.reject_branching)

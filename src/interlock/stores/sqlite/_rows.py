@@ -17,7 +17,7 @@ import os
 import random
 import sqlite3
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple, cast
+from typing import Any, Literal, NamedTuple, cast
 
 from ..._json_object import json_encoder
 from ...errors import DataLossError
@@ -102,6 +102,20 @@ class SnapshotRows(MessageChains):
         if row is None:
             return None
         return decode(row, self.messages_of(con, tenant, row))[0]
+
+    def read_one(self, con: sqlite3.Connection, tenant: str, snapshot_id: str) -> Snapshot | None | Literal["chain"]:
+        """:meth:`read` in one statement, or ``"chain"`` when the row's history needs its base chain read.
+
+        One statement is a read transaction of its own (no ``BEGIN``/``COMMIT``); the history comes
+        from the row itself (a checkpoint) or the cache (a recently seen base).
+        """
+        row = self.fetch(con, tenant, snapshot_id)
+        if row is None:
+            return None
+        if row.tail is None:
+            return decode(row, None)[0]
+        messages = self.without_chain(tenant, row)
+        return "chain" if messages is None else decode(row, messages)[0]
 
     # writing ----------------------------------------------------------------------------------
 

@@ -170,6 +170,19 @@ class Worker:
         hand-offs, which cost more than such a write. ``fn`` must make its change with one
         statement, which is then its own transaction (autocommit): a lock refused at it changes nothing.
         """
+        return self._here(fn, args, write=True)
+
+    def read_here(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[bool, Any]:
+        """Run a one-statement read on the caller's thread, if the worker is idle (as :meth:`run_here`).
+
+        ``(False, None)`` when the worker is busy or has work queued or submitted, or the file
+        cannot be read at once (another connection recovering the WAL): then :meth:`submit` it.
+        ``fn`` must read with one statement, which is then its own read transaction (one version
+        of the file), and no more than it may cost the event loop (no base chain of histories).
+        """
+        return self._here(fn, args, write=False)
+
+    def _here(self, fn: Callable[..., Any], args: tuple[Any, ...], *, write: bool) -> tuple[bool, Any]:
         if self.dead is not None or self._pending or not self._queue.empty():
             return False, None
         if not self._busy.acquire(blocking=False):
@@ -180,16 +193,18 @@ class Worker:
             con = self._connect()
             con.execute("PRAGMA busy_timeout = 0")
             try:
-                self._set_synchronous(con, "NORMAL")
+                if write:
+                    self._set_synchronous(con, "NORMAL")
                 value = fn(con, *args)
             except sqlite3.OperationalError as exc:
-                if is_busy(exc):  # the write lock is taken
+                if is_busy(exc):  # the write lock is taken (or the WAL index is being recovered)
                     return False, None
                 raise
             finally:
                 con.execute("PRAGMA busy_timeout = 30000")
-            self.commits += 1
-            self.writes += 1
+            if write:
+                self.commits += 1
+                self.writes += 1
             return True, value
         finally:
             self._busy.release()
