@@ -113,8 +113,15 @@ def _settle(jobs: list[Job]) -> None:
 class Worker:
     """The thread that owns one connection (``connect()`` returns it, opening it on first use)."""
 
-    wal_soft = 1 << 20
-    """WAL bytes waiting to be copied past which a checkpoint runs when no job is waiting."""
+    wal_soft = 4 << 20
+    """WAL bytes waiting to be copied past which a checkpoint runs when no job is waiting.
+
+    About SQLite's own default (a checkpoint per 1000 pages). A checkpoint costs three fsyncs (the
+    log's before copying, the database's after, the log's header when the log starts again) and
+    copies each page once however often the log holds it: measured over 1000 interrupt cycles,
+    1 MiB made 106 checkpoints (0.33 fsyncs per cycle beside the cycle's 3), 4 MiB 27 (0.09),
+    with fewer page copies too.
+    """
     wal_hard = 8 << 20
     """WAL bytes waiting to be copied past which a checkpoint runs after a batch, whatever is waiting."""
     idle_after = 1.0
