@@ -43,7 +43,6 @@ from ._codec import (
     word_or_none,
 )
 from ._schema import (
-    BOOKKEEPING,
     INSERT_SESSION,
     JOURNAL,
     LEAVES,
@@ -88,7 +87,7 @@ class SnapshotRows(MessageChains):
 
     @staticmethod
     def fetch(con: sqlite3.Connection, tenant: str, snapshot_id: str) -> Row | None:
-        found = con.execute(SELECT_ROW, {"tenant": tenant, "snapshot_id": id_in(snapshot_id)}).fetchone()
+        found = con.execute(SELECT_ROW, (tenant, id_in(snapshot_id))).fetchone()
         return None if found is None else row_of(found)
 
     @staticmethod
@@ -193,8 +192,7 @@ class SnapshotRows(MessageChains):
         sid = new.snapshot_id
         state = new.state
         stored = bookkeeping(new, row, old_artifacts, ident=id_or_none, word=word_or_none)
-        values = dict(zip(BOOKKEEPING, stored, strict=True))
-        values |= {"tenant": tenant, "snapshot_id": id_in(sid)}
+        raw_id = id_in(sid)
         if old is None or state is None:
             unchanged = old is None and state is None
         else:
@@ -203,11 +201,11 @@ class SnapshotRows(MessageChains):
             # Heartbeats, aborts, claims: the messages stay as stored, not re-encoded.
             kept_base = row.base_id
             if new.parent_id == row.parent_id:  # the usual case (a claim, a heartbeat): no index entry changes
-                con.execute(UPDATE_BOOKKEEPING_IN_PLACE, values)
+                con.execute(UPDATE_BOOKKEEPING_IN_PLACE, (*stored[1:], tenant, raw_id))
                 return _as_parent(row), True
             if kept_base is None and row.keep > 0:
                 kept_base = row.parent_id  # the implicit base (the old parent) must be named now
-            con.execute(UPDATE_BOOKKEEPING, values | {"base_id": id_or_none(kept_base)})
+            con.execute(UPDATE_BOOKKEEPING, (id_or_none(kept_base), *stored, tenant, raw_id))
             return _as_parent(row), True
         if row is not None and old is not None:
             self.checkpoint_dependents(con, tenant, {sid: old}, exclude=())
@@ -233,8 +231,7 @@ class SnapshotRows(MessageChains):
             mrev = _revisions.getrandbits(47)  # 6 bytes on disk; a collision would also need the same row
             based = None if new.parent_id is None or base_mrev is None else (base_id or new.parent_id, base_mrev, keep)
             self.remember_written(tenant, sid, mrev, messages, tail, based)
-        content = {"session": session, "base_id": id_or_none(base_id), "keep": keep, "tail": tail, "mrev": mrev}
-        con.execute(UPSERT, values | content | {"base_mrev": base_mrev})
+        con.execute(UPSERT, (tenant, raw_id, session, id_or_none(base_id), keep, tail, mrev, base_mrev, *stored))
         session_id = new.session_id if row is None else row.session_id  # a row keeps the session it was interned in
         return Parent(mrev, tail is None, session, session_id), unchanged
 
