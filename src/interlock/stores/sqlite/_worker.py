@@ -340,6 +340,9 @@ class Worker:
         write that needs no flush does not wait for the durable group's fsync (the last group
         is answered once the connection is free again: see :meth:`_serve`).
         """
+        if len(batch) == 1:  # the usual batch when calls do not overlap: one group
+            self._run_group(batch)
+            return
         groups = [
             [job for job in batch if job.kind == "read"],
             [job for job in batch if job.kind == "write" and not job.durable],
