@@ -21,8 +21,8 @@ async methods queue work for it, so no blocking call runs on the event loop. Two
 which run on the caller's thread when the worker is idle, no other call waits for it, and no
 other connection's lock stands in the way, never waiting for any of these (else the worker takes
 them): a journal write that needs no flush (one statement with ``synchronous=NORMAL``, no fsync:
-``Worker.run_here``), and a :meth:`SQLiteStore.load` whose history needs no base chain read (one
-statement: ``Worker.read_here``). Each saves the two thread hand-offs, which cost more than it.
+``Worker.run_here``), and a :meth:`SQLiteStore.load` of a row whose history needs no base chain
+read (one statement: ``Worker.read_here``). Each saves the two thread hand-offs, which cost more than it.
 The worker takes the work in batches and commits the writes waiting together in one transaction
 (group commit: one fsync for them all, a write that fails rolled back alone, none acknowledged
 before its commit is durable). It keeps an LRU cache of message lists, bounded by their size
@@ -183,7 +183,7 @@ class SQLiteStore:
                 done, found = self._worker.read_here(self._rows.read_one, (key, snapshot_id))
             except sqlite3.DatabaseError as exc:
                 raise self._error(exc, self._rows.read) from exc
-            if done and not isinstance(found, str):  # else "chain": a base chain to read, on the worker
+            if done and found is not None:  # else: no such row, or a base chain to read (the worker's)
                 return found
         return await self._read(self._rows.read, key, snapshot_id)
 

@@ -17,7 +17,7 @@ import os
 import random
 import sqlite3
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 from ..._json_object import json_encoder
 from ...errors import DataLossError
@@ -102,19 +102,20 @@ class SnapshotRows(MessageChains):
             return None
         return decode(row, self.messages_of(con, tenant, row))[0]
 
-    def read_one(self, con: sqlite3.Connection, tenant: str, snapshot_id: str) -> Snapshot | None | Literal["chain"]:
-        """:meth:`read` in one statement, or ``"chain"`` when the row's history needs its base chain read.
+    def read_one(self, con: sqlite3.Connection, tenant: str, snapshot_id: str) -> Snapshot | None:
+        """:meth:`read` in one statement, for the usual load: a row whose history is at hand; else ``None``.
 
         One statement is a read transaction of its own (no ``BEGIN``/``COMMIT``); the history comes
-        from the row itself (a checkpoint) or the cache (a recently seen base).
+        from the row itself (a checkpoint) or the cache (a recently seen base). ``None`` (no such
+        row, or a base chain to read) leaves the load to :meth:`read` on the worker.
         """
         row = self.fetch(con, tenant, snapshot_id)
         if row is None:
             return None
-        if row.tail is None:
-            return decode(row, None)[0]
-        messages = self.without_chain(tenant, row)
-        return "chain" if messages is None else decode(row, messages)[0]
+        messages = None if row.tail is None else self.without_chain(tenant, row)
+        if row.tail is not None and messages is None:
+            return None
+        return decode(row, messages)[0]
 
     # writing ----------------------------------------------------------------------------------
 
