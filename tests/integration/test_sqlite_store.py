@@ -608,3 +608,26 @@ async def test_another_process_finds_the_wal_index_in_use_while_a_store_has_it_o
             [sys.executable, "-c", _TAKE_SHM, f"{path}-shm"], capture_output=True, text=True, check=True, timeout=60
         )
         assert probe.stdout.strip() == "in use"
+
+
+async def test_the_wal_index_stays_in_use_while_any_store_of_the_process_has_the_file_open(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Two stores of one file under two paths share one descriptor: one closing leaves the other's lock."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "alias").symlink_to(real, target_is_directory=True)
+    first, second = SQLiteStore(real / "shared.db"), SQLiteStore(tmp_path / "alias" / "shared.db")
+    async with second:
+        async with first:
+            await first.save("a", lambda _: Snapshot(snapshot_id="a", session_id="s"))
+            await second.save("b", lambda _: Snapshot(snapshot_id="b", session_id="s"))
+        await second.save("c", lambda _: Snapshot(snapshot_id="c", session_id="s"))  # a batch after it closed
+        probe = subprocess.run(
+            [sys.executable, "-c", _TAKE_SHM, f"{real / 'shared.db'}-shm"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
+        assert probe.stdout.strip() == "in use"

@@ -29,8 +29,9 @@ import threading
 _HEADER = struct.Struct("=14xHI76xI")  # szPage at 14, mxFrame at 16, nBackfill at 96
 _FRAME_HEADER = 24
 
-_shared: dict[str, list[int]] = {}
-"""``-shm`` path → ``[descriptor, stores attached]``: this process's descriptors of the files read."""
+_shared: dict[tuple[int, int], list[int]] = {}
+"""A ``-shm`` file's ``(device, inode)`` → ``[descriptor, stores attached]``: this process's descriptors of the
+files read (by file, not path: two paths to one file share its descriptor, as they share SQLite's locks)."""
 _shared_lock = threading.Lock()
 
 
@@ -47,34 +48,40 @@ class WalIndex:
         self.path = wal_path
         self._shm = wal_path[: -len("-wal")] + "-shm"
         self._fd: int | None = None
+        self._file: tuple[int, int] | None = None
 
     def attach(self) -> None:
         """Share (or open) the process's descriptor of the ``-shm`` file; none if it cannot be opened."""
         if self._fd is not None:
             return
         with _shared_lock:
-            # An entry is the file a connection has open: SQLite deletes the file only once no connection has it.
-            entry = _shared.get(self._shm)
+            # An entry is a file a connection has open: SQLite deletes the file only once no connection has it.
+            try:
+                found = os.stat(self._shm)
+            except OSError:
+                return  # pending_bytes falls back to the log's size
+            key = (found.st_dev, found.st_ino)
+            entry = _shared.get(key)
             if entry is None:
                 try:
-                    entry = _shared[self._shm] = [os.open(self._shm, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)), 0]
+                    entry = _shared[key] = [os.open(self._shm, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)), 0]
                 except OSError:
-                    return  # pending_bytes falls back to the log's size
+                    return
             entry[1] += 1
-            self._fd = entry[0]
+            self._fd, self._file = entry[0], key
 
     def detach(self) -> None:
         """Stop reading through the shared descriptor (after the store's connection closed)."""
-        if self._fd is None:
+        if self._fd is None or self._file is None:
             return
         with _shared_lock:
-            entry = _shared.get(self._shm)
+            entry = _shared.get(self._file)
             if entry is not None and entry[0] == self._fd:
                 entry[1] -= 1
                 if entry[1] == 0:
                     os.close(entry[0])
-                    del _shared[self._shm]
-            self._fd = None
+                    del _shared[self._file]
+            self._fd = self._file = None
 
     def pending_bytes(self) -> int:
         """Bytes of the log's frames not yet copied into the database.
