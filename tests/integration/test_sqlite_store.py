@@ -579,3 +579,55 @@ def test_switching_to_wal_waits_while_a_concurrent_opener_holds_the_lock() -> No
     stuck = Refusing(10**6, sqlite3.SQLITE_BUSY)
     with pytest.raises(sqlite3.OperationalError):
         sqlite_module._enter_wal(stuck, timeout=0.05)  # type: ignore[arg-type]
+
+
+_TAKE_SHM = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+try:
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 128)  # SQLite's "in use" byte of the -shm file
+except OSError:
+    print("in use")
+else:
+    print("free")
+"""
+
+
+async def test_another_process_finds_the_wal_index_in_use_while_a_store_has_it_open(tmp_path: pathlib.Path) -> None:
+    """SQLite's lock on the -shm file outlives the worker's reads of the WAL header (no descriptor closed on it).
+
+    A process that found the lock free would take itself for the file's first user and reset
+    the WAL index under the store's connection.
+    """
+    path = tmp_path / "inuse.db"
+    async with SQLiteStore(path) as store:
+        for i in range(3):  # batches, each followed by a look at the WAL
+            await store.save(f"s{i}", lambda _, i=i: Snapshot(snapshot_id=f"s{i}", session_id="s"))
+        await store.load("s0")
+        probe = subprocess.run(
+            [sys.executable, "-c", _TAKE_SHM, f"{path}-shm"], capture_output=True, text=True, check=True, timeout=60
+        )
+        assert probe.stdout.strip() == "in use"
+
+
+async def test_the_wal_index_stays_in_use_while_any_store_of_the_process_has_the_file_open(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Two stores of one file under two paths share one descriptor: one closing leaves the other's lock."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "alias").symlink_to(real, target_is_directory=True)
+    first, second = SQLiteStore(real / "shared.db"), SQLiteStore(tmp_path / "alias" / "shared.db")
+    async with second:
+        async with first:
+            await first.save("a", lambda _: Snapshot(snapshot_id="a", session_id="s"))
+            await second.save("b", lambda _: Snapshot(snapshot_id="b", session_id="s"))
+        await second.save("c", lambda _: Snapshot(snapshot_id="c", session_id="s"))  # a batch after it closed
+        probe = subprocess.run(
+            [sys.executable, "-c", _TAKE_SHM, f"{real / 'shared.db'}-shm"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
+        assert probe.stdout.strip() == "in use"

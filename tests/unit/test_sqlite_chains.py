@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pathlib
+import random
 import sqlite3
 
 import pytest
@@ -145,3 +146,45 @@ def test_the_cache_knows_the_revisions_it_holds_through_evictions_and_forgets() 
     assert cache.cached("", "r4", 204) == history and cache.cached("", "r4", 104) is None
     cache.clear()
     assert not cache.revisions
+
+
+async def test_content_revisions_do_not_follow_the_random_modules_seed(tmp_path: pathlib.Path) -> None:
+    """Two writers that seed :mod:`random` alike (a test suite, forked workers) still draw different revisions."""
+    path = tmp_path / "r.db"
+    async with SQLiteStore(path) as store:
+        for sid in ("a", "b"):
+            random.seed(7)
+            snap = Snapshot(snapshot_id=sid, session_id=sid, state=SessionState(messages=turn(0)))
+            await store.save(sid, lambda _, snap=snap: snap)
+    con = sqlite3.connect(path)
+    try:
+        revisions = [mrev for (mrev,) in con.execute("SELECT mrev FROM interlock_snapshots ORDER BY snapshot_id")]
+    finally:
+        con.close()
+    assert len(revisions) == 2 and revisions[0] != revisions[1]
+
+
+async def test_a_child_written_with_its_parent_in_one_transaction_is_a_delta_on_the_parent_as_written(
+    tmp_path: pathlib.Path,
+) -> None:
+    """The child's base is the parent's row as this transaction left it (new messages, new revision)."""
+    path = tmp_path / "r.db"
+    parent = Snapshot(snapshot_id="p", session_id="s", state=SessionState(messages=turn(0)))
+    grown = parent.evolve(state=SessionState(messages=turn(0) + turn(1)))
+    child = Snapshot(
+        snapshot_id="c", session_id="s", parent_id="p", state=SessionState(messages=turn(0) + turn(1) + turn(2))
+    )
+    async with SQLiteStore(path) as store:
+        await store.save("p", lambda _: parent)
+        await store.save_all([("p", lambda _: grown), ("c", lambda _: child)])
+    con = sqlite3.connect(path)
+    try:
+        ((p_mrev,),) = con.execute("SELECT mrev FROM interlock_snapshots WHERE snapshot_id = ?", (id_in("p"),))
+        ((keep, base_mrev),) = con.execute(
+            "SELECT keep, base_mrev FROM interlock_snapshots WHERE snapshot_id = ?", (id_in("c"),)
+        )
+    finally:
+        con.close()
+    assert (keep, base_mrev) == (4, p_mrev)
+    assert await cold_load(path, "c") == turn(0) + turn(1) + turn(2)
+    assert await cold_load(path, "p") == turn(0) + turn(1)

@@ -20,7 +20,7 @@ from interlock.errors import ClaimConflictError, FailedPreconditionError, Unavai
 from interlock.records._sessions import SessionState, Snapshot
 from interlock.stores import Updater
 from interlock.stores.sqlite import SQLiteStore
-from interlock.stores.sqlite import _wal as sqlite_wal
+from interlock.stores.sqlite import _wal as sqlite_wal  # pyright: ignore[reportPrivateUsage]
 from interlock.testing import ScriptedModel
 
 
@@ -289,14 +289,17 @@ def test_the_frames_waiting_in_the_wal_are_read_from_its_header(tmp_path: pathli
     con.execute("PRAGMA journal_mode = WAL")
     con.execute("PRAGMA wal_autocheckpoint = 0")
     con.execute("CREATE TABLE t (v TEXT)")
-    wal_path = f"{path}-wal"
+    wal = sqlite_wal.WalIndex(f"{path}-wal")
+    wal.attach()
     for _ in range(20):
         con.execute("INSERT INTO t VALUES (?)", ("x" * 3000,))
-    assert sqlite_wal.pending_bytes(wal_path) >= 20 * 3000
+    assert wal.pending_bytes() >= 20 * 3000
     _, frames, copied = con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
     assert frames == copied > 0  # nobody else reads: every frame copied
-    assert sqlite_wal.pending_bytes(wal_path) == 0
+    assert wal.pending_bytes() == 0
     con.execute("INSERT INTO t VALUES ('y')")  # the log starts again at its beginning, the file keeps its size
-    assert 0 < sqlite_wal.pending_bytes(wal_path) < sqlite_wal.file_bytes(wal_path)
+    assert 0 < wal.pending_bytes() < wal.file_bytes()
+    wal.detach()
+    assert wal.pending_bytes() == wal.file_bytes()  # detached: the log's size stands in
     con.close()
-    assert sqlite_wal.pending_bytes(str(tmp_path / "none.db-wal")) == 0  # no log: nothing waits
+    assert sqlite_wal.WalIndex(str(tmp_path / "none.db-wal")).pending_bytes() == 0  # no log: nothing waits

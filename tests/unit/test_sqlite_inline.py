@@ -4,7 +4,8 @@ A tool's result is journaled before the model is called, with ``synchronous=NORM
 survive a process crash, not a power cut). Handing that one statement to the worker thread and
 back cost more than the write itself, so when the worker is idle it runs on the caller's
 thread. It never waits there: with the worker busy, or the file's write lock held by another
-connection, it goes to the worker as before, and the event loop stays free.
+connection, it goes to the worker as before, and the event loop stays free. So does a load
+whose history needs no base chain read (one statement).
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ import pytest
 from journal_entries import entry
 from test_sqlite_group_commit import hold_worker, put
 
+from interlock import Message, Snapshot
 from interlock.errors import ClaimConflictError, FailedPreconditionError
 from interlock.records._journal import JournalEntry
+from interlock.records._sessions import SessionState
 from interlock.stores._sql import ready as ready_rule
 from interlock.stores.sqlite import SQLiteStore
 from interlock.stores.sqlite import _rows as sqlite_rows
@@ -144,3 +147,77 @@ async def test_ready_runs_nothing_after_a_recent_committed_write_and_checks_agai
         monkeypatch.setattr(ready_rule, "PROVEN", 0.0)  # that write is no longer recent
         await store.ready()
         assert len(checks) == 3
+
+
+@pytest.fixture
+def fetch_threads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The name of the thread each snapshot row was read on."""
+    threads: list[str] = []
+    real = sqlite_rows.SnapshotRows.fetch
+
+    def spy(con: sqlite3.Connection, tenant: str, snapshot_id: str) -> Any:
+        threads.append(threading.current_thread().name)
+        return real(con, tenant, snapshot_id)
+
+    monkeypatch.setattr(sqlite_rows.SnapshotRows, "fetch", staticmethod(spy))
+    yield threads
+
+
+def history(turns: int) -> list[Message]:
+    return [Message.user(f"question {i} " + "q" * 300) for i in range(turns)]
+
+
+def grown(sid: str, parent: str | None, turns: int) -> Snapshot:
+    return Snapshot(snapshot_id=sid, session_id="s", parent_id=parent, state=SessionState(messages=history(turns)))
+
+
+def messages(snap: Snapshot | None) -> list[Message] | None:
+    return None if snap is None or snap.state is None else snap.state.messages
+
+
+async def test_a_load_runs_on_the_callers_thread_when_the_worker_is_idle(
+    tmp_path: pathlib.Path, fetch_threads: list[str]
+) -> None:
+    async with SQLiteStore(tmp_path / "s.db") as store:
+        await store.save("a", lambda _: grown("a", None, 2))
+        await store.save("b", lambda _: grown("b", "a", 3))  # a delta on "a", whose history is cached
+        fetch_threads.clear()
+        loaded = await store.load("b")
+        assert fetch_threads == [threading.current_thread().name]
+        fetch_threads.clear()
+        missing = await store.load("nothing")  # not the usual load: the worker answers it
+        assert fetch_threads == [threading.current_thread().name, "interlock-sqlite"]
+    assert loaded is not None and (loaded.snapshot_id, loaded.parent_id) == ("b", "a")
+    assert messages(loaded) == history(3)
+    assert missing is None
+
+
+async def test_a_load_that_needs_its_base_chain_read_goes_to_the_worker(
+    tmp_path: pathlib.Path, fetch_threads: list[str]
+) -> None:
+    path = tmp_path / "s.db"
+    async with SQLiteStore(path) as store:
+        await store.save("a", lambda _: grown("a", None, 2))
+        await store.save("b", lambda _: grown("b", "a", 3))
+    async with SQLiteStore(path) as cold:  # a new store: nothing cached
+        await cold.setup()
+        fetch_threads.clear()
+        loaded = await cold.load("b")
+    assert fetch_threads == [threading.current_thread().name, "interlock-sqlite"]  # tried here, read there
+    assert messages(loaded) == history(3)
+
+
+async def test_with_the_worker_busy_a_load_waits_for_it_and_runs_there(
+    tmp_path: pathlib.Path, fetch_threads: list[str]
+) -> None:
+    async with SQLiteStore(tmp_path / "s.db") as store:
+        await store.save("a", lambda _: grown("a", None, 1))
+        held, release = await hold_worker(store)
+        fetch_threads.clear()
+        load = asyncio.ensure_future(store.load("a"))
+        await asyncio.sleep(0.05)
+        assert not load.done(), "read beside the worker's work"
+        release.set()
+        await held
+        assert messages(await load) == history(1)
+    assert fetch_threads == ["interlock-sqlite"]

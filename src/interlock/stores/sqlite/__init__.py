@@ -17,14 +17,17 @@ transactions). The rest lives in private modules:
 Threads
 -------
 Each store owns one connection, used by its worker thread (:mod:`._worker`): the
-async methods queue work for it, so no blocking call runs on the event loop. One exception:
-a journal write that needs no flush (one statement with ``synchronous=NORMAL``, no fsync) runs on the
-caller's thread when the worker is idle, no other call waits for it and the file's write lock
-is free, never waiting for any of these (``Worker.run_here``). The worker takes the work in batches
-and commits the writes waiting together in one transaction (group commit: one fsync for them all,
-a write that fails rolled back alone, none acknowledged before its commit is durable). It keeps an LRU cache of
-message lists, bounded by their size and keyed by each row's content revision, so it is
-never stale, even when another process writes the file.
+async methods queue work for it, so no blocking call runs on the event loop. Two exceptions,
+which run on the caller's thread when the worker is idle, no other call waits for it, and no
+other connection's lock stands in the way, never waiting for any of these (else the worker takes
+them): a journal write that needs no flush (one statement with ``synchronous=NORMAL``, no fsync:
+``Worker.run_here``), and a :meth:`SQLiteStore.load` of a row whose history needs no base chain
+read (one statement: ``Worker.read_here``). Each saves the two thread hand-offs, which cost more than it.
+The worker takes the work in batches and commits the writes waiting together in one transaction
+(group commit: one fsync for them all, a write that fails rolled back alone, none acknowledged
+before its commit is durable). It keeps an LRU cache of message lists, bounded by their size
+and keyed by each row's content revision, so it is never stale, even when another process
+writes the file.
 
 Concurrency
 -----------
@@ -65,6 +68,7 @@ from ._errors import check_layout, is_busy, sqlite_error, stopped
 from ._migrate import CURRENT, prepare
 from ._queries import StoredRows
 from ._schema import create_indexes, path_of
+from ._wal import WalIndex
 from ._worker import JobKind, Worker
 
 __all__ = ["SQLiteStep", "SQLiteStore"]
@@ -123,9 +127,9 @@ class SQLiteStore:
         """The schema version found on open when migrations ran (``None``: none were needed)."""
         self._rows = StoredRows(cache_bytes)
         self._con: sqlite3.Connection | None = None
-        wal = None if self.path == ":memory:" else os.path.abspath(self.path) + "-wal"
+        self._wal = None if self.path == ":memory:" else WalIndex(os.path.abspath(self.path) + "-wal")
         self._worker = Worker(
-            self._db, wal, name="interlock-sqlite", reset=self._close_db, died=lambda exc: stopped(self.path, exc)
+            self._db, self._wal, name="interlock-sqlite", reset=self._close_db, died=lambda exc: stopped(self.path, exc)
         )
         self._closed = False
         self._wrote_at: float | None = None
@@ -173,7 +177,15 @@ class SQLiteStore:
     # SessionStore ---------------------------------------------------------------------------
 
     async def load(self, snapshot_id: str, *, tenant: str | None = None) -> Snapshot | None:
-        return await self._read(self._rows.read, _key(tenant), snapshot_id)
+        key = _key(tenant)
+        if self._con is not None and not self._closed:  # one statement on this thread when the worker is idle
+            try:
+                done, found = self._worker.read_here(self._rows.read_one, (key, snapshot_id))
+            except sqlite3.DatabaseError as exc:
+                raise self._error(exc, self._rows.read) from exc
+            if done and found is not None:  # else: no such row, or a base chain to read (the worker's)
+                return found
+        return await self._read(self._rows.read, key, snapshot_id)
 
     async def latest(self, session_id: str, *, tenant: str | None = None) -> Snapshot | None:
         return await self._read(self._rows.latest, _key(tenant), session_id, self.reject_branching)
@@ -386,6 +398,8 @@ class SQLiteStore:
             con.close()
             raise
         self._con = con
+        if self._wal is not None:
+            self._wal.attach()  # the -shm file exists now: WAL mode, and a transaction committed
         return con
 
     def _close_db(self) -> None:
@@ -395,6 +409,8 @@ class SQLiteStore:
         if con is not None:
             with contextlib.suppress(sqlite3.Error):  # closing rolls back what is open; nothing to report
                 con.close()
+            if self._wal is not None:
+                self._wal.detach()  # after the connection: see WalIndex
 
     # work on the worker thread ---------------------------------------------------------------
 

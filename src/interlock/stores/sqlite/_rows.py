@@ -13,13 +13,13 @@ function takes the connection, inside a transaction the caller opened.
 from __future__ import annotations
 
 import json
-import secrets
+import os
+import random
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import fields
-from operator import attrgetter
 from typing import Any, NamedTuple, cast
 
+from ..._json_object import json_encoder
 from ...errors import DataLossError
 from ...messages import messages_to_json
 from ...records._interrupt_index import OpenInterrupt, entries_of
@@ -28,7 +28,7 @@ from ...records._outbox import OutboxEvent
 from ...records._sessions import Artifact, Snapshot
 from .. import JournalUpdater, Updater, apply_update
 from .._sql.history import common_prefix
-from .._sql.index_rows import ENTRY_COLUMNS, entry_values, plan
+from .._sql.index_rows import ENTRY_COLUMNS, entry_values, own_entries_change, plan
 from .._sql.outbox_rows import row as outbox_row
 from .._sql.row_codec import Messages, Row, bookkeeping, corrupt, decode, dumps, loads, same, to_us
 from ._chain import MessageChains
@@ -43,7 +43,6 @@ from ._codec import (
     word_or_none,
 )
 from ._schema import (
-    BOOKKEEPING,
     INSERT_SESSION,
     JOURNAL,
     LEAVES,
@@ -60,14 +59,25 @@ from ._schema import (
     batches,
 )
 
+_revisions = random.Random()
+"""Draws each row's ``mrev``: seeded from ``os.urandom`` (again in a forked child, which would otherwise draw
+its parent's numbers), private (a caller seeding :mod:`random` cannot make two processes draw alike), and
+with no system call per draw (``secrets`` makes one)."""
+os.register_at_fork(after_in_child=_revisions.seed)
+
 
 class Parent(NamedTuple):
-    """What a new row needs of its parent."""
+    """What a new row needs of its parent: its content revision, whether it has no state, its session."""
 
     mrev: int
     stateless: bool
     session: int
     session_id: str | None
+
+
+def _as_parent(row: Row) -> Parent:
+    """What a child needs of ``row`` (its messages unchanged by the write)."""
+    return Parent(row.mrev, row.tail is None, row.session, row.session_id)
 
 
 class SnapshotRows(MessageChains):
@@ -77,7 +87,7 @@ class SnapshotRows(MessageChains):
 
     @staticmethod
     def fetch(con: sqlite3.Connection, tenant: str, snapshot_id: str) -> Row | None:
-        found = con.execute(SELECT_ROW, {"tenant": tenant, "snapshot_id": id_in(snapshot_id)}).fetchone()
+        found = con.execute(SELECT_ROW, (tenant, id_in(snapshot_id))).fetchone()
         return None if found is None else row_of(found)
 
     @staticmethod
@@ -91,6 +101,21 @@ class SnapshotRows(MessageChains):
         if row is None:
             return None
         return decode(row, self.messages_of(con, tenant, row))[0]
+
+    def read_one(self, con: sqlite3.Connection, tenant: str, snapshot_id: str) -> Snapshot | None:
+        """:meth:`read` in one statement, for the usual load: a row whose history is at hand; else ``None``.
+
+        One statement is a read transaction of its own (no ``BEGIN``/``COMMIT``); the history comes
+        from the row itself (a checkpoint) or the cache (a recently seen base). ``None`` (no such
+        row, or a base chain to read) leaves the load to :meth:`read` on the worker.
+        """
+        row = self.fetch(con, tenant, snapshot_id)
+        if row is None:
+            return None
+        messages = None if row.tail is None else self.without_chain(tenant, row)
+        if row.tail is not None and messages is None:
+            return None
+        return decode(row, messages)[0]
 
     # writing ----------------------------------------------------------------------------------
 
@@ -107,7 +132,8 @@ class SnapshotRows(MessageChains):
         The snapshots (with their leaf and index rows), the journal's entries and the outbox's events.
         """
         dropped: set[str] = set()  # snapshots whose entries this transaction deleted (no second delete)
-        results = [self.save(con, tenant, sid, update, dropped) for sid, update in updates]
+        known: dict[str, Parent] = {}  # rows this transaction wrote, as a child of theirs needs them
+        results = [self.save(con, tenant, sid, update, dropped, known) for sid, update in updates]
         for key, update in entries:
             if isinstance(update, Expecting):  # one conditional statement, no read
                 put(con, tenant, update.entry, update.entry.attempt)
@@ -118,11 +144,18 @@ class SnapshotRows(MessageChains):
         return [written for written, _ in results], any(changed for _, changed in results)
 
     def save(
-        self, con: sqlite3.Connection, tenant: str, snapshot_id: str, update: Updater, dropped: set[str]
+        self,
+        con: sqlite3.Connection,
+        tenant: str,
+        snapshot_id: str,
+        update: Updater,
+        dropped: set[str],
+        known: dict[str, Parent],
     ) -> tuple[Snapshot | None, bool]:
         """Read → update → write in the caller's write transaction: the row written, and if its status changed.
 
-        ``dropped``: the snapshots whose entries the transaction has deleted so far (see :func:`written`).
+        ``dropped``: the snapshots whose entries the transaction has deleted so far (see :func:`written`);
+        ``known``: the rows it has written so far, as a child's write needs its parent (see :meth:`write`).
         """
         row = self.fetch(con, tenant, snapshot_id)
         old: Messages | None = None
@@ -134,9 +167,13 @@ class SnapshotRows(MessageChains):
         new = apply_update(current, update, snapshot_id)
         if new is None:
             return None, False
-        session = self.write(con, tenant, row, old, old_artifacts, new)
+        written_row, same_messages = self.write(con, tenant, row, old, old_artifacts, new, known)
+        known[snapshot_id] = written_row
+        session = written_row.session
         before = None if row is None else (row.parent_id, row.status, row.finish_reason)
-        written(con, tenant, session, before, current, new, lambda sid: self.read(con, tenant, sid), dropped)
+        written(
+            con, tenant, session, before, current, new, same_messages, lambda sid: self.read(con, tenant, sid), dropped
+        )
         return new, row is None or row.status != new.status
 
     def write(
@@ -147,13 +184,16 @@ class SnapshotRows(MessageChains):
         old: Messages | None,
         old_artifacts: list[Artifact],
         new: Snapshot,
-    ) -> int:
-        """Write ``new`` over ``row``; returns the row's session key."""
+        known: dict[str, Parent],
+    ) -> tuple[Parent, bool]:
+        """Write ``new`` over ``row``: what a child of the row written needs of it, and whether its messages stayed.
+
+        ``known``: rows this transaction wrote before, by id; a parent among them is not read again.
+        """
         sid = new.snapshot_id
         state = new.state
         stored = bookkeeping(new, row, old_artifacts, ident=id_or_none, word=word_or_none)
-        values = dict(zip(BOOKKEEPING, stored, strict=True))
-        values |= {"tenant": tenant, "snapshot_id": id_in(sid)}
+        raw_id = id_in(sid)
         if old is None or state is None:
             unchanged = old is None and state is None
         else:
@@ -162,16 +202,16 @@ class SnapshotRows(MessageChains):
             # Heartbeats, aborts, claims: the messages stay as stored, not re-encoded.
             kept_base = row.base_id
             if new.parent_id == row.parent_id:  # the usual case (a claim, a heartbeat): no index entry changes
-                con.execute(UPDATE_BOOKKEEPING_IN_PLACE, values)
-                return row.session
+                con.execute(UPDATE_BOOKKEEPING_IN_PLACE, (*stored[1:], tenant, raw_id))
+                return _as_parent(row), True
             if kept_base is None and row.keep > 0:
                 kept_base = row.parent_id  # the implicit base (the old parent) must be named now
-            con.execute(UPDATE_BOOKKEEPING, values | {"base_id": id_or_none(kept_base)})
-            return row.session
+            con.execute(UPDATE_BOOKKEEPING, (id_or_none(kept_base), *stored, tenant, raw_id))
+            return _as_parent(row), True
         if row is not None and old is not None:
             self.checkpoint_dependents(con, tenant, {sid: old}, exclude=())
         needs_parent = row is None or (state is not None and bool(state.messages))  # for the session, the base
-        parent = self.parent_of(con, tenant, new) if needs_parent else None
+        parent = self.parent_of(con, tenant, new, known) if needs_parent else None
         if row is not None:
             session = row.session
         elif parent is not None and parent.session_id == new.session_id:
@@ -189,12 +229,12 @@ class SnapshotRows(MessageChains):
             if base is not None:
                 base_id, keep, base_mrev = base
             tail = dumps(messages_to_json(list(messages[keep:])))
-            mrev = secrets.randbits(47)  # 6 bytes on disk; a collision would also need the same row
+            mrev = _revisions.getrandbits(47)  # 6 bytes on disk; a collision would also need the same row
             based = None if new.parent_id is None or base_mrev is None else (base_id or new.parent_id, base_mrev, keep)
             self.remember_written(tenant, sid, mrev, messages, tail, based)
-        content = {"session": session, "base_id": id_or_none(base_id), "keep": keep, "tail": tail, "mrev": mrev}
-        con.execute(UPSERT, values | content | {"base_mrev": base_mrev})
-        return session
+        con.execute(UPSERT, (tenant, raw_id, session, id_or_none(base_id), keep, tail, mrev, base_mrev, *stored))
+        session_id = new.session_id if row is None else row.session_id  # a row keeps the session it was interned in
+        return Parent(mrev, tail is None, session, session_id), unchanged
 
     def intern(self, con: sqlite3.Connection, tenant: str, session_id: str) -> int:
         """The session's interned key, added if new (in the caller's write transaction)."""
@@ -207,11 +247,13 @@ class SnapshotRows(MessageChains):
         return session
 
     @staticmethod
-    def parent_of(con: sqlite3.Connection, tenant: str, new: Snapshot) -> Parent | None:
-        """The parent of a row being written, if it names one that exists."""
+    def parent_of(con: sqlite3.Connection, tenant: str, new: Snapshot, known: dict[str, Parent]) -> Parent | None:
+        """The parent of a row being written, if it names one that exists (``known``: see :meth:`write`)."""
         parent_id = new.parent_id
         if parent_id is None or parent_id == new.snapshot_id:
             return None
+        if parent_id in known:  # written by this transaction (a resume's commit: the answered parent, then its child)
+            return known[parent_id]
         found = con.execute(SELECT_PARENT, {"tenant": tenant, "snapshot_id": id_in(parent_id)}).fetchone()
         if found is None:
             return None
@@ -344,10 +386,13 @@ def written(
     before: tuple[str | None, str, str | None] | None,
     old: Snapshot | None,
     new: Snapshot,
+    same_messages: bool,
     read: Reader,
     dropped: set[str],
 ) -> None:
     """Bring the leaves and the index in line after ``new`` was written over ``old`` (``before``: see :func:`plan`).
+
+    ``same_messages``: ``new`` keeps the messages ``old`` had (see :func:`rewrite_entries`).
 
     ``dropped`` holds the snapshots this transaction left without entries: a parent whose own write
     dropped them (its claim was answered) is not deleted from again when its child completes.
@@ -367,37 +412,42 @@ def written(
             {"tenant": tenant, "snapshot_id": p.drop_parent_entries, "session_id": new.session_id},
         )
     if p.own_entries:
-        rewrite_entries(con, tenant, session, old, new, dropped)
+        rewrite_entries(con, tenant, session, old, new, same_messages, dropped)
 
 
 def rewrite_entries(
-    con: sqlite3.Connection, tenant: str, session: int, old: Snapshot | None, new: Snapshot, dropped: set[str]
+    con: sqlite3.Connection,
+    tenant: str,
+    session: int,
+    old: Snapshot | None,
+    new: Snapshot,
+    same_messages: bool,
+    dropped: set[str],
 ) -> None:
     """Write ``new``'s entries over ``old``'s with the fewest statements (``old``: ``None`` for a new row).
 
-    The table holds ``old``'s entries (none for a new row, or once its session went on), so
-    entries that differ from them in their claim only (a claim taken, refreshed, released) are
-    one ``UPDATE`` of the claim columns, and equal ones no statement at all.
+    The table holds ``old``'s entries (none for a new row, or once its session went on). What
+    changes is :func:`~interlock.stores._sql.index_rows.own_entries_change`'s to say (as for the
+    PostgreSQL store): nothing when neither waits, the claim columns only when both wait on the
+    same calls (a claim taken, refreshed, released: one ``UPDATE``, or no statement when the claim
+    stayed), else every entry (``same_messages``: ``new`` keeps ``old``'s messages).
     """
     sid = new.snapshot_id
-    entries = entries_of(new)
-    if old is not None:
-        before = entries_of(old)
-        if [_unclaimed(e) for e in before] == [_unclaimed(e) for e in entries]:
-            if before != entries:
-                until = entries[0].claim_expires_at
-                claim = {"claimed_by": entries[0].claimed_by, "until": None if until is None else to_us(until)}
-                con.execute(_CLAIM_ENTRIES, claim | {"tenant": tenant, "snapshot_id": sid})
-            return
-        if sid not in dropped:
-            con.execute(_DROP_ENTRIES, {"tenant": tenant, "snapshot_id": sid})
+    change = own_entries_change(old, new, same_messages)
+    if change == "none":
+        return
+    if change == "claim" and old is not None:
+        if old.claimed_by != new.claimed_by or old.claim_expires_at != new.claim_expires_at:
+            until = new.claim_expires_at
+            claim = {"claimed_by": new.claimed_by, "until": None if until is None else to_us(until)}
+            con.execute(_CLAIM_ENTRIES, claim | {"tenant": tenant, "snapshot_id": sid})
+        return
+    if old is not None and sid not in dropped:
+        con.execute(_DROP_ENTRIES, {"tenant": tenant, "snapshot_id": sid})
     dropped.add(sid)
+    entries = entries_of(new)
     if entries:
         _insert_entries(con, tenant, session, sid, entries, dropped)
-
-
-_unclaimed = attrgetter(*(f.name for f in fields(OpenInterrupt) if f.name not in ("claimed_by", "claim_expires_at")))
-"""An entry's fields but its claim's."""
 
 
 def refresh(con: sqlite3.Connection, tenant: str, session: int, snapshot_id: str, read: Reader) -> None:
@@ -448,6 +498,10 @@ def forget(con: sqlite3.Connection, tenant: str, session: int, snapshot_id: str)
 # the journal's rows (table: ._journal) ---------------------------------------------------------
 
 
+_entry_text = json_encoder(ensure_ascii=True, separators=(", ", ": "))
+"""An entry's text: ``json.dumps``'s, straight through the C encoder (as the PostgreSQL store's)."""
+
+
 def stored_entry(raw: object, key: str) -> JournalEntry:
     try:
         return JournalEntry.from_json(json.loads(cast(str, raw)))
@@ -466,7 +520,7 @@ def put(con: sqlite3.Connection, tenant: str, entry: JournalEntry, expect: int) 
     One statement (so it may run as its own transaction: ``Worker.run_here``): the insert of a
     new call, or the update of the attempt ``expect``.
     """
-    text = json.dumps(entry.to_json())
+    text = _entry_text(entry.to_json())
     if expect == 0:
         sql = f"""INSERT INTO {JOURNAL} (tenant, key, session_id, snapshot_id, attempt, entry)
             VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, key) DO NOTHING"""
@@ -498,7 +552,7 @@ def _write(con: sqlite3.Connection, tenant: str, entry: JournalEntry) -> None:
             "session_id": entry.session_id,
             "snapshot_id": entry.snapshot_id,
             "attempt": entry.attempt,
-            "entry": json.dumps(entry.to_json()),
+            "entry": _entry_text(entry.to_json()),
         },
     )
 

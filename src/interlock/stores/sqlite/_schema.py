@@ -135,17 +135,22 @@ SELECT_ROW = f"""SELECT s.snapshot_id, n.session_id, s.session, s.parent_id, s.b
         s.base_mrev, s.state_session, s.custom, s.artifacts, s.created_us, s.updated_us, s.heartbeat_us, s.status,
         s.finish_reason, s.error, s.version, s.claimed_by, s.claimed_us, s.metadata
     FROM {TABLE} AS s LEFT JOIN {SESSIONS} AS n ON n.id = s.session
-    WHERE s.tenant = :tenant AND s.snapshot_id = :snapshot_id"""
+    WHERE s.tenant = ? AND s.snapshot_id = ?"""
+"""Parameters: ``(tenant, snapshot_id)``."""
+# The writes below take positional parameters (a named one costs SQLite's module a name lookup each).
 UPSERT = f"""INSERT INTO {TABLE} (tenant, {", ".join(_COLUMNS)})
-    VALUES (:tenant, {", ".join(":" + c for c in _COLUMNS)})
+    VALUES ({", ".join("?" * (1 + len(_COLUMNS)))})
     ON CONFLICT (tenant, snapshot_id) DO UPDATE SET {_UPDATED}"""
-"""Named parameters: ``tenant`` and every column (:data:`BOOKKEEPING` and the content columns)."""
-UPDATE_BOOKKEEPING = f"""UPDATE {TABLE} SET base_id = :base_id, {", ".join(f"{c} = :{c}" for c in BOOKKEEPING)}
-    WHERE tenant = :tenant AND snapshot_id = :snapshot_id"""
-UPDATE_BOOKKEEPING_IN_PLACE = f"""UPDATE {TABLE} SET {", ".join(f"{c} = :{c}" for c in BOOKKEEPING[1:])}
-    WHERE tenant = :tenant AND snapshot_id = :snapshot_id"""
+"""Parameters: ``tenant``, ``snapshot_id``, the content columns (``session``, ``base_id``, ``keep``, ``tail``,
+``mrev``, ``base_mrev``), then :data:`BOOKKEEPING`'s."""
+UPDATE_BOOKKEEPING = f"""UPDATE {TABLE} SET base_id = ?, {", ".join(f"{c} = ?" for c in BOOKKEEPING)}
+    WHERE tenant = ? AND snapshot_id = ?"""
+"""Parameters: ``base_id``, :data:`BOOKKEEPING`'s, ``tenant``, ``snapshot_id``."""
+UPDATE_BOOKKEEPING_IN_PLACE = f"""UPDATE {TABLE} SET {", ".join(f"{c} = ?" for c in BOOKKEEPING[1:])}
+    WHERE tenant = ? AND snapshot_id = ?"""
 """:data:`UPDATE_BOOKKEEPING` for a row whose ``parent_id`` and ``base_id`` stay: SQLite rewrites the index
-entries of every indexed column a ``SET`` names, changed or not (a page more in the WAL per index)."""
+entries of every indexed column a ``SET`` names, changed or not (a page more in the WAL per index).
+Parameters: :data:`BOOKKEEPING`'s but ``parent_id``, ``tenant``, ``snapshot_id``."""
 _BASE = "CASE WHEN {0}keep > 0 THEN coalesce({0}base_id, {0}parent_id) END"
 SELECT_CHAIN = f"""WITH RECURSIVE chain (depth, snapshot_id, base, keep, tail, mrev, base_mrev) AS (
         SELECT 0, snapshot_id, {_BASE.format("")}, keep, tail, mrev, base_mrev FROM {TABLE}
