@@ -17,7 +17,9 @@ queue's job insert runs on psycopg). Cursors wait on the event loop once per sta
 adapt arguments through Python per value; here a batch waits once and arguments are encoded
 by :func:`_encode` (text format, a handful of Python types: what the store passes). Rows come
 back through psycopg's own (compiled) loaders, as cursors would give them, and a failed
-statement raises psycopg's exception for its SQLSTATE, so error handling is psycopg's.
+statement raises psycopg's exception for its SQLSTATE, so error handling is psycopg's. The
+batch's exchange runs on libpq's (compiled) generators, waited for by :func:`_wait`: the socket
+alone, without the timer and the cancel request psycopg's own wait adds to every round trip.
 
 A failure (an error answer) fails what follows it up to the batch's end, as PostgreSQL's
 pipeline does; the error is raised when the batch is sent. A batch interrupted mid-exchange
@@ -27,6 +29,7 @@ pipeline does; the error is raised when the batch is sent. A batch interrupted m
 from __future__ import annotations
 
 import re
+from asyncio import Future, get_running_loop
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
@@ -37,6 +40,7 @@ from weakref import WeakKeyDictionary
 from psycopg import AsyncConnection, errors, pq
 from psycopg.adapt import Transformer
 from psycopg.generators import fetch_many, send
+from psycopg.waiting import Ready
 
 Row = tuple[Any, ...]
 Args = Sequence[Any] | Mapping[str, Any] | None
@@ -325,7 +329,7 @@ class Wire:
                     pg.send_query_prepared(q.name, q.values)
                 expected += 1
             pg.pipeline_sync()
-            results = await self.con.wait(_exchange(pg, expected))
+            results = await _wait(_exchange(pg, expected), pg.socket)
             done = True
         finally:
             if done:
@@ -378,3 +382,42 @@ def _exchange(pg: pq.abc.PGconn, expected: int) -> Any:
     while len(results) < expected:
         results.append((yield from fetch_many(pg)))
     return results
+
+
+_READ, _WRITE = int(Ready.R), int(Ready.W)
+
+
+async def _wait(gen: Any, fileno: int) -> Any:
+    """Drive the libpq generator ``gen`` on the event loop until it returns: psycopg's wait, without its extras.
+
+    It waits for the socket alone: no timer (psycopg's re-checks for Ctrl-C, which asyncio
+    delivers as a cancellation anyway), no cancel request on interruption (:meth:`Wire.flush`
+    closes a connection interrupted mid-exchange instead).
+    """
+    try:
+        wanted = next(gen)
+        loop = get_running_loop()
+        while True:
+            ready: Future[int] = loop.create_future()
+            reading, writing = wanted & _READ, wanted & _WRITE
+            if reading:
+                loop.add_reader(fileno, _wake, ready, _READ)
+            if writing:
+                loop.add_writer(fileno, _wake, ready, _WRITE)
+            try:
+                got = await ready
+            finally:
+                if reading:
+                    loop.remove_reader(fileno)
+                if writing:
+                    loop.remove_writer(fileno)
+            wanted = gen.send(got)
+    except StopIteration as done:
+        return done.value
+    except OSError as exc:
+        raise errors.OperationalError("connection socket closed") from exc
+
+
+def _wake(ready: Future[int], what: int) -> None:
+    if not ready.done():
+        ready.set_result(what)
