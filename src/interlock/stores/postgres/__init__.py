@@ -74,6 +74,7 @@ from .. import JournalUpdater, SnapshotInfo, Updater, check_tenant
 from . import _journal as journal_rows
 from . import _outbox as outbox
 from ._known import Guess, Stale
+from ._link import Links
 from ._listen import Listener
 from ._plumbing import PgPlumbing, connect_seconds
 from ._rows import PgRows
@@ -154,6 +155,7 @@ class PostgresStore(PgPlumbing):
             open=False,
             timeout=pool_timeout,
         )
+        self._links = Links(self._pool)
         self._listener = Listener(dsn, connect_timeout, self._guard)
         self._opened = False
         self._closed = False
@@ -211,6 +213,7 @@ class PostgresStore(PgPlumbing):
             return
         self._closed = True
         await self._listener.stop()
+        await self._links.close()
         await self._pool.close()
 
     # SessionStore ---------------------------------------------------------------------------
@@ -274,6 +277,7 @@ class PostgresStore(PgPlumbing):
                 await outbox.insert(con, added)
             if then:
                 await con.flush()  # the batch so far goes out: the steps run on psycopg's own API
+                con.lend()
             for step in then:
                 if isawaitable(done := step(con.con)):
                     await done

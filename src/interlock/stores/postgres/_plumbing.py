@@ -39,6 +39,7 @@ from . import _index as index
 from . import _journal as journal_rows
 from ._errors import pg_error, redacted
 from ._known import Guess, Stale
+from ._link import Links
 from ._rows import PgRows
 from ._schema import (
     CHANNEL,
@@ -75,6 +76,7 @@ class PgPlumbing:
     pool_timeout: float
     upgraded_from: int | None
     _pool: AsyncConnectionPool[AsyncConnection[tuple[Any, ...]]]
+    _links: Links
     _closed: bool
     _opened: bool
     _wrote_at: float | None = None
@@ -135,13 +137,15 @@ class PgPlumbing:
             await self.setup()
 
         async def run() -> _R:
-            con = await self._pool.getconn()  # not pool.connection(): its commit on exit is a no-op here, and costs
+            link = await self._links.take()
             try:
                 if not consistent:
-                    return await fn(Wire(con))
-                return await _transaction(Wire(con), "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", fn)
+                    return await fn(Wire(link.con, link))
+                return await _transaction(Wire(link.con, link), "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", fn)
             finally:
-                await self._pool.putconn(con)  # a connection left in a transaction is rolled back, a broken one dropped
+                await self._links.give(
+                    link
+                )  # one left in a transaction goes to the pool (rolled back), a broken one too
 
         return await self._guard(run)
 
@@ -169,14 +173,14 @@ class PgPlumbing:
                 if notify is not None:
                     notify.clear()
                 try:
-                    con = await self._pool.getconn()
+                    link = await self._links.take()
                     try:
                         if not transaction:
-                            done = await fn(Wire(con))
+                            done = await fn(Wire(link.con, link))
                         else:
-                            done = await _transaction(Wire(con), "BEGIN", fn, notify)
+                            done = await _transaction(Wire(link.con, link), "BEGIN", fn, notify)
                     finally:
-                        await self._pool.putconn(con)
+                        await self._links.give(link)
                     self._wrote_at = time.monotonic()
                     return done
                 except (Stale, errors.DivisionByZero):  # only a guessed save's guard divides

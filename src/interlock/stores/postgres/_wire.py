@@ -18,8 +18,8 @@ adapt arguments through Python per value; here a batch waits once and arguments 
 by :func:`_encode` (text format, a handful of Python types: what the store passes). Rows come
 back through psycopg's own (compiled) loaders, as cursors would give them, and a failed
 statement raises psycopg's exception for its SQLSTATE, so error handling is psycopg's. The
-batch's exchange runs on libpq's (compiled) generators, waited for by :func:`_wait`: the socket
-alone, without the timer and the cancel request psycopg's own wait adds to every round trip.
+batch's exchange runs on libpq's (compiled) generators, waited for by :meth:`~._link.Link.wait`: the
+socket alone, without the timer and the cancel request psycopg's own wait adds to every round trip.
 
 A failure (an error answer) fails what follows it up to the batch's end, as PostgreSQL's
 pipeline does; the error is raised when the batch is sent. A batch interrupted mid-exchange
@@ -29,18 +29,16 @@ pipeline does; the error is raised when the batch is sent. A batch interrupted m
 from __future__ import annotations
 
 import re
-from asyncio import Future, get_running_loop
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from operator import itemgetter
 from typing import Any, LiteralString, NamedTuple, cast
-from weakref import WeakKeyDictionary
 
 from psycopg import AsyncConnection, errors, pq
-from psycopg.adapt import Transformer
 from psycopg.generators import fetch_many, send
-from psycopg.waiting import Ready
+
+from ._link import Link, link_of
 
 Row = tuple[Any, ...]
 Args = Sequence[Any] | Mapping[str, Any] | None
@@ -67,8 +65,6 @@ class _Sql(NamedTuple):
 _parsed: dict[str, _Sql] = {}
 _names: dict[tuple[bytes, tuple[int, ...]], bytes] = {}
 """A name for each statement shape (its text and argument types), the same on every connection."""
-_prepared: WeakKeyDictionary[AsyncConnection[Any], set[bytes]] = WeakKeyDictionary()
-"""The names prepared on each live connection."""
 
 
 def _parse(query: str) -> _Sql:
@@ -228,16 +224,18 @@ class Wire:
     so far has gone out).
     """
 
-    __slots__ = ("con", "_queue", "_batching", "_prepared")
+    __slots__ = ("con", "_queue", "_batching", "_prepared", "_link")
 
-    def __init__(self, con: AsyncConnection[Row]) -> None:
+    def __init__(self, con: AsyncConnection[Row], link: Link | None = None) -> None:
         self.con = con
         self._queue: list[_Queued] = []
         self._batching = False
-        names = _prepared.get(con)
-        if names is None:
-            names = _prepared[con] = set()
-        self._prepared = names
+        self._link = link = link or link_of(con)
+        self._prepared = link.prepared
+
+    def lend(self) -> None:
+        """Psycopg's own API is about to use the connection (see :meth:`~._link.Link.lend`)."""
+        self._link.lend()
 
     async def execute(self, query: LiteralString | str, args: Args = None, *, prepare: bool = True) -> Answer:
         """Queue ``query`` with ``args`` (sent now outside a batch); ``prepare=False`` for one-off statements."""
@@ -329,18 +327,19 @@ class Wire:
                     pg.send_query_prepared(q.name, q.values)
                 expected += 1
             pg.pipeline_sync()
-            results = await _wait(_exchange(pg, expected), pg.socket)
+            results = await self._link.wait(_exchange(pg, expected))
             done = True
         finally:
             if done:
                 pg.exit_pipeline_mode()
             else:  # results still on the way: the connection cannot be used again
+                self._link.lend()
                 pg.finish()
         self._settle(queue, results)
 
     def _settle(self, queue: list[_Queued], results: list[list[pq.abc.PGresult]]) -> None:
         names = self._prepared
-        loader = Transformer(self.con)
+        loader = self._link.loader
         encoding = self.con.pgconn._encoding  # pyright: ignore[reportPrivateUsage]
         first: errors.Error | None = None
         at = 0
@@ -382,42 +381,3 @@ def _exchange(pg: pq.abc.PGconn, expected: int) -> Any:
     while len(results) < expected:
         results.append((yield from fetch_many(pg)))
     return results
-
-
-_READ, _WRITE = int(Ready.R), int(Ready.W)
-
-
-async def _wait(gen: Any, fileno: int) -> Any:
-    """Drive the libpq generator ``gen`` on the event loop until it returns: psycopg's wait, without its extras.
-
-    It waits for the socket alone: no timer (psycopg's re-checks for Ctrl-C, which asyncio
-    delivers as a cancellation anyway), no cancel request on interruption (:meth:`Wire.flush`
-    closes a connection interrupted mid-exchange instead).
-    """
-    try:
-        wanted = next(gen)
-        loop = get_running_loop()
-        while True:
-            ready: Future[int] = loop.create_future()
-            reading, writing = wanted & _READ, wanted & _WRITE
-            if reading:
-                loop.add_reader(fileno, _wake, ready, _READ)
-            if writing:
-                loop.add_writer(fileno, _wake, ready, _WRITE)
-            try:
-                got = await ready
-            finally:
-                if reading:
-                    loop.remove_reader(fileno)
-                if writing:
-                    loop.remove_writer(fileno)
-            wanted = gen.send(got)
-    except StopIteration as done:
-        return done.value
-    except OSError as exc:
-        raise errors.OperationalError("connection socket closed") from exc
-
-
-def _wake(ready: Future[int], what: int) -> None:
-    if not ready.done():
-        ready.set_result(what)
