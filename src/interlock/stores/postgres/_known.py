@@ -117,7 +117,7 @@ class Known:
 
     def saw_row(self, tenant: str, row: Row, xmin: str) -> None:
         slot = (tenant, row.snapshot_id)
-        self.rows[slot] = (xmin, row if row.tail is None else row._replace(tail=""))
+        self.rows[slot] = (xmin, row if row.tail is None else _row(Row, (*row[:6], "", *row[7:])))
         self.rows.move_to_end(slot)
         if len(self.rows) > LIMIT:
             self.rows.popitem(last=False)
