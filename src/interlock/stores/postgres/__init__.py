@@ -17,8 +17,9 @@ pipeline mode, with one wait for their answers (:mod:`~._wire`):
 * **One round trip per save, usually.** The transaction is pipelined (:func:`~._plumbing._transaction`). A
   save of rows this store last read or wrote (and of new ids) runs its updaters on what it
   remembers and sends a guard that locks the rows and fails the transaction unless each is the
-  row version remembered (:mod:`~._known`): ``BEGIN``, the guard, every write, ``COMMIT`` and
-  the notification in one round trip. Otherwise (or after a stale guess) ``BEGIN`` and the
+  row version remembered (:mod:`~._known`): the guard and every write, as the pipeline's implicit
+  transaction (committed at its sync: no ``BEGIN`` or ``COMMIT``), then the notification, in one
+  round trip. Otherwise (or after a stale guess) ``BEGIN`` and the
   locking reads go out together, then every write and ``COMMIT`` together: two.
 * **Reads** are single autocommitted statements when a row's history is a checkpoint or in
   the cache; a read that must follow a base chain (or a session's rows) runs in one

@@ -104,7 +104,7 @@ async def begin(
             rows = [f"{sid} {xmin}" for sid, (xmin, _) in tx.read.items()]
             entries = [f"{key} {xmin}" for key, (xmin, _) in tx.read_entries.items()]
             args = {"tenant": tenant, "ids": unique, "keys": keys, "rows": rows, "entries": entries}
-            tx.xid = await con.execute(GUARD, args)  # answered with the COMMIT: no round trip of its own
+            tx.xid = await con.execute(GUARD, args)  # answered with the commit: no round trip of its own
             tx.read.clear()
             tx.read_entries.clear()
             return tx
