@@ -95,6 +95,9 @@ _json = json_encoder(ensure_ascii=True, separators=(", ", ": "))
 """``json.dumps``, straight through the C encoder."""
 _MAX_PAYLOAD = 8000
 """PostgreSQL refuses a notification payload of this many bytes or more."""
+_SHORT = (_MAX_PAYLOAD - 9) // 12
+"""Characters of tenant and snapshot id that always fit a payload: each is at most 12 bytes of ASCII JSON (a
+surrogate pair's escapes), around 8 bytes of brackets, quotes and separators."""
 
 
 class PostgresStore(PgPlumbing):
@@ -258,7 +261,9 @@ class PostgresStore(PgPlumbing):
         added = list(events)
 
         changed: list[str] = []
-        payloads = {sid: _payload(t, sid) for sid, _ in todo}  # one PostgreSQL would refuse fails the save first
+        for sid, _ in todo:  # a notification PostgreSQL would refuse fails the save first
+            if len(t) + len(sid) > _SHORT:
+                _payload(t, sid)
         guess = Guess(on=not then)  # a step's own writes are not the store's to run again on a stale guess
         last: list[Tx] = []
 
@@ -273,7 +278,7 @@ class PostgresStore(PgPlumbing):
                 if not tx.guessed:
                     raise
                 raise Stale from exc  # raised on a guess: asked again of the rows as they are
-            changed.extend(payloads[sid] for sid in tx.status_changed)
+            changed.extend(_payload(t, sid) for sid in tx.status_changed)
             if added:
                 await outbox.insert(con, added)
             if then:
