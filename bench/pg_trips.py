@@ -9,7 +9,8 @@ the wire, whatever psycopg did above it:
   ``Query``), ``BEGIN`` and ``COMMIT`` included;
 * **round trips**: how often the client sent something and then waited for the server's
   answer (a change of direction in the trace, from client messages to server messages);
-* **transactions**: the ``BEGIN`` statements.
+* **transactions**: the ``BEGIN`` statements, and the pipelines of several statements that ran as the
+  implicit transaction up to their ``Sync`` (a save whose statements all go out at once has no ``BEGIN``).
 
 Printed per cycle (a pause, then a fresh agent over the same store loads and resumes: the
 cycle of ``bench/agents.py``; with ``--http`` the two requests of ``bench/served_bank.py``'s
@@ -120,6 +121,7 @@ def _read_traces() -> Counts:
         last = "B"
         parsed = _parsed[path]
         bound = "?"
+        since, explicit = 0, False  # statements since the last Sync; inside BEGIN ... COMMIT
         for line in lines:
             fields = line.split("\t", 3)
             direction = fields[0]
@@ -131,7 +133,10 @@ def _read_traces() -> Counts:
                 continue
             kind = fields[2]
             quoted = _QUOTED.findall(fields[3] if len(fields) > 3 else "")
-            if kind == "Parse" and len(quoted) >= 2:
+            if kind == "Sync":
+                counts.begins += since > 1 and not explicit  # an implicit transaction of several statements
+                since = 0
+            elif kind == "Parse" and len(quoted) >= 2:
                 parsed[quoted[0]] = quoted[1]
             elif kind == "Bind" and len(quoted) >= 2:
                 bound = parsed.get(quoted[1], "?")
@@ -139,8 +144,13 @@ def _read_traces() -> Counts:
                 text = bound if kind == "Execute" else (quoted[0] if quoted else "?")
                 counts.statements += 1
                 counts.texts[" ".join(text.split())[:100]] += 1
-                if text.strip().upper().startswith("BEGIN"):
+                since += 1
+                word = text.strip().upper()
+                if word.startswith("BEGIN"):
                     counts.begins += 1
+                    explicit = True
+                elif word.startswith(("COMMIT", "ROLLBACK")):
+                    explicit, since = False, 0
     return counts
 
 

@@ -343,3 +343,14 @@ except UnimplementedError as exc:
     assert len(lines) == 2, done
     assert lines[0].startswith("import:") and "pip install 'interlock[postgres]'" in lines[0]
     assert lines[1].startswith("open_store:") and "pip install 'interlock[postgres]'" in lines[1]
+
+
+async def test_an_id_too_long_to_notify_is_refused_before_anything_is_written() -> None:
+    async with PostgresStore(fresh_dsn()) as store:
+        fits = "é" * 660 + "a" * 60  # more characters than always fit, fewer bytes than the limit
+        assert (await store.save(fits, lambda _: snap(fits))) is not None
+        assert await store.load(fits) is not None
+        too_long = "😀" * 700  # 12 bytes each once escaped: past PostgreSQL's 8000-byte payload
+        with pytest.raises(InvalidArgumentError, match="cannot be notified"):
+            await store.save(too_long, lambda _: snap(too_long))
+        assert await store.load(too_long) is None

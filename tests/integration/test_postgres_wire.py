@@ -138,3 +138,41 @@ async def test_a_large_batch_goes_out_whole_while_its_answers_come_back() -> Non
         assert [await a.fetchone() for a in answers[:3]] == [(0,), (1,), (2,)]
         assert await answers[-1].fetchone() == (len(big),)
         assert await (await wire.execute("SELECT count(*) FROM wire_big")).fetchone() == (3001,)
+
+
+async def test_a_transaction_batch_that_goes_out_whole_commits_at_its_sync_or_not_at_all() -> None:
+    async with await connect() as con:
+        await con.execute("CREATE TABLE wire_i (k int PRIMARY KEY)")
+        wire = Wire(con)
+        wire.start_batch(b"BEGIN")
+        await wire.execute("INSERT INTO wire_i VALUES (%s)", (1,))
+        await wire.execute("INSERT INTO wire_i VALUES (%s)", (2,))
+        committed = await wire.commit()
+        await wire.end_batch()
+        assert committed.pgresult is not None and wire.idle
+        wire.start_batch(b"BEGIN")
+        await wire.execute("INSERT INTO wire_i VALUES (%s)", (3,))
+        await wire.execute("INSERT INTO wire_i VALUES (%s)", (1,))  # fails: the insert of 3 is rolled back with it
+        failed = await wire.commit()
+        after = await wire.execute("SELECT count(*) FROM wire_i")  # after the sync: runs anyway
+        with pytest.raises(errors.UniqueViolation):
+            await wire.end_batch()
+        assert failed.pgresult is None and wire.idle
+        assert await after.fetchone() == (2,)
+        assert await (await wire.execute("SELECT k FROM wire_i ORDER BY k")).fetchall() == [(1,), (2,)]
+
+
+async def test_a_transaction_batch_read_mid_way_begins_before_its_first_statement() -> None:
+    async with await connect() as con:
+        await con.execute("CREATE TABLE wire_m (k int PRIMARY KEY)")
+        wire = Wire(con)
+        wire.start_batch(b"BEGIN")
+        await wire.execute("INSERT INTO wire_m VALUES (%s)", (1,))
+        seen = await (await wire.execute("SELECT count(*) FROM wire_m")).fetchone()  # this part goes out now
+        assert seen == (1,) and not wire.idle  # inside the transaction BEGIN opened ahead of the insert
+        await wire.execute("INSERT INTO wire_m VALUES (%s)", (1,))
+        await wire.commit()
+        with pytest.raises(errors.UniqueViolation):
+            await wire.end_batch()
+        await wire.execute("ROLLBACK", prepare=False)  # the caller rolls back: the first insert goes too
+        assert await (await wire.execute("SELECT count(*) FROM wire_m")).fetchone() == (0,)

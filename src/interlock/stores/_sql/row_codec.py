@@ -48,9 +48,9 @@ def after(value: datetime | None, created_us: int) -> int | None:
 
 def from_us(value: object, snapshot_id: str | None = None) -> datetime:
     """The datetime a stored timestamp stands for; :class:`DataLossError` if it is not one."""
-    if isinstance(value, int) and not isinstance(value, bool):
+    if type(value) is int or (isinstance(value, int) and not isinstance(value, bool)):
         try:
-            return EPOCH + timedelta(microseconds=value)
+            return EPOCH + timedelta(0, 0, value)  # positional: a keyword costs timedelta half again
         except OverflowError:
             pass
     what = f"a timestamp in the SQLite store is {value!r}, not microseconds since 1970 (a damaged file?)"

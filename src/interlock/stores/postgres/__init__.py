@@ -17,8 +17,9 @@ pipeline mode, with one wait for their answers (:mod:`~._wire`):
 * **One round trip per save, usually.** The transaction is pipelined (:func:`~._plumbing._transaction`). A
   save of rows this store last read or wrote (and of new ids) runs its updaters on what it
   remembers and sends a guard that locks the rows and fails the transaction unless each is the
-  row version remembered (:mod:`~._known`): ``BEGIN``, the guard, every write, ``COMMIT`` and
-  the notification in one round trip. Otherwise (or after a stale guess) ``BEGIN`` and the
+  row version remembered (:mod:`~._known`): the guard and every write, as the pipeline's implicit
+  transaction (committed at its sync: no ``BEGIN`` or ``COMMIT``), then the notification, in one
+  round trip. Otherwise (or after a stale guess) ``BEGIN`` and the
   locking reads go out together, then every write and ``COMMIT`` together: two.
 * **Reads** are single autocommitted statements when a row's history is a checkpoint or in
   the cache; a read that must follow a base chain (or a session's rows) runs in one
@@ -74,6 +75,7 @@ from .. import JournalUpdater, SnapshotInfo, Updater, check_tenant
 from . import _journal as journal_rows
 from . import _outbox as outbox
 from ._known import Guess, Stale
+from ._link import Links
 from ._listen import Listener
 from ._plumbing import PgPlumbing, connect_seconds
 from ._rows import PgRows
@@ -93,6 +95,9 @@ _json = json_encoder(ensure_ascii=True, separators=(", ", ": "))
 """``json.dumps``, straight through the C encoder."""
 _MAX_PAYLOAD = 8000
 """PostgreSQL refuses a notification payload of this many bytes or more."""
+_SHORT = (_MAX_PAYLOAD - 9) // 12
+"""Characters of tenant and snapshot id that always fit a payload: each is at most 12 bytes of ASCII JSON (a
+surrogate pair's escapes), around 8 bytes of brackets, quotes and separators."""
 
 
 class PostgresStore(PgPlumbing):
@@ -154,6 +159,7 @@ class PostgresStore(PgPlumbing):
             open=False,
             timeout=pool_timeout,
         )
+        self._links = Links(self._pool)
         self._listener = Listener(dsn, connect_timeout, self._guard)
         self._opened = False
         self._closed = False
@@ -211,6 +217,7 @@ class PostgresStore(PgPlumbing):
             return
         self._closed = True
         await self._listener.stop()
+        await self._links.close()
         await self._pool.close()
 
     # SessionStore ---------------------------------------------------------------------------
@@ -254,7 +261,9 @@ class PostgresStore(PgPlumbing):
         added = list(events)
 
         changed: list[str] = []
-        payloads = {sid: _payload(t, sid) for sid, _ in todo}  # one PostgreSQL would refuse fails the save first
+        for sid, _ in todo:  # a notification PostgreSQL would refuse fails the save first
+            if len(t) + len(sid) > _SHORT:
+                _payload(t, sid)
         guess = Guess(on=not then)  # a step's own writes are not the store's to run again on a stale guess
         last: list[Tx] = []
 
@@ -269,11 +278,12 @@ class PostgresStore(PgPlumbing):
                 if not tx.guessed:
                     raise
                 raise Stale from exc  # raised on a guess: asked again of the rows as they are
-            changed.extend(payloads[sid] for sid in tx.status_changed)
+            changed.extend(_payload(t, sid) for sid in tx.status_changed)
             if added:
                 await outbox.insert(con, added)
             if then:
                 await con.flush()  # the batch so far goes out: the steps run on psycopg's own API
+                con.lend()
             for step in then:
                 if isawaitable(done := step(con.con)):
                     await done

@@ -137,7 +137,7 @@ async def written(
             await con.execute(_LINK, args)  # one statement for a turn's usual three changes
         else:  # and the new row's insert with them
             sql, values = insert
-            await con.execute("WITH new_row AS (" + sql + "), " + _LINK.removeprefix("WITH "), values | args)
+            await con.execute(_with_insert(sql), values | args)
             insert = None
     if insert is not None:
         await con.execute(*insert)
@@ -151,6 +151,17 @@ async def written(
             until = new.claim_expires_at
             claim = {"claimed_by": new.claimed_by, "claim_until_us": None if until is None else to_us(until)}
             await con.execute(_CLAIM_ENTRIES, claim | {"tenant": tenant, "snapshot_id": new.snapshot_id})
+
+
+def _with_insert(insert: LiteralString) -> LiteralString:
+    """:data:`_LINK` with ``insert`` ahead of it, in one statement (built once per insert: its text is a key)."""
+    found = _WITH_INSERT.get(insert)
+    if found is None:
+        found = _WITH_INSERT[insert] = "WITH new_row AS (" + insert + "), " + _LINK.removeprefix("WITH ")
+    return found
+
+
+_WITH_INSERT: dict[str, LiteralString] = {}
 
 
 async def refresh(con: Conn, tenant: str, session_id: str, snapshot_id: str, read: Reader) -> None:

@@ -74,7 +74,7 @@ async def put(con: Conn, tenant: str, entry: JournalEntry, expect: int, durable:
     true)`` in the statement itself sets ``synchronous_commit`` for its own (implicit)
     transaction, so the write stays one round trip.
     """
-    text = _text(entry.to_json())
+    text = _written(entry)
     flush = "on" if durable else "off"
     if expect == 0:
         args = (tenant, entry.key, entry.session_id, entry.snapshot_id, entry.attempt, text, flush)
@@ -103,7 +103,7 @@ async def update(con: Conn, tenant: str, key: str, update: JournalUpdater, found
     new = update(None if raw is None else _entry(raw, key))
     if new is None:
         return None
-    text = _text(new.to_json())
+    text = _written(new)
     values = (tenant, new.key, new.session_id, new.snapshot_id, new.attempt, text)
     if raw is None:
         await con.execute(_INSERT, values)
@@ -123,7 +123,28 @@ async def entries(con: Conn, tenant: str, session_id: str | None) -> list[Journa
 
 
 def _entry(raw: object, key: str) -> JournalEntry:
+    """The entry ``raw`` holds: the one this process wrote as ``raw`` (:func:`_written`), or parsed."""
+    found = _texts.get(raw) if type(raw) is str else None
+    if found is not None:
+        return found
     try:
         return JournalEntry.from_json(json.loads(cast(str, raw)))
     except (TypeError, ValueError, KeyError) as exc:
         raise DataLossError(f"the journal entry {key!r} of the PostgreSQL store is damaged: {exc}") from None
+
+
+def _written(entry: JournalEntry) -> str:
+    """``entry``'s text, remembered with it: the same text read back (the next update's) is not parsed again.
+
+    Entries are immutable and a text stands for one entry, whichever store or tenant reads it.
+    """
+    text = _text(entry.to_json())
+    _texts[text] = entry
+    if len(_texts) > _TEXTS:
+        del _texts[next(iter(_texts))]
+    return text
+
+
+_texts: dict[str, JournalEntry] = {}
+"""The entries this process wrote last, by their text (oldest first)."""
+_TEXTS = 1024

@@ -8,7 +8,7 @@ store remembers, per row, what it last saw and that row version's ``xmin`` (the 
 that wrote it: PostgreSQL never changes a row version in place, so an equal ``xmin`` is the
 same row), and a save of known rows (and of ids it has never seen, guessed absent: a new
 turn's row) runs its updaters on what it remembers and sends :data:`GUARD` ahead of its writes,
-all in one round trip with ``COMMIT``. The guard locks the rows and entries as the locking read
+all in one round trip with the commit. The guard locks the rows and entries as the locking read
 would and fails the transaction (division by zero, SQLSTATE 22012: nothing else in the
 store divides) unless each is the version guessed, or absent as guessed; nothing is written
 then, and the save runs again the ordinary way (:class:`Stale`). An updater that raises on a
@@ -117,7 +117,7 @@ class Known:
 
     def saw_row(self, tenant: str, row: Row, xmin: str) -> None:
         slot = (tenant, row.snapshot_id)
-        self.rows[slot] = (xmin, row if row.tail is None else row._replace(tail=""))
+        self.rows[slot] = (xmin, row if row.tail is None else _row(Row, (*row[:6], "", *row[7:])))
         self.rows.move_to_end(slot)
         if len(self.rows) > LIMIT:
             self.rows.popitem(last=False)

@@ -39,6 +39,7 @@ from . import _index as index
 from . import _journal as journal_rows
 from ._errors import pg_error, redacted
 from ._known import Guess, Stale
+from ._link import Links
 from ._rows import PgRows
 from ._schema import (
     CHANNEL,
@@ -75,6 +76,7 @@ class PgPlumbing:
     pool_timeout: float
     upgraded_from: int | None
     _pool: AsyncConnectionPool[AsyncConnection[tuple[Any, ...]]]
+    _links: Links
     _closed: bool
     _opened: bool
     _wrote_at: float | None = None
@@ -135,13 +137,15 @@ class PgPlumbing:
             await self.setup()
 
         async def run() -> _R:
-            con = await self._pool.getconn()  # not pool.connection(): its commit on exit is a no-op here, and costs
+            link = await self._links.take()
             try:
                 if not consistent:
-                    return await fn(Wire(con))
-                return await _transaction(Wire(con), "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", fn)
+                    return await fn(Wire(link.con, link))
+                return await _transaction(Wire(link.con, link), "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", fn)
             finally:
-                await self._pool.putconn(con)  # a connection left in a transaction is rolled back, a broken one dropped
+                await self._links.give(
+                    link
+                )  # one left in a transaction goes to the pool (rolled back), a broken one too
 
         return await self._guard(run)
 
@@ -169,14 +173,14 @@ class PgPlumbing:
                 if notify is not None:
                     notify.clear()
                 try:
-                    con = await self._pool.getconn()
+                    link = await self._links.take()
                     try:
                         if not transaction:
-                            done = await fn(Wire(con))
+                            done = await fn(Wire(link.con, link))
                         else:
-                            done = await _transaction(Wire(con), "BEGIN", fn, notify)
+                            done = await _transaction(Wire(link.con, link), "BEGIN", fn, notify)
                     finally:
-                        await self._pool.putconn(con)
+                        await self._links.give(link)
                     self._wrote_at = time.monotonic()
                     return done
                 except (Stale, errors.DivisionByZero):  # only a guessed save's guard divides
@@ -260,26 +264,33 @@ async def _transaction(
     The batch is :meth:`~._wire.Wire.batch` (libpq's pipeline mode).
     A statement whose answer ``fn`` does not read is sent without waiting for it: ``BEGIN`` goes
     out with the first read, and the writes after the last read go out with ``COMMIT``, which
-    is one round trip for them all. A statement that fails makes the server skip the rest up
-    to the batch's end, ``COMMIT`` included; its error is raised when that part of the batch is
-    sent (at the latest at the end), and the transaction is rolled back.
+    is one round trip for them all. A read-committed transaction (``begin`` is ``BEGIN``) whose
+    statements all go out at the end (a guessed save, :mod:`._known`) sends neither: the batch
+    is the implicit transaction PostgreSQL runs up to the pipeline's synchronisation point,
+    committed there (:meth:`~._wire.Wire.commit`): two statements fewer per save. A statement
+    that fails makes the server skip the rest up to the transaction's end; its error is raised
+    when that part of the batch is sent (at the latest at the end), and the transaction is
+    rolled back.
 
-    The ``notify`` payloads go out after ``COMMIT`` in the same round trip (:data:`_NOTIFY`), in
+    The ``notify`` payloads go out after the commit in the same round trip (:data:`_NOTIFY`), in
     a transaction of their own that does not wait for the WAL flush: PostgreSQL holds one
     database-wide lock from a notifying transaction's commit until its flush, so notifying
-    inside the transaction would serialise every save's commit and flush. The server skips
-    them if the transaction failed. If they fail after it committed (a full notification
-    queue), the save still succeeded: the error is logged, and watchers wake at their next
-    notification.
+    inside the transaction would serialise every save's commit and flush. After ``COMMIT`` the
+    server skips them if the transaction failed; after a synchronisation point it sends them
+    anyway (a watcher woken by a save that failed reads an unchanged status and waits on). If
+    they fail after it committed (a full notification queue), the save still succeeded: the
+    error is logged, and watchers wake at their next notification.
     """
     done: list[_R] = []
     committed: Answer | None = None
     try:
-        con.start_batch()  # con.batch() without its context manager's machinery (three objects per transaction)
+        deferred = begin == "BEGIN"  # read committed: the implicit transaction of a batch that goes out whole is one
+        con.start_batch(b"BEGIN" if deferred else None)  # con.batch() without its context manager's machinery
         try:
-            await con.execute(begin, prepare=False)
+            if not deferred:
+                await con.execute(begin, prepare=False)
             done.append(await fn(con))
-            committed = await con.execute("COMMIT", prepare=False)
+            committed = await con.commit()
             if notify:
                 await con.execute(_NOTIFY, (CHANNEL, notify))
         except BaseException:

@@ -10,7 +10,6 @@ committed, what it read and wrote, with the ``xmin`` each row now has.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, LiteralString, NamedTuple
 
 from .._sql.history import ChainCache
@@ -42,7 +41,6 @@ class Parent(NamedTuple):
     session_id: str
 
 
-@dataclass(eq=False)
 class Tx:
     """A save's transaction: the rows and journal entries it read ``FOR UPDATE`` up front (or guessed), and more.
 
@@ -54,18 +52,42 @@ class Tx:
     that carries the transaction's id; ``status_changed`` the rows whose status the save changed.
     """
 
-    con: Conn
-    tenant: str
-    rows: dict[str, Row | None]
-    held: dict[str, Parent]
-    entries: journal.Locked
-    guessed: bool = False
-    xid: Answer | None = None
-    read: dict[str, tuple[str, Row]] = field(default_factory=dict[str, tuple[str, Row]])
-    read_entries: dict[str, tuple[str, str]] = field(default_factory=dict[str, tuple[str, str]])
-    wrote: dict[str, Row] = field(default_factory=dict[str, Row])
-    wrote_entries: dict[str, str | None] = field(default_factory=dict[str, str | None])
-    status_changed: list[str] = field(default_factory=list[str])
+    __slots__ = (
+        "con",
+        "tenant",
+        "rows",
+        "held",
+        "entries",
+        "guessed",
+        "xid",
+        "read",
+        "read_entries",
+        "wrote",
+        "wrote_entries",
+        "status_changed",
+    )
+
+    def __init__(
+        self,
+        con: Conn,
+        tenant: str,
+        rows: dict[str, Row | None],
+        held: dict[str, Parent],
+        entries: journal.Locked,
+        guessed: bool = False,
+    ) -> None:
+        self.con = con
+        self.tenant = tenant
+        self.rows = rows
+        self.held = held
+        self.entries = entries
+        self.guessed = guessed
+        self.xid: Answer | None = None
+        self.read: dict[str, tuple[str, Row]] = {}
+        self.read_entries: dict[str, tuple[str, str]] = {}
+        self.wrote: dict[str, Row] = {}
+        self.wrote_entries: dict[str, str | None] = {}
+        self.status_changed: list[str] = []
 
 
 async def begin(
@@ -82,7 +104,7 @@ async def begin(
             rows = [f"{sid} {xmin}" for sid, (xmin, _) in tx.read.items()]
             entries = [f"{key} {xmin}" for key, (xmin, _) in tx.read_entries.items()]
             args = {"tenant": tenant, "ids": unique, "keys": keys, "rows": rows, "entries": entries}
-            tx.xid = await con.execute(GUARD, args)  # answered with the COMMIT: no round trip of its own
+            tx.xid = await con.execute(GUARD, args)  # answered with the commit: no round trip of its own
             tx.read.clear()
             tx.read_entries.clear()
             return tx

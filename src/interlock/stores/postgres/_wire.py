@@ -17,7 +17,9 @@ queue's job insert runs on psycopg). Cursors wait on the event loop once per sta
 adapt arguments through Python per value; here a batch waits once and arguments are encoded
 by :func:`_encode` (text format, a handful of Python types: what the store passes). Rows come
 back through psycopg's own (compiled) loaders, as cursors would give them, and a failed
-statement raises psycopg's exception for its SQLSTATE, so error handling is psycopg's.
+statement raises psycopg's exception for its SQLSTATE, so error handling is psycopg's. The
+batch's exchange runs on libpq's (compiled) generators, waited for by :meth:`~._link.Link.wait`: the
+socket alone, without the timer and the cancel request psycopg's own wait adds to every round trip.
 
 A failure (an error answer) fails what follows it up to the batch's end, as PostgreSQL's
 pipeline does; the error is raised when the batch is sent. A batch interrupted mid-exchange
@@ -32,17 +34,19 @@ from contextlib import asynccontextmanager
 from functools import partial
 from operator import itemgetter
 from typing import Any, LiteralString, NamedTuple, cast
-from weakref import WeakKeyDictionary
 
 from psycopg import AsyncConnection, errors, pq
-from psycopg.adapt import Transformer
 from psycopg.generators import fetch_many, send
+
+from ._link import Link, link_of
 
 Row = tuple[Any, ...]
 Args = Sequence[Any] | Mapping[str, Any] | None
 
 _OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)
 _FATAL = pq.ExecStatus.FATAL_ERROR
+_SYNC = b"-- pipeline sync"
+"""A queued synchronisation point (:meth:`Wire.commit`), told apart by identity: no statement's text is this object."""
 _IDLE = pq.TransactionStatus.IDLE
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s|%s|%%")
 _MAX_PREPARED = 512
@@ -63,8 +67,6 @@ class _Sql(NamedTuple):
 _parsed: dict[str, _Sql] = {}
 _names: dict[tuple[bytes, tuple[int, ...]], bytes] = {}
 """A name for each statement shape (its text and argument types), the same on every connection."""
-_prepared: WeakKeyDictionary[AsyncConnection[Any], set[bytes]] = WeakKeyDictionary()
-"""The names prepared on each live connection."""
 
 
 def _parse(query: str) -> _Sql:
@@ -224,16 +226,19 @@ class Wire:
     so far has gone out).
     """
 
-    __slots__ = ("con", "_queue", "_batching", "_prepared")
+    __slots__ = ("con", "_queue", "_batching", "_prepared", "_link", "_begin")
 
-    def __init__(self, con: AsyncConnection[Row]) -> None:
+    def __init__(self, con: AsyncConnection[Row], link: Link | None = None) -> None:
         self.con = con
         self._queue: list[_Queued] = []
         self._batching = False
-        names = _prepared.get(con)
-        if names is None:
-            names = _prepared[con] = set()
-        self._prepared = names
+        self._begin: bytes | None = None
+        self._link = link = link or link_of(con)
+        self._prepared = link.prepared
+
+    def lend(self) -> None:
+        """Psycopg's own API is about to use the connection (see :meth:`~._link.Link.lend`)."""
+        self._link.lend()
 
     async def execute(self, query: LiteralString | str, args: Args = None, *, prepare: bool = True) -> Answer:
         """Queue ``query`` with ``args`` (sent now outside a batch); ``prepare=False`` for one-off statements."""
@@ -275,9 +280,28 @@ class Wire:
             raise
         await self.end_batch()
 
-    def start_batch(self) -> None:
-        """What :meth:`batch` does on entry: queue statements from now on (for callers without a ``with`` block)."""
+    def start_batch(self, begin: bytes | None = None) -> None:
+        """What :meth:`batch` does on entry: queue statements from now on (for callers without a ``with`` block).
+
+        ``begin``: the batch is a transaction, opened by this statement only if part of the batch
+        goes out before its end (an answer read mid-transaction: the part sent first must not
+        commit alone). A batch that goes out whole is the implicit transaction PostgreSQL runs up
+        to a pipeline's synchronisation point, which :meth:`commit` places.
+        """
         self._batching = True
+        self._begin = begin
+
+    async def commit(self) -> Answer:
+        """End the transaction :meth:`start_batch` opened: ``COMMIT`` if it began, else a synchronisation point.
+
+        The answer has a result once the batch has gone out if, and only if, the transaction committed.
+        """
+        if self._begin is None:
+            return await self.execute("COMMIT", prepare=False)
+        self._begin = None
+        answer = Answer(self)
+        self._queue.append(_queued(_Queued, (None, False, _SYNC, [], (), answer)))
+        return answer
 
     async def end_batch(self) -> None:
         """What :meth:`batch` does when its block ends: send what was queued, and queue no more."""
@@ -287,6 +311,7 @@ class Wire:
     def drop_batch(self) -> None:
         """What :meth:`batch` does when its block raises: drop what was queued, and queue no more."""
         self._batching = False
+        self._begin = None
         self.discard()
 
     def discard(self) -> None:
@@ -309,14 +334,20 @@ class Wire:
         if not queue:
             return
         self._queue = []
+        if self._batching and self._begin is not None:  # part of a transaction goes out before its end: begin it
+            queue.insert(0, _queued(_Queued, (None, False, self._begin, [], (), Answer(self))))
+            self._begin = None
         pg = self.con.pgconn
         pg.enter_pipeline_mode()
         done = False
         try:
-            expected = 1
+            expected = 0
             for q in queue:  # into libpq's buffer (the connection does not block): sent together below
                 if q.name is None:
-                    pg.send_query_params(q.sql, q.values, q.types or None)
+                    if q.sql is _SYNC:
+                        pg.pipeline_sync()
+                    else:
+                        pg.send_query_params(q.sql, q.values, q.types or None)
                 elif q.prepare:
                     pg.send_prepare(q.name, q.sql, q.types or None)
                     pg.send_query_prepared(q.name, q.values)
@@ -324,19 +355,21 @@ class Wire:
                 else:
                     pg.send_query_prepared(q.name, q.values)
                 expected += 1
-            pg.pipeline_sync()
-            results = await self.con.wait(_exchange(pg, expected))
+            if queue[-1].sql is not _SYNC:
+                pg.pipeline_sync()
+                expected += 1
+            results = await self._link.wait(_exchange(pg, expected))
+            pg.exit_pipeline_mode()  # fails if results are left (an answer more than expected): closed below
             done = True
         finally:
-            if done:
-                pg.exit_pipeline_mode()
-            else:  # results still on the way: the connection cannot be used again
+            if not done:  # results still on the way: the connection cannot be used again
+                self._link.lend()
                 pg.finish()
         self._settle(queue, results)
 
     def _settle(self, queue: list[_Queued], results: list[list[pq.abc.PGresult]]) -> None:
         names = self._prepared
-        loader = Transformer(self.con)
+        loader = self._link.loader
         encoding = self.con.pgconn._encoding  # pyright: ignore[reportPrivateUsage]
         first: errors.Error | None = None
         at = 0
@@ -352,6 +385,10 @@ class Wire:
             answer._wire = None  # pyright: ignore[reportPrivateUsage]
             result = results[at][-1]
             at += 1
+            if q.sql is _SYNC:  # the implicit transaction's end: committed unless a statement before it failed
+                if first is None:
+                    answer._result = result  # pyright: ignore[reportPrivateUsage]
+                continue
             if result.status in _OK:
                 answer._result = result  # pyright: ignore[reportPrivateUsage]
                 if result.ntuples:
