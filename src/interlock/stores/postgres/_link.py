@@ -9,11 +9,13 @@ mid-exchange instead).
 
 Watching a socket costs the event loop a handle and system calls each time it starts and
 stops. While the store holds a connection (:attr:`Link.held`: checked out, or idle in the
-store's own list, :mod:`._plumbing`), the socket stays watched between round trips; whatever
-the socket says while nobody waits (the server closing an idle connection) stops the watch,
-and the next round trip starts it again. Before psycopg itself waits on the connection (a
-save's ``then=`` steps, the pool's reset or close) the store calls :meth:`Link.lend`, which
-stops the watch: psycopg's wait would replace it, and its end remove it.
+store's own list, :mod:`._plumbing`), the socket stays watched between round trips. What the
+server writes while nobody waits is read at once: a notice stays in libpq's buffer, and the
+connection's end (the server closed an idle connection) marks it broken and stops the watch,
+so the store hands that connection back to the pool, which drops it, instead of using it.
+Before psycopg itself waits on the connection (a save's ``then=`` steps, the pool's reset or
+close) the store calls :meth:`Link.lend`, which stops the watch: psycopg's wait would replace
+it, and its end remove it.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from psycopg_pool import AsyncConnectionPool
 
 _READ, _WRITE = int(Ready.R), int(Ready.W)
 _IDLE = pq.TransactionStatus.IDLE
+_OK = pq.ConnStatus.OK
 
 
 class Link:
@@ -87,8 +90,14 @@ class Link:
 
     def _readable(self) -> None:
         waiter = self._waiter
-        if waiter is None:  # nobody waits (the server closed an idle connection): stop until the next round trip
-            self.lend()
+        if waiter is None:  # nobody waits: the server wrote to an idle connection (a notice, or its end)
+            pg = self.con.pgconn
+            try:  # read it: at the connection's end libpq marks it broken (then take() passes it over)
+                pg.consume_input()
+            except errors.OperationalError:
+                pass
+            if pg.status != _OK:  # stop watching until the next round trip (if any)
+                self.lend()
         elif not waiter.done():
             waiter.set_result(_READ)
 
@@ -121,7 +130,8 @@ class Links:
     """The store's connections: its pool, in front of which the store keeps the ones it holds idle.
 
     :meth:`take` hands out an idle connection the store holds (the last given back first: its
-    socket watched, its statements prepared), else one from the pool; :meth:`give` keeps a
+    socket watched, its statements prepared; one the server closed meanwhile goes back to the
+    pool, which drops it), else one from the pool; :meth:`give` keeps a
     connection given back idle (no transaction open, nothing broken), unless a caller waits
     for the pool (then the pool hands it on), the connection is past the pool's
     ``max_lifetime`` since the store took it, or the store is closing: then it goes back to
@@ -136,8 +146,11 @@ class Links:
         self.closed = False
 
     async def take(self) -> Link:
-        if self.idle:
-            return self.idle.pop()
+        while self.idle:
+            link = self.idle.pop()
+            if link.con.pgconn.status == _OK:
+                return link
+            await self._return(link)  # the server closed it while it was idle: the pool drops it
         self.waiting += 1
         try:
             con = await self.pool.getconn()
@@ -153,6 +166,9 @@ class Links:
         if not self.waiting and not self.closed and pg.transaction_status == _IDLE and link.expires > monotonic():
             self.idle.append(link)
             return
+        await self._return(link)
+
+    async def _return(self, link: Link) -> None:
         link.held = False
         link.lend()
         await self.pool.putconn(link.con)
