@@ -36,7 +36,7 @@ async def _filled(url: str, rows: int) -> None:
         await store.ready()
         with psycopg.connect(url, autocommit=True) as con:
             for table in TABLES:
-                con.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")  # pyright: ignore[reportArgumentType]
+                con.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
         for i in range(rows):
             await store.save(f"r{i}", lambda _, i=i: snap(f"r{i}", session=f"s{i}", at=i))
             entry = JournalEntry(key=f"k{i}", session_id=f"s{i}", snapshot_id=f"r{i}", agent="bank", tool="t",
