@@ -7,7 +7,7 @@ resume loaded and claims, the turn its claim holds, the journal entry its intent
 store remembers, per row, what it last saw and that row version's ``xmin`` (the transaction
 that wrote it: PostgreSQL never changes a row version in place, so an equal ``xmin`` is the
 same row), and a save of known rows (and of ids it has never seen, guessed absent: a new
-turn's row) runs its updaters on what it remembers and sends :data:`GUARD` ahead of its writes,
+turn's row) runs its updaters on what it remembers and sends a :func:`guard` ahead of its writes,
 all in one round trip with the commit. The guard locks the rows and entries as the locking read
 would and fails the transaction (division by zero, SQLSTATE 22012: nothing else in the
 store divides) unless each is the version guessed, or absent as guessed; nothing is written
@@ -61,7 +61,7 @@ def one_or_all(values: list[str]) -> str | list[str]:
 
 @cache
 def guard(ids: int, keys: int) -> LiteralString:
-    """:data:`GUARD`'s text for ``ids`` rows and ``keys`` entries (one or more of each; none: that part is left out).
+    """The guard of a guessed save of ``ids`` rows and ``keys`` entries (none of one kind: that part is left out).
 
     Locks a guessed save's rows and entries (in the locking read's order) and fails unless each is the version
     guessed. ``rows`` and ``entries`` are ``"<id> <xmin>"`` for those guessed present (an ``xmin`` is digits, so
@@ -85,8 +85,6 @@ def guard(ids: int, keys: int) -> LiteralString:
     return f"WITH {ctes} SELECT pg_current_xact_id()::xid::text, 1 / ({checks})::int"
 
 
-GUARD = guard(2, 2)
-"""The guard of a save of several rows and entries (see :func:`guard`)."""
 XID = "SELECT pg_current_xact_id()::xid::text"
 """The transaction's id (the ``xmin`` of the rows it writes), sent with the locking read of an ordinary save."""
 LIMIT = 4096

@@ -116,9 +116,8 @@ async def begin(
             entries = [f"{key} {xmin}" for key, (xmin, _) in tx.read_entries.items()]
             args = {"tenant": tenant, "ids": one_or_all(unique), "keys": one_or_all(keys), "rows": rows}
             args["entries"] = entries
-            tx.xid = await con.execute(
-                guard(len(unique), len(keys)), args
-            )  # answered with the commit: no round trip of its own
+            sql = guard(len(unique), len(keys))
+            tx.xid = await con.execute(sql, args)  # answered with the commit: no round trip of its own
             tx.read.clear()
             tx.read_entries.clear()
             return tx
