@@ -132,11 +132,11 @@ async def test_postgres_creates_its_schema_and_refuses_an_older_one_until_upgrad
         await store.ready()
         assert store.upgraded_from is None
     _set_version(url, 1)  # as if written before version 2 (the outbox)
-    with pytest.raises(FailedPreconditionError, match=r"schema version 1, older than this interlock's 4") as caught:
+    with pytest.raises(FailedPreconditionError, match=r"schema version 1, older than this interlock's 5") as caught:
         async with PostgresStore(url) as store:
             await store.ready()
     assert f"interlock db upgrade --store {url}" in caught.value.message
-    said = f"{url}: upgraded from schema version 1 to 4\n{url}: worker queue tables installed\n"
+    said = f"{url}: upgraded from schema version 1 to 5\n{url}: worker queue tables installed\n"
     assert await upgrade(capsys, url) == (0, said, "")
     async with PostgresStore(url) as store:
         await store.ready()
@@ -174,7 +174,7 @@ async def test_postgres_version_2_upgrades_and_fills_its_index(capsys: pytest.Ca
         paused = await agent.run("pay bob 5", context={"tenant": "acme"})
         assert paused.finish_reason == "interrupted" and paused.snapshot_id is not None
     _as_version_2(url)
-    said = f"{url}: upgraded from schema version 2 to 4\n{url}: worker queue tables installed\n"
+    said = f"{url}: upgraded from schema version 2 to 5\n{url}: worker queue tables installed\n"
     assert await upgrade(capsys, url) == (0, said, "")
     async with PostgresStore(url) as store:
         agent = bank(store, runs)
@@ -188,3 +188,42 @@ async def test_postgres_version_2_upgrades_and_fills_its_index(capsys: pytest.Ca
         out = await inbox.approve(paused.snapshot_id, tenant="acme")
         assert out.finish_reason == "stop" and runs == ["bob"]
         assert await inbox.pending(tenant="acme") == []
+
+
+def _as_version_4(url: str) -> None:
+    """Put a database back to schema version 4's layout: secondary indexes led by ``tenant``."""
+    with psycopg.connect(url, autocommit=True) as con:
+        con.execute("DROP INDEX interlock_snapshots_children, interlock_journal_session, interlock_journal_snapshot")
+        con.execute("CREATE INDEX interlock_snapshots_children ON interlock_snapshots (tenant, session_id, parent_id)")
+        con.execute("CREATE INDEX interlock_journal_session ON interlock_journal (tenant, session_id)")
+        con.execute("CREATE INDEX interlock_journal_snapshot ON interlock_journal (tenant, snapshot_id)")
+        con.execute("UPDATE interlock_schema SET version = 4")
+
+
+def _indexes(url: str) -> dict[str, str]:
+    with psycopg.connect(url, autocommit=True) as con:
+        found = con.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename LIKE 'interlock_%'").fetchall()
+    return {name: definition.split(" USING btree ")[1] for name, definition in found}
+
+
+async def test_postgres_version_4_upgrades_its_secondary_indexes_and_keeps_its_interrupts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = fresh_dsn()
+    runs: list[str] = []
+    async with PostgresStore(url) as store:
+        paused = await bank(store, runs, [PAY]).run("pay bob 5", context={"tenant": "acme"})
+        assert paused.finish_reason == "interrupted" and paused.snapshot_id is not None
+    created = _indexes(url)
+    _as_version_4(url)
+    said = f"{url}: upgraded from schema version 4 to 5\n{url}: worker queue tables installed\n"
+    assert await upgrade(capsys, url) == (0, said, "")
+    assert _indexes(url) == created  # as a new database has them
+    assert created["interlock_snapshots_children"] == "(session_id, tenant, parent_id)"
+    assert created["interlock_journal_snapshot"] == "(snapshot_id, tenant)"
+    async with PostgresStore(url) as store:
+        inbox = Inbox(store, agents=[bank(store, runs)])
+        (item,) = await inbox.pending(tenant="acme")
+        assert item.snapshot_id == paused.snapshot_id
+        out = await inbox.approve(paused.snapshot_id, tenant="acme")
+        assert out.finish_reason == "stop" and runs == ["bob"]

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import cast
+from functools import cache
+from typing import LiteralString, cast
 
 from ..._json_object import json_encoder
 from ...errors import DataLossError
 from ...records._journal import JournalEntry, superseded
 from .. import JournalUpdater
+from ._known import locking, one_or_all
 from ._schema import JOURNAL
 from ._wire import Answer
 from ._wire import Wire as Conn
@@ -24,9 +26,18 @@ Locked = dict[str, str | None]
 """Keys → their entries' text as a save's transaction read (and locked) them (``None``: no entry)."""
 
 _COLUMNS = "tenant, key, session_id, snapshot_id, attempt, entry"
-LOCK = f"SELECT key, entry, xmin::text FROM {JOURNAL} WHERE tenant = %s AND key = ANY(%s) ORDER BY key FOR UPDATE"
-"""Read (and lock) a save's entries, each with its ``xmin``: a save with snapshot rows too locks both in one statement
-(``_rows``)."""
+
+
+@cache
+def lock_sql(keys: int) -> LiteralString:
+    """Read (and lock) a save's ``keys`` entries, each with its ``xmin``.
+
+    Arguments ``tenant`` and ``keys`` (see :func:`~._known.locking`). A save with snapshot rows
+    too locks both in one statement (``_tx``).
+    """
+    return locking("key, entry, xmin::text", JOURNAL, "key", "keys", keys)
+
+
 _INSERT = f"INSERT INTO {JOURNAL} ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s)"
 _UPDATE = f"""UPDATE {JOURNAL} SET key = %s, session_id = %s, snapshot_id = %s, attempt = %s, entry = %s
     WHERE tenant = %s AND key = %s"""
@@ -45,7 +56,8 @@ async def lock(con: Conn, tenant: str, keys: Sequence[str]) -> Answer | None:
     """Send the read of ``keys``' entries ``FOR UPDATE`` (its rows come with :func:`locked`)."""
     if not keys:
         return None
-    return await con.execute(LOCK, (tenant, list(dict.fromkeys(keys))))
+    unique = list(dict.fromkeys(keys))
+    return await con.execute(lock_sql(len(unique)), {"tenant": tenant, "keys": one_or_all(unique)})
 
 
 async def locked(cur: Answer | None, keys: Sequence[str]) -> tuple[Locked, dict[str, str]]:

@@ -7,7 +7,7 @@ resume loaded and claims, the turn its claim holds, the journal entry its intent
 store remembers, per row, what it last saw and that row version's ``xmin`` (the transaction
 that wrote it: PostgreSQL never changes a row version in place, so an equal ``xmin`` is the
 same row), and a save of known rows (and of ids it has never seen, guessed absent: a new
-turn's row) runs its updaters on what it remembers and sends :data:`GUARD` ahead of its writes,
+turn's row) runs its updaters on what it remembers and sends a :func:`guard` ahead of its writes,
 all in one round trip with the commit. The guard locks the rows and entries as the locking read
 would and fails the transaction (division by zero, SQLSTATE 22012: nothing else in the
 store divides) unless each is the version guessed, or absent as guessed; nothing is written
@@ -24,26 +24,67 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, cast
+from functools import cache
+from typing import Any, LiteralString, cast
 
 from .._sql.row_codec import Row
 from ._schema import JOURNAL, TABLE
 
-_ROWS = f"""SELECT snapshot_id || ' ' || xmin::text AS seen FROM {TABLE}
-    WHERE tenant = %(tenant)s AND snapshot_id = ANY(%(ids)s::text[]) ORDER BY snapshot_id FOR UPDATE"""
-_ENTRIES = f"""SELECT key || ' ' || xmin::text AS seen FROM {JOURNAL}
-    WHERE tenant = %(tenant)s AND key = ANY(%(keys)s::text[]) ORDER BY key FOR UPDATE"""
-GUARD = f"""WITH locked_rows AS MATERIALIZED ({_ROWS}), locked_entries AS MATERIALIZED ({_ENTRIES})
-    SELECT pg_current_xact_id()::xid::text, 1 / (
-        (SELECT count(*) FILTER (WHERE seen = ANY(%(rows)s::text[])) = cardinality(%(rows)s::text[])
-            AND count(*) = cardinality(%(rows)s::text[]) FROM locked_rows)
-        AND (SELECT count(*) FILTER (WHERE seen = ANY(%(entries)s::text[])) = cardinality(%(entries)s::text[])
-            AND count(*) = cardinality(%(entries)s::text[]) FROM locked_entries))::int"""
-"""Lock a guessed save's rows and entries (in the locking read's order) and fail unless each is the version guessed.
 
-``rows`` and ``entries`` are ``"<id> <xmin>"`` for those guessed present (an ``xmin`` is digits, so the pair is
-unambiguous); every other id and key of ``ids`` and ``keys`` was guessed absent. Answers the transaction's id,
-the ``xmin`` of every row it writes."""
+def locking(
+    columns: LiteralString, table: LiteralString, key: LiteralString, name: LiteralString, count: int
+) -> LiteralString:
+    """Select ``columns`` of the tenant's rows whose ``key`` is argument ``name``'s, ``FOR UPDATE``, in key order.
+
+    ``count``: how many values ``name`` has (one: the argument is the value, else a ``text[]``).
+    Arguments ``tenant`` and ``name``. Each row is found by the primary key, whatever the
+    statistics: the plan PostgreSQL caches for a prepared statement is made without them while
+    the tables are new, and then prices ``key = ANY(...)`` (after ``tenant`` in the key) as ten
+    lookups, dearer than reading every row of the tenant in key order and filtering them, which
+    it did until the next ``ANALYZE`` (~0.4 ms of server CPU per lock at ~700 rows). So one value
+    is compared with ``=``, and several are looked up one by one, in key order (the lock order),
+    by a lateral subquery the planner cannot fold into a join.
+    """
+    where = f"tenant = %(tenant)s AND {key}"
+    if count == 1:
+        return f"SELECT {columns} FROM {table} WHERE {where} = %({name})s FOR UPDATE"
+    return (
+        f"SELECT l.* FROM (SELECT k FROM unnest(%({name})s::text[]) AS k ORDER BY k) AS i CROSS JOIN LATERAL "
+        f"(SELECT {columns} FROM {table} WHERE {where} = i.k OFFSET 0 FOR UPDATE) AS l"
+    )
+
+
+def one_or_all(values: list[str]) -> str | list[str]:
+    """The argument :func:`locking` takes for ``values``: the value itself if there is one."""
+    return values[0] if len(values) == 1 else values
+
+
+@cache
+def guard(ids: int, keys: int) -> LiteralString:
+    """The guard of a guessed save of ``ids`` rows and ``keys`` entries (none of one kind: that part is left out).
+
+    Locks a guessed save's rows and entries (in the locking read's order) and fails unless each is the version
+    guessed. ``rows`` and ``entries`` are ``"<id> <xmin>"`` for those guessed present (an ``xmin`` is digits, so
+    the pair is unambiguous); every other id and key of ``ids`` and ``keys`` was guessed absent. Answers the
+    transaction's id, the ``xmin`` of every row it writes. Arguments: ``tenant``, ``ids`` (the id itself if one),
+    ``keys`` (the same), ``rows`` and ``entries``.
+    """
+    parts: list[tuple[LiteralString, LiteralString, LiteralString]] = []
+    if ids:
+        rows = locking("snapshot_id || ' ' || xmin::text AS seen", TABLE, "snapshot_id", "ids", ids)
+        parts.append(("locked_rows", rows, "rows"))
+    if keys:
+        entries = locking("key || ' ' || xmin::text AS seen", JOURNAL, "key", "keys", keys)
+        parts.append(("locked_entries", entries, "entries"))
+    ctes = ", ".join(f"{cte} AS MATERIALIZED ({select})" for cte, select, _ in parts)
+    checks = " AND ".join(
+        f"(SELECT count(*) FILTER (WHERE seen = ANY(%({arg})s::text[])) = cardinality(%({arg})s::text[]) "
+        f"AND count(*) = cardinality(%({arg})s::text[]) FROM {cte})"
+        for cte, _, arg in parts
+    )
+    return f"WITH {ctes} SELECT pg_current_xact_id()::xid::text, 1 / ({checks})::int"
+
+
 XID = "SELECT pg_current_xact_id()::xid::text"
 """The transaction's id (the ``xmin`` of the rows it writes), sent with the locking read of an ordinary save."""
 LIMIT = 4096

@@ -1,7 +1,7 @@
 """A save's transaction: how it starts (the rows it reads ``FOR UPDATE``, or guesses) and what it leaves known.
 
 :func:`begin` opens a save on the rows and journal entries it will update: guessed from
-:class:`~._known.Known` and checked by :data:`~._known.GUARD` in the same round trip as the
+:class:`~._known.Known` and checked by :func:`~._known.guard` in the same round trip as the
 writes when every one can be guessed, else read ``FOR UPDATE`` in one statement (the
 locking read: a round trip before the writes). :func:`settle` records, once the save has
 committed, what it read and wrote, with the ``xmin`` each row now has.
@@ -10,27 +10,38 @@ committed, what it read and wrote, with the ``xmin`` each row now has.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import Any, LiteralString, NamedTuple
 
 from .._sql.history import ChainCache
 from .._sql.row_codec import Row
 from . import _journal as journal
-from ._known import GUARD, XID, Guess, Known, row_of
+from ._known import XID, Guess, Known, guard, locking, one_or_all, row_of
 from ._schema import COLUMNS, TABLE
 from ._wire import Answer
 from ._wire import Wire as Conn
 
-_LOCK_ROWS = f"""SELECT {COLUMNS}, xmin::text FROM {TABLE} WHERE tenant = %s AND snapshot_id = ANY(%s)
-    ORDER BY snapshot_id FOR UPDATE"""
 WIDTH = len(COLUMNS.split(", ")) + 1
 """A locked row's columns: :data:`~._schema.COLUMNS`, then ``xmin``."""
 _NULLS: list[LiteralString] = ["NULL"] * WIDTH
-_LOCK_BOTH = f"""WITH locked_rows AS ({_LOCK_ROWS}), locked_entries AS ({journal.LOCK})
+
+
+@cache
+def _lock_rows(ids: int) -> LiteralString:
+    """Read the rows of ``ids`` ids (arguments ``tenant``, ``ids``: see :func:`~._known.locking`) ``FOR UPDATE``."""
+    return locking(f"{COLUMNS}, xmin::text", TABLE, "snapshot_id", "ids", ids)
+
+
+@cache
+def _lock_both(ids: int, keys: int) -> LiteralString:
+    """A save's rows and journal entries read ``FOR UPDATE`` in one statement.
+
+    The rows first, then the entries, each in id order as alone: a row's columns and ``xmin``
+    then three ``NULL``, or ``NULL`` columns then an entry's key, text and ``xmin``.
+    """
+    return f"""WITH locked_rows AS ({_lock_rows(ids)}), locked_entries AS ({journal.lock_sql(keys)})
     SELECT *, NULL, NULL, NULL FROM locked_rows
     UNION ALL SELECT {", ".join(_NULLS)}, key, entry, xmin FROM locked_entries"""
-"""A save's rows and journal entries read ``FOR UPDATE`` in one statement (the rows first, then the entries, each
-in id order as alone): a row's columns and ``xmin`` then three ``NULL``, or ``NULL`` columns then an entry's key,
-text and ``xmin``."""
 
 
 class Parent(NamedTuple):
@@ -103,8 +114,10 @@ async def begin(
         if tx is not None:
             rows = [f"{sid} {xmin}" for sid, (xmin, _) in tx.read.items()]
             entries = [f"{key} {xmin}" for key, (xmin, _) in tx.read_entries.items()]
-            args = {"tenant": tenant, "ids": unique, "keys": keys, "rows": rows, "entries": entries}
-            tx.xid = await con.execute(GUARD, args)  # answered with the commit: no round trip of its own
+            args = {"tenant": tenant, "ids": one_or_all(unique), "keys": one_or_all(keys), "rows": rows}
+            args["entries"] = entries
+            sql = guard(len(unique), len(keys))
+            tx.xid = await con.execute(sql, args)  # answered with the commit: no round trip of its own
             tx.read.clear()
             tx.read_entries.clear()
             return tx
@@ -144,7 +157,8 @@ async def _locked(con: Conn, tenant: str, ids: list[str], keys: list[str]) -> Tx
     if ids or keys:
         tx.xid = await con.execute(XID)
     if ids and keys:
-        cur = await con.execute(_LOCK_BOTH, (tenant, ids, tenant, keys))
+        args = {"tenant": tenant, "ids": one_or_all(ids), "keys": one_or_all(keys)}
+        cur = await con.execute(_lock_both(len(ids), len(keys)), args)
         for found in await cur.fetchall():
             if found[0] is None:
                 key, raw, xmin = found[WIDTH:]
@@ -153,7 +167,8 @@ async def _locked(con: Conn, tenant: str, ids: list[str], keys: list[str]) -> Tx
             else:
                 _read_row(tx, found)
     elif ids:
-        for found in await (await con.execute(_LOCK_ROWS, (tenant, ids))).fetchall():
+        args = {"tenant": tenant, "ids": one_or_all(ids)}
+        for found in await (await con.execute(_lock_rows(len(ids)), args)).fetchall():
             _read_row(tx, found)
     elif keys:
         tx.entries, versions = await journal.locked(await journal.lock(con, tenant, keys), keys)
