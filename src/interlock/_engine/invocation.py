@@ -68,7 +68,7 @@ class Invocation:
         self._reader_busy = False
         self._inputs_ended = False
         loop = asyncio.get_running_loop()
-        self.chunks: asyncio.Queue[StreamChunk | Ended] = asyncio.Queue()
+        self.chunks: Waiting[StreamChunk | Ended] = Waiting()
         self.output: asyncio.Future[AgentOutput] = loop.create_future()
         self._abort: asyncio.Event | None = None
         empty = trusted_state(session_id=None, messages=[], custom=None, artifacts=[])  # replaced by the loaded one

@@ -265,36 +265,50 @@ Ended: TypeAlias = Literal[_End.END]
 
 
 class Waiting(Generic[T]):
-    """A queue with one consumer (an invocation's turns): what :class:`asyncio.Queue` does for it, with less.
+    """An unbounded queue of an invocation's turns or stream chunks: :class:`asyncio.Queue`'s use here, with less.
 
-    No size limit and one reader, so no ``join`` bookkeeping, no event and no waiter queues:
-    a deque and the reader's future while it waits.
+    No size limit and no ``join`` bookkeeping, so no event: a deque, and the futures of the
+    readers while they wait (usually none, or one). An item wakes every waiting reader; each
+    takes one if one is left, or waits again.
     """
 
-    __slots__ = ("_items", "_waiter")
+    __slots__ = ("_items", "_waiters")
 
     def __init__(self) -> None:
         self._items: collections.deque[T] = collections.deque()
-        self._waiter: asyncio.Future[None] | None = None
+        self._waiters: list[asyncio.Future[None]] | None = None
 
     def put_nowait(self, item: T) -> None:
         self._items.append(item)
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        waiters = self._waiters
+        if waiters:
+            self._waiters = None
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     def empty(self) -> bool:
         return not self._items
 
     async def get(self) -> T:
-        """The next item, once there is one (one reader at a time)."""
+        """The next item, once there is one."""
         while not self._items:
-            self._waiter = asyncio.get_running_loop().create_future()
+            waiter = asyncio.get_running_loop().create_future()
+            if self._waiters is None:
+                self._waiters = [waiter]
+            else:
+                self._waiters.append(waiter)
             try:
-                await self._waiter
+                await waiter
             finally:
-                self._waiter = None
+                self._forget(waiter)
         return self._items.popleft()
+
+    def _forget(self, waiter: asyncio.Future[None]) -> None:
+        """A reader stops waiting (woken, or cancelled while it waited)."""
+        waiters = self._waiters
+        if waiters is not None and waiter in waiters:
+            waiters.remove(waiter)
 
 
 class BaseConnection:
@@ -305,7 +319,7 @@ class BaseConnection:
     (then :data:`END`) and resolve ``_output``.
     """
 
-    def __init__(self, chunks: asyncio.Queue[StreamChunk | Ended], output: asyncio.Future[AgentOutput]) -> None:
+    def __init__(self, chunks: Waiting[StreamChunk | Ended], output: asyncio.Future[AgentOutput]) -> None:
         self._chunks = chunks
         self._output = output
         self._closed = False
