@@ -311,6 +311,24 @@ class Waiting(Generic[T]):
             waiters.remove(waiter)
 
 
+async def settled(future: asyncio.Future[Any]) -> None:
+    """Wait until ``future`` is done; a cancelled wait leaves ``future`` be (:func:`asyncio.shield`'s use, with less).
+
+    One callback on ``future`` wakes the waiter: no outer future, and none of its callbacks.
+    """
+    waiter = future.get_loop().create_future()
+
+    def wake(_: object) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    future.add_done_callback(wake)
+    try:
+        await waiter
+    finally:
+        future.remove_done_callback(wake)
+
+
 class BaseConnection:
     """A live invocation: send inputs, iterate stream chunks, then take the output.
 
@@ -362,7 +380,10 @@ class BaseConnection:
     async def output(self) -> AgentOutput:
         """The invocation's output (closes the input side first); raises the typed error of a refused one."""
         await self.close()
-        return await asyncio.shield(self._output)
+        out = self._output
+        if not out.done():
+            await settled(out)
+        return out.result()
 
     def cancel(self) -> None:
         """Stop the invocation now."""
