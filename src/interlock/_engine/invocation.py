@@ -70,6 +70,8 @@ class Invocation:
         loop = asyncio.get_running_loop()
         self.chunks: Waiting[StreamChunk | Ended] = Waiting()
         self.output: asyncio.Future[AgentOutput] = loop.create_future()
+        self._output_waiters: list[asyncio.Future[None]] | None = None
+        """The connections' waits for the output (:meth:`until_output`), woken as it is set."""
         self._abort: asyncio.Event | None = None
         empty = trusted_state(session_id=None, messages=[], custom=None, artifacts=[])  # replaced by the loaded one
         self.session = Session(empty, sink=self._put_chunk, transform=agent.custom_transform)
@@ -215,9 +217,30 @@ class Invocation:
         state, tip, error = self.session.state, self.tip, self.error
         self._resolve(build_output(self.agent, self.store, state, result, tip, error, self.last_finish_reason))
 
+    def until_output(self) -> asyncio.Future[None]:
+        """A future done once :attr:`output` is: a waiter's own, so cancelling it leaves the output be.
+
+        It is woken as the output is set (no callback of the output's to schedule first).
+        """
+        waiter = self._loop.create_future()
+        if self.output.done():
+            waiter.set_result(None)
+        elif self._output_waiters is None:
+            self._output_waiters = [waiter]
+        else:
+            self._output_waiters.append(waiter)
+        return waiter
+
+    def _wake_output_waiters(self) -> None:
+        waiters, self._output_waiters = self._output_waiters, None
+        for waiter in waiters or ():
+            if not waiter.done():
+                waiter.set_result(None)
+
     def _resolve(self, output: AgentOutput) -> None:
         if not self.output.done():
             self.output.set_result(output)
+            self._wake_output_waiters()
         self._close_stream()
 
     def _settle(self, task: asyncio.Task[None]) -> None:
@@ -234,6 +257,7 @@ class Invocation:
     def _fail_thrown(self, exc: BaseException) -> None:
         if not self.output.done():
             self.output.set_exception(exc)
+            self._wake_output_waiters()
         self._close_stream()
 
     def _stop_tasks(self) -> None:

@@ -382,8 +382,12 @@ class BaseConnection:
         await self.close()
         out = self._output
         if not out.done():
-            await settled(out)
+            await self._until_output()
         return out.result()
+
+    def _until_output(self) -> Awaitable[None]:
+        """What :meth:`output` awaits until the output is done; cancelling it must leave the output be."""
+        return settled(self._output)
 
     def cancel(self) -> None:
         """Stop the invocation now."""
