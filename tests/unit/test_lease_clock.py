@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import weakref
 from typing import Any
 
+import pytest
 from banking import APPROVE, PAY, transfer
 
 from interlock import InMemoryStore, Message, PromptAgent
@@ -109,3 +111,15 @@ async def test_a_resumed_turn_that_outlives_its_lease_commits_on_the_refreshed_c
     done = await agent.run(resume=APPROVE, snapshot_id=sid)
     assert done.finish_reason == "stop", done.error
     assert (await expiry(store, sid))[1] == "answered"
+
+
+def test_a_loop_that_takes_no_weak_reference_still_gets_one_clock() -> None:
+    loop: Any = object()  # stands for a loop class without weak references (asyncio's and uvloop's have them)
+    with pytest.raises(TypeError):
+        weakref.ref(loop)
+    assert clock_of(loop) is clock_of(loop)
+    other = asyncio.new_event_loop()
+    try:
+        assert clock_of(loop) is not clock_of(other)
+    finally:
+        other.close()

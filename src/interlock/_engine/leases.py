@@ -71,6 +71,7 @@ class LeaseClock:
 
 _clocks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LeaseClock] = weakref.WeakKeyDictionary()
 _last: tuple[weakref.ref[asyncio.AbstractEventLoop], LeaseClock] | None = None
+_kept: dict[asyncio.AbstractEventLoop, LeaseClock] = {}
 
 
 def clock_of(loop: asyncio.AbstractEventLoop) -> LeaseClock:
@@ -79,8 +80,11 @@ def clock_of(loop: asyncio.AbstractEventLoop) -> LeaseClock:
     last = _last
     if last is not None and last[0]() is loop:
         return last[1]
-    clock = _clocks.get(loop)
-    if clock is None:
-        clock = _clocks[loop] = LeaseClock()
-    _last = (weakref.ref(loop), clock)
+    try:
+        clock = _clocks.get(loop)
+        if clock is None:
+            clock = _clocks[loop] = LeaseClock()
+        _last = (weakref.ref(loop), clock)
+    except TypeError:  # a loop class that takes no weak reference: its clock is kept for good
+        clock = _kept.get(loop) or _kept.setdefault(loop, LeaseClock())
     return clock
