@@ -88,6 +88,7 @@ from ..records.snapshots import refuse_spent as refuse_spent
 from ..stores import JournalStore, JournalUpdater, SnapshotStore, Updater
 from ..telemetry import _hooks as hooks
 from .effects import Effects
+from .leases import LeaseClock, clock_of
 
 if TYPE_CHECKING:
     from .protocols import RunnableAgent
@@ -186,14 +187,17 @@ class ClaimHold:
     """Why the lease was lost while the turn ran (then :meth:`commit_updater` refuses)."""
     done: bool = False
     _refresher: asyncio.Task[None] | None = field(default=None, repr=False)
-    _timer: asyncio.TimerHandle | None = field(default=None, repr=False)
+    _clock: LeaseClock | None = field(default=None, repr=False)
 
     def start(self) -> None:
-        """Refresh the lease every ``ttl / 3`` seconds (a timer: most turns end before it fires, and cost no task)."""
-        self._timer = asyncio.get_running_loop().call_later(self.claims.ttl / 3, self._due)
+        """Refresh the lease ``ttl / 3`` seconds from now: an entry of the loop's one lease timer (:mod:`.leases`)."""
+        loop = asyncio.get_running_loop()
+        clock = self._clock = clock_of(loop)
+        clock.add(self, self.claims.ttl / 3, loop)
 
-    def _due(self) -> None:
-        self._timer = None
+    def due(self) -> None:
+        """The lease clock's call: refresh now, unless the hold ended."""
+        self._clock = None
         if not self.done:
             self._refresher = asyncio.ensure_future(self._keep_fresh())
 
@@ -273,9 +277,9 @@ class ClaimHold:
             await self.claims.store.save(self.parent_id, release_claim(self.turn_id), tenant=self.claims.tenant)
 
     def _stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        if self._clock is not None:
+            self._clock.remove(self)
+            self._clock = None
         if self._refresher is not None:
             self._refresher.cancel()
             self._refresher = None

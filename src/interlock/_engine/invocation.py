@@ -68,8 +68,10 @@ class Invocation:
         self._reader_busy = False
         self._inputs_ended = False
         loop = asyncio.get_running_loop()
-        self.chunks: asyncio.Queue[StreamChunk | Ended] = asyncio.Queue()
+        self.chunks: Waiting[StreamChunk | Ended] = Waiting()
         self.output: asyncio.Future[AgentOutput] = loop.create_future()
+        self._output_waiters: list[asyncio.Future[None]] | None = None
+        """The connections' waits for the output (:meth:`until_output`), woken as it is set."""
         self._abort: asyncio.Event | None = None
         empty = trusted_state(session_id=None, messages=[], custom=None, artifacts=[])  # replaced by the loaded one
         self.session = Session(empty, sink=self._put_chunk, transform=agent.custom_transform)
@@ -147,43 +149,49 @@ class Invocation:
 
     async def _main(self) -> None:
         try:
-            state, self.tip = await self._load()
-        except PreTurnFailure as failure:
-            if self._pending is not None and self.detached is not None:  # a worker's run that cannot start
-                await self.detached.fail(error_info(failure.error))
-                await self.detached.release()
-                self._stop_tasks()
-            self._resolve(
-                AgentOutput(session_id=failure.session_id, finish_reason="failed", error=error_info(failure.error))
-            )
-            return
-        except BaseException as exc:
-            self._fail_thrown(exc)
-            return
-        self.session.state = state
-        reader = None
-        if not self._inputs_ended or self._inputs_waiting():  # inputs may still come, or some wait
-            reader = asyncio.ensure_future(self._read_inputs())
-            self._tasks.append(reader)
-        try:
-            result = await self.agent.invoke(SessionRunner(self))
-        except asyncio.CancelledError:
-            result = None
-            if not self.abort_event.is_set():
-                self.error = ErrorInfo(status="CANCELLED", message="the invocation was cancelled")
-        except Exception as exc:
-            self.failed = True
-            self.error = error_info(exc)
-            self.emit_failed_turn_end()
-            result = None
-        finally:
-            if reader is not None:
-                reader.cancel()
-        try:
-            await self._finish(result)
-        except BaseException as exc:  # never leave a caller waiting on an unresolved output
-            self._fail_thrown(exc)
-            raise
+            try:
+                state, self.tip = await self._load()
+            except PreTurnFailure as failure:
+                if self._pending is not None and self.detached is not None:  # a worker's run that cannot start
+                    await self.detached.fail(error_info(failure.error))
+                    await self.detached.release()
+                    self._stop_tasks()
+                self._resolve(
+                    AgentOutput(session_id=failure.session_id, finish_reason="failed", error=error_info(failure.error))
+                )
+                return
+            except BaseException as exc:
+                self._fail_thrown(exc)
+                return
+            self.session.state = state
+            reader = None
+            if not self._inputs_ended or self._inputs_waiting():  # inputs may still come, or some wait
+                reader = asyncio.ensure_future(self._read_inputs())
+                self._tasks.append(reader)
+            try:
+                result = await self.agent.invoke(SessionRunner(self))
+            except asyncio.CancelledError:
+                result = None
+                if not self.abort_event.is_set():
+                    self.error = ErrorInfo(status="CANCELLED", message="the invocation was cancelled")
+            except Exception as exc:
+                self.failed = True
+                self.error = error_info(exc)
+                self.emit_failed_turn_end()
+                result = None
+            finally:
+                if reader is not None:
+                    reader.cancel()
+            try:
+                await self._finish(result)
+            except BaseException as exc:  # never leave a caller waiting on an unresolved output
+                self._fail_thrown(exc)
+                raise
+        finally:  # what the done callback would do, done here: the task ends with no callback to schedule
+            task = asyncio.current_task()
+            if task is not None:
+                task.remove_done_callback(self._settle)
+                self._settle(task)
 
     async def _load(self) -> tuple[SessionState, Snapshot | None]:
         pending = self._pending
@@ -209,13 +217,38 @@ class Invocation:
         state, tip, error = self.session.state, self.tip, self.error
         self._resolve(build_output(self.agent, self.store, state, result, tip, error, self.last_finish_reason))
 
+    def until_output(self) -> asyncio.Future[None]:
+        """A future done once :attr:`output` is: a waiter's own, so cancelling it leaves the output be.
+
+        It is woken as the output is set (no callback of the output's to schedule first).
+        """
+        waiter = self._loop.create_future()
+        if self.output.done():
+            waiter.set_result(None)
+        elif self._output_waiters is None:
+            self._output_waiters = [waiter]
+        else:
+            self._output_waiters.append(waiter)
+        return waiter
+
+    def _wake_output_waiters(self) -> None:
+        waiters, self._output_waiters = self._output_waiters, None
+        for waiter in waiters or ():
+            if not waiter.done():
+                waiter.set_result(None)
+
     def _resolve(self, output: AgentOutput) -> None:
         if not self.output.done():
             self.output.set_result(output)
+            self._wake_output_waiters()
         self._close_stream()
 
     def _settle(self, task: asyncio.Task[None]) -> None:
-        """Resolve the output if the invocation ended without doing so (e.g. cancelled before it started)."""
+        """Resolve the output if the invocation ended without doing so (e.g. cancelled before it started).
+
+        The main task's done callback, for a task cancelled before its coroutine started; else
+        :meth:`_main` calls it as it ends (and takes the callback off).
+        """
         self.session.detach_sink()  # the session's sink is our method: without this cycle, refcounting frees us
         if not self.output.done():
             error = ErrorInfo(status="CANCELLED", message="the invocation was cancelled before it finished")
@@ -224,6 +257,7 @@ class Invocation:
     def _fail_thrown(self, exc: BaseException) -> None:
         if not self.output.done():
             self.output.set_exception(exc)
+            self._wake_output_waiters()
         self._close_stream()
 
     def _stop_tasks(self) -> None:

@@ -265,36 +265,68 @@ Ended: TypeAlias = Literal[_End.END]
 
 
 class Waiting(Generic[T]):
-    """A queue with one consumer (an invocation's turns): what :class:`asyncio.Queue` does for it, with less.
+    """An unbounded queue of an invocation's turns or stream chunks: :class:`asyncio.Queue`'s use here, with less.
 
-    No size limit and one reader, so no ``join`` bookkeeping, no event and no waiter queues:
-    a deque and the reader's future while it waits.
+    No size limit and no ``join`` bookkeeping, so no event: a deque, and the futures of the
+    readers while they wait (usually none, or one). An item wakes every waiting reader; each
+    takes one if one is left, or waits again.
     """
 
-    __slots__ = ("_items", "_waiter")
+    __slots__ = ("_items", "_waiters")
 
     def __init__(self) -> None:
         self._items: collections.deque[T] = collections.deque()
-        self._waiter: asyncio.Future[None] | None = None
+        self._waiters: list[asyncio.Future[None]] | None = None
 
     def put_nowait(self, item: T) -> None:
         self._items.append(item)
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        waiters = self._waiters
+        if waiters:
+            self._waiters = None
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     def empty(self) -> bool:
         return not self._items
 
     async def get(self) -> T:
-        """The next item, once there is one (one reader at a time)."""
+        """The next item, once there is one."""
         while not self._items:
-            self._waiter = asyncio.get_running_loop().create_future()
+            waiter = asyncio.get_running_loop().create_future()
+            if self._waiters is None:
+                self._waiters = [waiter]
+            else:
+                self._waiters.append(waiter)
             try:
-                await self._waiter
+                await waiter
             finally:
-                self._waiter = None
+                self._forget(waiter)
         return self._items.popleft()
+
+    def _forget(self, waiter: asyncio.Future[None]) -> None:
+        """A reader stops waiting (woken, or cancelled while it waited)."""
+        waiters = self._waiters
+        if waiters is not None and waiter in waiters:
+            waiters.remove(waiter)
+
+
+async def settled(future: asyncio.Future[Any]) -> None:
+    """Wait until ``future`` is done; a cancelled wait leaves ``future`` be (:func:`asyncio.shield`'s use, with less).
+
+    One callback on ``future`` wakes the waiter: no outer future, and none of its callbacks.
+    """
+    waiter = future.get_loop().create_future()
+
+    def wake(_: object) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    future.add_done_callback(wake)
+    try:
+        await waiter
+    finally:
+        future.remove_done_callback(wake)
 
 
 class BaseConnection:
@@ -305,7 +337,7 @@ class BaseConnection:
     (then :data:`END`) and resolve ``_output``.
     """
 
-    def __init__(self, chunks: asyncio.Queue[StreamChunk | Ended], output: asyncio.Future[AgentOutput]) -> None:
+    def __init__(self, chunks: Waiting[StreamChunk | Ended], output: asyncio.Future[AgentOutput]) -> None:
         self._chunks = chunks
         self._output = output
         self._closed = False
@@ -348,7 +380,14 @@ class BaseConnection:
     async def output(self) -> AgentOutput:
         """The invocation's output (closes the input side first); raises the typed error of a refused one."""
         await self.close()
-        return await asyncio.shield(self._output)
+        out = self._output
+        if not out.done():
+            await self._until_output()
+        return out.result()
+
+    def _until_output(self) -> Awaitable[None]:
+        """What :meth:`output` awaits until the output is done; cancelling it must leave the output be."""
+        return settled(self._output)
 
     def cancel(self) -> None:
         """Stop the invocation now."""

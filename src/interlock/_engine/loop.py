@@ -496,8 +496,9 @@ def _plan_for(loop: _TurnState, plan: ResumePlan) -> list[PlannedCall]:
         raise FailedPreconditionError(
             "Cannot 'resume' generation unless the previous message is a model message with at least one tool request."
         )
+    content = last.content
     for c in plan.calls:
-        if c.index >= len(last.content) or last.content[c.index] != c.request:
+        if c.index >= len(content) or (content[c.index] is not c.request and content[c.index] != c.request):
             raise FailedPreconditionError("the resume plan was made for another history; build it from this one")
     return list(plan.calls)
 

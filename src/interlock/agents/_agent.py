@@ -60,6 +60,9 @@ class AgentConnection(BaseConnection):
     def _end_inputs(self) -> None:
         self._inv.put_input(END)
 
+    def _until_output(self) -> Awaitable[None]:
+        return self._inv.until_output()
+
     def cancel(self) -> None:
         """Stop an attached invocation now (a detached one runs on)."""
         if self._inv.detached_id is None:

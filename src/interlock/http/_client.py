@@ -26,7 +26,7 @@ from typing import Any, Literal, cast
 
 import httpx
 
-from .._engine.io import END, AgentInit, AgentInput, AgentOutput, BaseConnection, StreamChunk
+from .._engine.io import END, AgentInit, AgentInput, AgentOutput, BaseConnection, StreamChunk, Waiting
 from .._json_object import is_object
 from .._wire import chunk_from_json, init_to_json, input_to_json, output_from_json, snapshot_from_json
 from ..agents._interface import AgentAPI
@@ -287,7 +287,7 @@ class RemoteConnection(BaseConnection):
     """
 
     def __init__(self, agent: RemoteAgent, init: AgentInit) -> None:
-        super().__init__(asyncio.Queue(), asyncio.get_running_loop().create_future())
+        super().__init__(Waiting(), asyncio.get_running_loop().create_future())
         self._agent = agent
         self._init = init
         self._inputs: list[AgentInput] = []

@@ -70,6 +70,8 @@ class PlannedCall:
             declared rule, else ``None``.
         policy: the answer policy the call was asked under (:mod:`interlock.interrupts._policy`;
             ``None``: the tool has none, or it is unknown here).
+        input_replaced: whether a restart's input differs from the request's, as
+            :func:`plan_resume` found it (``None``: :attr:`replaced` compares them when read).
     """
 
     index: int
@@ -82,10 +84,13 @@ class PlannedCall:
     original_input: Any = None
     decision: DecisionLabel | None = None
     policy: AnswerPolicy | None = None
+    input_replaced: bool | None = None
 
     @property
     def replaced(self) -> bool:
         """True for a restart whose input differs from the request's."""
+        if self.input_replaced is not None:
+            return self.input_replaced
         return self.restart is not None and not json_equal(self.restart.input, self.request.input)
 
 
@@ -197,6 +202,12 @@ def validate_resume(resume: Resume, history: Sequence[Message], *, allow_replace
     marker (``toolApproved``) is a JSON bool; one entry per request; and every
     interrupted request must be answered.
     """
+    _validated(resume, history, allow_replaced_input)
+
+
+def _validated(resume: Resume, history: Sequence[Message], allow_replaced_input: bool) -> dict[int, bool]:
+    """:func:`validate_resume`'s checks; returns, by ``id`` of each restarted request, whether its input is replaced."""
+    replaced: dict[int, bool] = {}
     model_messages = [m for m in history if m.role == "model"]
     latest = model_messages[-1] if model_messages else None
     earlier = model_messages[-2::-1]
@@ -205,7 +216,8 @@ def validate_resume(resume: Resume, history: Sequence[Message], *, allow_replace
         original = _locate("restart", entry.name, entry.ref, latest, earlier)
         _check_pending("restart", original)
         _check_approval(entry)
-        if not json_equal(entry.input, original.input):
+        edited = replaced[id(original)] = not json_equal(entry.input, original.input)
+        if edited:
             _check_replaced(entry, original, allow_replaced_input)
         _once(seen, entry.name, entry.ref)
     for response in resume.respond:
@@ -218,6 +230,7 @@ def validate_resume(resume: Resume, history: Sequence[Message], *, allow_replace
                     f"Unresolved tool request '{part.name}#{part.ref or ''}' was not handled by the 'resume' "
                     "argument. You must supply replies or restarts for all interrupted tool requests."
                 )
+    return replaced
 
 
 def _check_approval(entry: ToolRequestPart) -> None:
@@ -278,7 +291,7 @@ def plan_resume(
     :class:`~interlock.ToolOutputError` (all INVALID_ARGUMENT) before anything runs. A
     respond to a middleware hold is a note to the model, so it skips the output schema.
     """
-    validate_resume(resume, history, allow_replaced_input=allow_replaced_input)
+    replaced = _validated(resume, history, allow_replaced_input)
     by_name = {t.name: t for t in tools}
     latest = next((m for m in reversed(history) if m.role == "model"), None)
     calls: list[PlannedCall] = []
@@ -303,7 +316,7 @@ def plan_resume(
                 )
             )
         elif (restart := _entry_for(resume.restart, part)) is not None:
-            calls.append(_plan_restart(i, part, restart, found))
+            calls.append(_plan_restart(i, part, restart, found, replaced.get(id(part))))
     return ResumePlan(resume=resume, calls=tuple(calls), schemas_checked=bool(tools))
 
 
@@ -321,7 +334,7 @@ def _entry_for(entries: Sequence[ToolRequestPart] | Sequence[ToolResponsePart], 
 
 
 def _plan_restart(
-    i: int, part: ToolRequestPart, restart: ToolRequestPart, tool: Tool[Any, Any, Any] | None
+    i: int, part: ToolRequestPart, restart: ToolRequestPart, tool: Tool[Any, Any, Any] | None, replaced: bool | None
 ) -> PlannedCall:
     value, payload = restart.input, None
     decision = decision_of(restart)
@@ -346,6 +359,7 @@ def _plan_restart(
         original_input=part.meta(md.REPLACED_INPUT, part.input),
         decision=decision,
         policy=None if tool is None else policy_for(tool.policies, part),
+        input_replaced=replaced,
     )
 
 

@@ -22,7 +22,7 @@ says whether it yields anything, without building the entries), and
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from .. import metadata as md
@@ -128,13 +128,17 @@ class InterruptQuery:
         return entries[:end]
 
 
+_ANY_TIME = datetime.min.replace(tzinfo=UTC)
+
+
 def waits(snap: Snapshot) -> bool:
     """True when ``snap``'s turn paused, unanswered, in its own session: it may have index entries.
 
     The rule of :func:`entries_of` without building them (the caller checks that the session
     did not go on from it): a paused turn, no answer committed, not a delegated sub-agent's.
     """
-    if snap.status != "completed" or snap.finish_reason != "interrupted" or claim_state(snap) == "answered":
+    # any time will do: whether the claim is answered does not depend on the clock (none is read)
+    if snap.status != "completed" or snap.finish_reason != "interrupted" or claim_state(snap, _ANY_TIME) == "answered":
         return False
     return md.DELEGATED_BY not in (snap.metadata or {})  # a delegated turn: indexed under the delegating session
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from os import urandom
+from os import register_at_fork, urandom
 from typing import Any
 
 import jsonpatch
@@ -52,10 +52,32 @@ def utcnow() -> datetime:
 
 
 def new_id() -> str:
-    """A fresh random id: a UUID v4 in its canonical text form (``str(uuid.uuid4())``'s, built without the object)."""
-    h = urandom(16).hex()
+    """A fresh random id: a UUID v4 in its canonical text form (``str(uuid.uuid4())``'s, built without the object).
+
+    Ids are made :data:`_IDS_AT_ONCE` at a time from one read of the system's random source (one
+    system call instead of one per id); ``list.pop`` hands each out once, whichever thread asks,
+    and a forked child empties the pool it inherited, so no two processes share an id.
+    """
+    while True:
+        try:
+            return _ids.pop()
+        except IndexError:
+            _ids.extend(_fresh_ids())
+
+
+def _fresh_ids() -> list[str]:
+    h = urandom(16 * _IDS_AT_ONCE).hex()
+    return [_uuid4_text(h[i : i + 32]) for i in range(0, 32 * _IDS_AT_ONCE, 32)]
+
+
+def _uuid4_text(h: str) -> str:
+    """32 random hex digits as a UUID v4's text: the version digit and the variant's bits set."""
     return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
 
+
+_IDS_AT_ONCE = 64
+_ids: list[str] = []
+register_at_fork(after_in_child=_ids.clear)
 
 _VARIANT = {d: "89ab"[int(d, 16) & 3] for d in "0123456789abcdef"}
 """The RFC 4122 variant: a hex digit with its top two bits set to ``10``."""
