@@ -480,6 +480,12 @@ class Worker:
         return error
 
     def _set_synchronous(self, con: sqlite3.Connection, level: str) -> None:
+        """Set the level the next commit flushes at (a statement only when it changes: four per interrupt cycle).
+
+        It is SQLite's to flush: with ``FULL`` it syncs the log before the commit becomes visible to
+        other connections. Staying at ``NORMAL`` and syncing the log ourselves after ``COMMIT`` would
+        save the statements, but let another process read (and act on) a commit a power cut could undo.
+        """
         if level != self._synchronous:
             con.execute(f"PRAGMA synchronous = {level}")
             self._synchronous = level
