@@ -59,7 +59,8 @@ Pages per interrupt cycle
 -------------------------
 Each page a transaction changes is one frame in the WAL (written, then flushed by the next
 fsync), so the layout sets a cycle's I/O. A cycle in a new session (pause, claim, resume)
-writes 23 (measured with ``strace``; wave 1, without the journal and the index tables, wrote 9):
+writes 23 (24.25 on average over ``bench/sqlite_pages.py``'s cycles, which count the pages
+allocated as tables grow; wave 1, without the journal and the index tables, wrote 9):
 
 * the call's intent (4, before the tool's body): the journal row and its entries in the
   indexes by key, by session and by snapshot (:mod:`._journal`);
