@@ -62,7 +62,7 @@ def old_file(tmp_path: pathlib.Path) -> pathlib.Path:
 
 async def test_an_old_sqlite_file_is_refused_naming_the_command_and_left_unchanged(old_file: pathlib.Path) -> None:
     before = old_file.read_bytes()
-    with pytest.raises(FailedPreconditionError, match=r"schema version 1, older than this interlock's 4") as caught:
+    with pytest.raises(FailedPreconditionError, match=r"schema version 1, older than this interlock's 5") as caught:
         async with SQLiteStore(old_file) as store:
             await store.load(IDS["paused"])
     assert f"interlock db upgrade --store sqlite:///{old_file}" in caught.value.message
@@ -73,10 +73,10 @@ async def test_an_old_sqlite_file_upgrades_and_its_interrupts_resume(
     old_file: pathlib.Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url = f"sqlite:///{old_file}"
-    assert await upgrade(capsys, url) == (0, f"{url}: upgraded from schema version 1 to 4\n", "")
-    assert await upgrade(capsys, url) == (0, f"{url}: schema version 4, nothing to do\n", "")
+    assert await upgrade(capsys, url) == (0, f"{url}: upgraded from schema version 1 to 5\n", "")
+    assert await upgrade(capsys, url) == (0, f"{url}: schema version 5, nothing to do\n", "")
     with sqlite3.connect(old_file) as con:
-        assert con.execute("SELECT component, version FROM interlock_schema").fetchall() == [("interlock", 4)]
+        assert con.execute("SELECT component, version FROM interlock_schema").fetchall() == [("interlock", 5)]
     runs: list[str] = []
     async with SQLiteStore(old_file) as store:
         agent = bank(store, runs)
@@ -100,6 +100,60 @@ async def test_an_old_sqlite_file_upgrades_and_its_interrupts_resume(
             assert await agent.pending_interrupts(snap, context=context) == []
         assert await inbox.pending() == [] and await inbox.pending(tenant="acme") == []
     assert runs == ["bob", "bob"]
+
+
+def _as_sqlite_version_4(path: pathlib.Path) -> None:
+    """Put a file back to schema version 4's layout: the index of open interrupts as a rowid table."""
+    with sqlite3.connect(path) as con:
+        con.execute("DROP INDEX interlock_open_interrupts_created")
+        con.execute("ALTER TABLE interlock_open_interrupts RENAME TO v5")
+        con.execute(
+            """CREATE TABLE interlock_open_interrupts (
+                tenant TEXT NOT NULL, snapshot_id TEXT NOT NULL, position INTEGER NOT NULL,
+                session_id TEXT NOT NULL, agent TEXT, tool TEXT NOT NULL, ref TEXT,
+                created_us INTEGER NOT NULL, deadline_us INTEGER, in_doubt INTEGER NOT NULL,
+                claimed_by TEXT, claim_until_us INTEGER, part TEXT NOT NULL,
+                PRIMARY KEY (tenant, snapshot_id, position))"""
+        )
+        con.execute(
+            "CREATE INDEX interlock_open_interrupts_created "
+            "ON interlock_open_interrupts (tenant, created_us, snapshot_id, position)"
+        )
+        con.execute("INSERT INTO interlock_open_interrupts SELECT * FROM v5")
+        con.execute("DROP TABLE v5")
+        con.execute("UPDATE interlock_schema SET version = 4")
+
+
+def _open_table_sql(path: pathlib.Path) -> str:
+    with sqlite3.connect(path) as con:
+        (sql,) = con.execute("SELECT sql FROM sqlite_master WHERE name = 'interlock_open_interrupts'").fetchone()
+    return str(sql)
+
+
+async def test_a_version_4_sqlite_file_upgrades_keeping_its_open_interrupts(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "v4.db"
+    runs: list[str] = []
+    async with SQLiteStore(path) as store:
+        agent = bank(store, runs, [PAY, PAY])
+        paused = await agent.run("pay bob 5")
+        other = await agent.run("pay bob 5", context={"tenant": "acme"})
+    assert paused.snapshot_id is not None and other.snapshot_id is not None
+    _as_sqlite_version_4(path)
+    assert "WITHOUT ROWID" not in _open_table_sql(path)
+    url = f"sqlite:///{path}"
+    assert await upgrade(capsys, url) == (0, f"{url}: upgraded from schema version 4 to 5\n", "")
+    assert "WITHOUT ROWID" in _open_table_sql(path)
+    async with SQLiteStore(path) as store:
+        agent = bank(store, runs)
+        inbox = Inbox(store, agents=[agent])
+        (item,) = await inbox.pending()
+        (acme,) = await inbox.pending(tenant="acme")
+        assert (item.snapshot_id, item.tool, acme.snapshot_id) == (paused.snapshot_id, "transfer", other.snapshot_id)
+        out = await inbox.approve(paused.snapshot_id)
+        assert out.finish_reason == "stop" and runs == ["bob"]
+        assert await inbox.pending() == [] and len(await inbox.pending(tenant="acme")) == 1
 
 
 async def test_a_newer_sqlite_file_is_refused(tmp_path: pathlib.Path) -> None:

@@ -26,9 +26,11 @@ from interlock import Message, Snapshot
 from interlock.errors import ClaimConflictError, FailedPreconditionError
 from interlock.records._journal import JournalEntry
 from interlock.records._sessions import SessionState
+from interlock.stores import sqlite as sqlite_store
 from interlock.stores._sql import ready as ready_rule
 from interlock.stores.sqlite import SQLiteStore
 from interlock.stores.sqlite import _rows as sqlite_rows
+from interlock.stores.sqlite import _worker as sqlite_worker  # pyright: ignore[reportPrivateUsage]
 
 
 @pytest.fixture
@@ -107,7 +109,7 @@ async def test_another_connections_write_lock_never_blocks_the_event_loop(
         finally:
             other.execute("COMMIT")
             other.close()
-        await write  # the worker waited for the lock (busy_timeout), then wrote
+        await write  # the worker waited for the lock (its wait_for: the connection itself never waits), then wrote
         stored = await store.journal_get("ik_test")
     assert stored is not None and stored.status == "done"
     # the statement tried here was refused by the lock at once (changing nothing); the worker wrote it
@@ -221,3 +223,51 @@ async def test_with_the_worker_busy_a_load_waits_for_it_and_runs_there(
         await held
         assert messages(await load) == history(1)
     assert fetch_threads == ["interlock-sqlite"]
+
+
+class _Refusing:
+    """A connection whose statements find a lock taken ``refusals`` times (SQLite error ``code``), then run."""
+
+    def __init__(self, refusals: int, code: int = sqlite3.SQLITE_BUSY) -> None:
+        self.refusals, self.code, self.calls = refusals, code, 0
+
+    def execute(self, sql: str) -> None:
+        self.calls += 1
+        if self.refusals:
+            self.refusals -= 1
+            exc = sqlite3.OperationalError("database is locked")
+            exc.sqlite_errorcode = self.code
+            raise exc
+
+
+def test_the_worker_waits_for_a_lock_itself_and_gives_up_at_its_limit() -> None:
+    busy = _Refusing(3)
+    sqlite_worker.wait_for(busy, "BEGIN IMMEDIATE", 10.0)  # type: ignore[arg-type]
+    assert busy.calls == 4
+    damaged = _Refusing(1, sqlite3.SQLITE_CORRUPT)  # anything but a lock taken is not waited out
+    with pytest.raises(sqlite3.OperationalError):
+        sqlite_worker.wait_for(damaged, "BEGIN IMMEDIATE", 10.0)  # type: ignore[arg-type]
+    assert damaged.calls == 1
+    stuck = _Refusing(10**6)
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        sqlite_worker.wait_for(stuck, "BEGIN IMMEDIATE", 0.05)  # type: ignore[arg-type]
+    assert 1 < stuck.calls < 10**6
+
+
+async def test_the_connection_of_a_wal_file_never_waits_and_other_files_keep_their_timeout(
+    tmp_path: pathlib.Path,
+) -> None:
+    async with SQLiteStore(tmp_path / "s.db") as store:
+        await store.ready()
+        con = store._con  # pyright: ignore[reportPrivateUsage]
+        assert con is not None and con.execute("PRAGMA busy_timeout").fetchone() == (0,)
+        assert store._worker.never_waits  # pyright: ignore[reportPrivateUsage]
+    rollback = sqlite3.connect(tmp_path / "rollback.db", timeout=30.0)
+    try:
+        rollback.execute("PRAGMA journal_mode = DELETE")
+        # a file in another journal mode takes locks as it commits: its connection waits inside SQLite,
+        # and nothing runs on the caller's thread
+        assert not sqlite_store._never_wait(rollback)  # pyright: ignore[reportPrivateUsage]
+        assert rollback.execute("PRAGMA busy_timeout").fetchone() == (30000,)
+    finally:
+        rollback.close()

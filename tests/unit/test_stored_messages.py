@@ -135,3 +135,23 @@ async def test_a_damaged_part_in_the_index_of_open_interrupts_is_data_loss(tmp_p
         async with SQLiteStore(path) as store:
             with pytest.raises(DataLossError, match=match):
                 await store.open_interrupts(InterruptQuery(now=datetime.now(UTC)))
+
+
+async def test_a_snapshot_column_of_the_wrong_type_is_data_loss_naming_it(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "c.db"
+    snap = Snapshot(snapshot_id="a", session_id="s", state=SessionState(messages=[Message.user("hi")]))
+    for column, damage, match in (
+        ("keep", "'x'", "column 'keep' holds 'x', not an integer"),
+        ("updated_us", "1.5", "column 'updated_us' holds 1.5, not an integer"),
+        ("custom", "x'00'", "column 'custom' holds bytes, not JSON text"),
+        ("metadata", "x'00'", "column 'metadata' holds bytes, not JSON text"),
+        ("state_session", "x'00'", "column 'state_session' holds bytes, not JSON text"),
+    ):
+        async with SQLiteStore(path) as store:
+            await store.save("a", lambda _: snap)
+        with contextlib.closing(sqlite3.connect(path)) as con, con:
+            con.execute(f"UPDATE interlock_snapshots SET {column} = {damage}")
+        async with SQLiteStore(path) as store:
+            with pytest.raises(DataLossError, match=match):
+                await store.load("a")
+            await store.delete(["a"])

@@ -31,9 +31,13 @@ writes the file.
 
 Concurrency
 -----------
-WAL journal, ``synchronous=FULL`` and a 30 s busy timeout; every write transaction starts
-with ``BEGIN IMMEDIATE`` (creating the schema too, so concurrent processes opening a new
-file are safe), and :meth:`SQLiteStore.save` runs read → updater → write inside that one
+WAL journal and ``synchronous=FULL``; the connection never waits for a lock inside SQLite
+(``busy_timeout = 0``): the worker waits for another connection's lock itself, up to 30 s, where
+its transactions take their locks (``Worker.wait_for``), so the caller's thread may use the
+connection as it is (opening the file waits inside SQLite, and a file SQLite keeps out of WAL
+mode keeps that timeout, and every call goes to the worker). Every write transaction starts
+with ``BEGIN IMMEDIATE`` (creating the schema too, so concurrent processes opening a new file
+are safe), and :meth:`SQLiteStore.save` runs read → updater → write inside that one
 transaction, so it is atomic across processes. The updater therefore runs on the worker
 thread: like every updater, it must be a pure function. The worker checkpoints the WAL
 itself, between batches, and truncates it once idle, so a long-running store stays near its
@@ -379,9 +383,9 @@ class SQLiteStore:
         if self._con is not None:
             return self._con
         # check_same_thread=False: the worker's lock serialises its use (Worker.run_here runs on the caller's thread)
+        # timeout: opening (switching to WAL, migrating) waits for other connections' locks, up to 30 s
         con = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
         try:
-            con.execute("PRAGMA busy_timeout = 30000")
             _enter_wal(con)
             con.execute("PRAGMA synchronous = FULL")
             con.execute("PRAGMA wal_autocheckpoint = 0")  # the worker checkpoints, between batches
@@ -394,6 +398,7 @@ class SQLiteStore:
             except BaseException:
                 con.execute("ROLLBACK")
                 raise
+            self._worker.never_waits = _never_wait(con)
         except BaseException:
             con.close()
             raise
@@ -460,6 +465,21 @@ def _enter_wal(con: sqlite3.Connection, timeout: float = 30.0) -> None:
             if not is_busy(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.005)
+
+
+def _never_wait(con: sqlite3.Connection) -> bool:
+    """Make ``con`` fail at once on a lock another connection holds, if its file is in WAL mode (or in memory).
+
+    Then the worker waits for locks itself, where its transactions take them (``Worker.wait_for``),
+    and the caller's thread may use the connection (``Worker.run_here``) without setting a timeout
+    per call. A WAL transaction takes its locks as it begins; a file in another journal mode takes
+    more as it commits, so its connection keeps the 30 s timeout, and every call goes to the worker.
+    """
+    (mode,) = con.execute("PRAGMA journal_mode").fetchone()
+    if str(mode).lower() not in ("wal", "memory"):
+        return False
+    con.execute("PRAGMA busy_timeout = 0")
+    return True
 
 
 def _nothing(con: sqlite3.Connection) -> None:

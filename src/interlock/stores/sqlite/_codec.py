@@ -109,18 +109,13 @@ def row_of(found: tuple[Any, ...]) -> Row:
     snapshot_id = id_out(sid)
     if session_id is None:
         raise corrupt(snapshot_id, f"its session {session!r} is missing from {SESSIONS!r}")
-    integers = {"keep": keep, "mrev": mrev, "created_us": created, "version": version}
-    optional = {"base_mrev": base_mrev, "updated_us": updated, "heartbeat_us": heartbeat, "claimed_us": claimed}
-    for column, value in (integers | {k: v for k, v in optional.items() if v is not None}).items():
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise corrupt(snapshot_id, f"column {column!r} holds {value!r}, not an integer")
-    for column, value in (("tail", tail), ("custom", custom), ("artifacts", artifacts), ("error", error)):
-        if value is not None and not isinstance(value, str):
-            raise corrupt(snapshot_id, f"column {column!r} holds {type(value).__name__}, not JSON text")
-    if metadata is not None and not isinstance(metadata, str):
-        raise corrupt(snapshot_id, f"column 'metadata' holds {type(metadata).__name__}, not JSON text")
-    if state_session is not None and not isinstance(state_session, str):
-        raise corrupt(snapshot_id, f"column 'state_session' holds {type(state_session).__name__}, not JSON text")
+    if not (
+        type(keep) is type(mrev) is type(created) is type(version) is int
+        and {type(base_mrev), type(updated), type(heartbeat), type(claimed)} <= _INTEGER_OR_NONE
+        and {type(tail), type(state_session), type(custom), type(artifacts), type(error), type(metadata)}
+        <= _TEXT_OR_NONE
+    ):  # the usual row passes this one test; else the column at fault is named
+        _check_types(snapshot_id, found)
     return Row(
         snapshot_id,
         id_out(session_id),
@@ -145,6 +140,28 @@ def row_of(found: tuple[Any, ...]) -> Row:
         None if claimed is None else created + claimed,
         metadata,
     )
+
+
+_INTEGER_OR_NONE = frozenset((int, type(None)))
+_TEXT_OR_NONE = frozenset((str, type(None)))
+
+
+def _check_types(snapshot_id: str, found: tuple[Any, ...]) -> None:
+    """Raise DATA_LOSS naming a column of a :data:`~._schema.SELECT_ROW` result that holds the wrong type."""
+    (_, _, _, _, _, keep, tail, mrev, base_mrev, state_session, custom, artifacts) = found[:12]
+    (created, updated, heartbeat, _, _, error, version, _, claimed, metadata) = found[12:]
+    integers = {"keep": keep, "mrev": mrev, "created_us": created, "version": version}
+    optional = {"base_mrev": base_mrev, "updated_us": updated, "heartbeat_us": heartbeat, "claimed_us": claimed}
+    for column, value in (integers | {k: v for k, v in optional.items() if v is not None}).items():
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise corrupt(snapshot_id, f"column {column!r} holds {value!r}, not an integer")
+    for column, value in (("tail", tail), ("custom", custom), ("artifacts", artifacts), ("error", error)):
+        if value is not None and not isinstance(value, str):
+            raise corrupt(snapshot_id, f"column {column!r} holds {type(value).__name__}, not JSON text")
+    if metadata is not None and not isinstance(metadata, str):
+        raise corrupt(snapshot_id, f"column 'metadata' holds {type(metadata).__name__}, not JSON text")
+    if state_session is not None and not isinstance(state_session, str):
+        raise corrupt(snapshot_id, f"column 'state_session' holds {type(state_session).__name__}, not JSON text")
 
 
 def link_of(found: tuple[Any, ...]) -> Link:

@@ -3,6 +3,14 @@
 One row per ``(tenant, key)``: the entry as JSON, plus the columns it is found and
 pruned by. Writes are conditional on the stored attempt, in the caller's write
 transaction, so a runner whose attempt was superseded cannot record over it.
+
+A new entry writes four pages: its row and an entry in each of three indexes, one per way
+it is found: by key (the call's own lookup), by session (the session's journal, entries of a
+turn that never saved its snapshot included) and by snapshot (entries go with their snapshot
+when it is deleted, whatever session they name). It keeps its rowid: an entry's JSON is
+often near 1 KB after a call (output and attempts), and a ``WITHOUT ROWID`` row past about
+1 KB spills into an overflow page, which each of the entry's later writes (three per
+interrupt cycle) would write again.
 """
 
 from __future__ import annotations

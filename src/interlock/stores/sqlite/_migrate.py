@@ -11,6 +11,8 @@ Versions:
 4. each session's leaves and the index of open interrupts (:mod:`._index`),
    filled from the rows; the session index becomes ``(session, parent_id)``, which finds
    a snapshot's children.
+5. the index of open interrupts as a ``WITHOUT ROWID`` table (see :mod:`._index`): one page
+   fewer written per interrupt added or answered; its rows are copied over.
 
 A migration runs inside the write transaction (``BEGIN IMMEDIATE``) that read the version,
 so two processes cannot both migrate a file, and a failed migration leaves it unchanged.
@@ -24,13 +26,14 @@ from collections.abc import Callable
 
 from ...errors import FailedPreconditionError
 from ...records._sessions import Snapshot
+from .._sql.index_rows import ENTRY_COLUMNS
 from .._sql.versions import COMPONENT, SCHEMA_TABLE, plan_upgrade
 from . import _index as index
 from ._codec import id_out, word_in
 from ._journal import create_journal
 from ._outbox import create_outbox
 from ._rows import SnapshotRows, put_entries
-from ._schema import LEAVES, SCHEMA, TABLE
+from ._schema import LEAVES, OPEN, SCHEMA, TABLE
 
 
 def _record_versions(con: sqlite3.Connection) -> None:
@@ -50,7 +53,23 @@ def _index(con: sqlite3.Connection) -> None:
     _backfill(con, lambda tenant, snapshot_id: rows.read(con, tenant, snapshot_id))
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _record_versions, 3: create_outbox, 4: _index}
+def _open_without_rowid(con: sqlite3.Connection) -> None:
+    """Rebuild the index of open interrupts in its current layout (``WITHOUT ROWID``), rows copied over."""
+    columns = ", ".join(("tenant", *ENTRY_COLUMNS))
+    con.execute(f"DROP INDEX IF EXISTS {OPEN}_created")  # its name is the new table's index's
+    con.execute(f"ALTER TABLE {OPEN} RENAME TO {OPEN}_v4")
+    for statement in index.OPEN_DDL:
+        con.execute(statement)
+    con.execute(f"INSERT INTO {OPEN} ({columns}) SELECT {columns} FROM {OPEN}_v4")
+    con.execute(f"DROP TABLE {OPEN}_v4")
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
+    2: _record_versions,
+    3: create_outbox,
+    4: _index,
+    5: _open_without_rowid,
+}
 """Version → what brings the previous version to it. Append only."""
 CURRENT = max(MIGRATIONS)
 

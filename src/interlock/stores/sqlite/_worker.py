@@ -43,10 +43,12 @@ seconds later, to truncate).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -128,6 +130,8 @@ class Worker:
     """Seconds without a job after which a WAL file larger than :attr:`wal_soft` is truncated."""
     busy_backoff = 100
     """Commits to wait before trying again, when another connection kept a checkpoint from finishing."""
+    lock_wait = 30.0
+    """Seconds the thread waits for another connection's lock before a transaction fails (see :func:`wait_for`)."""
 
     def __init__(
         self,
@@ -156,6 +160,9 @@ class Worker:
         self._busy = threading.Lock()
         """Held while the connection is in use: by the thread for each batch, by :meth:`run_here`."""
         self._synchronous = "FULL"
+        self.never_waits = False
+        """Whether the connection fails at once on a lock taken (``busy_timeout = 0``, set by whoever opens it
+        on a WAL or in-memory file): only then may :meth:`run_here` and :meth:`read_here` use it."""
         self._retry_after = 0  # a checkpoint found the WAL busy: not before this many commits
         self._wal_large = False  # the WAL file was past wal_soft after the last batch
         self.commits = 0
@@ -198,17 +205,16 @@ class Worker:
             if not self._queue.empty():
                 return False, None
             con = self._connect()
-            con.execute("PRAGMA busy_timeout = 0")
+            if not self.never_waits:
+                return False, None
             try:
                 if write:
                     self._set_synchronous(con, "NORMAL")
-                value = fn(con, *args)
+                value = fn(con, *args)  # the connection never waits for a lock (see wait_for)
             except sqlite3.OperationalError as exc:
                 if is_busy(exc):  # the write lock is taken (or the WAL index is being recovered)
                     return False, None
                 raise
-            finally:
-                con.execute("PRAGMA busy_timeout = 30000")
             if write:
                 self.commits += 1
                 self.writes += 1
@@ -382,6 +388,13 @@ class Worker:
             for job in jobs:
                 job.fail(exc)
             return
+        try:
+            wait_for(con, "PRAGMA schema_version", self.lock_wait)  # starts the read transaction (its locks)
+        except BaseException as exc:
+            for job in jobs:
+                job.fail(exc)
+            self._end(con, "ROLLBACK")
+            return
         for job in jobs:
             job.run(con)
         self._end(con, "COMMIT")  # a read transaction: its end changes nothing the jobs read
@@ -395,7 +408,7 @@ class Worker:
         try:
             con = self._connect()
             self._set_synchronous(con, "FULL" if any(job.durable for job in jobs) else "NORMAL")
-            con.execute("BEGIN IMMEDIATE")
+            wait_for(con, "BEGIN IMMEDIATE", self.lock_wait)
         except BaseException as exc:
             for job in jobs:
                 job.fail(exc)
@@ -467,6 +480,12 @@ class Worker:
         return error
 
     def _set_synchronous(self, con: sqlite3.Connection, level: str) -> None:
+        """Set the level the next commit flushes at (a statement only when it changes: four per interrupt cycle).
+
+        It is SQLite's to flush: with ``FULL`` it syncs the log before the commit becomes visible to
+        other connections. Staying at ``NORMAL`` and syncing the log ourselves after ``COMMIT`` would
+        save the statements, but let another process read (and act on) a commit a power cut could undo.
+        """
         if level != self._synchronous:
             con.execute(f"PRAGMA synchronous = {level}")
             self._synchronous = level
@@ -486,17 +505,13 @@ class Worker:
             con = self._connect()
         except sqlite3.Error:
             return False
-        try:
-            con.execute("PRAGMA busy_timeout = 0")
-            try:
-                busy, frames, copied = con.execute(
-                    "PRAGMA wal_checkpoint(TRUNCATE)" if truncate else "PRAGMA wal_checkpoint(PASSIVE)"
-                ).fetchone()
-                if busy and truncate:  # another connection reads an older version: copy what can be
-                    busy, frames, copied = con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                    busy = 1
-            finally:
-                con.execute("PRAGMA busy_timeout = 30000")
+        try:  # never waiting for other connections (see wait_for)
+            busy, frames, copied = con.execute(
+                "PRAGMA wal_checkpoint(TRUNCATE)" if truncate else "PRAGMA wal_checkpoint(PASSIVE)"
+            ).fetchone()
+            if busy and truncate:  # another connection reads an older version: copy what can be
+                busy, frames, copied = con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                busy = 1
         except sqlite3.Error:
             return False  # housekeeping only: the next commit says what is wrong, if anything is
         if busy or copied < frames:  # try again later
@@ -538,3 +553,29 @@ def _in_savepoint(con: sqlite3.Connection, job: Job) -> None:
             con.execute("RELEASE job")
         except sqlite3.Error as exc:
             job.fail(exc)
+
+
+_PAUSES = (0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.025, 0.025, 0.025, 0.05, 0.05, 0.1)
+"""Seconds between tries of :func:`wait_for` (SQLite's own busy handler's; the last repeats)."""
+
+
+def wait_for(con: sqlite3.Connection, sql: str, limit: float) -> None:
+    """Run ``sql``, which takes a lock, trying again while another connection holds it, for ``limit`` seconds at most.
+
+    The store's connection has no busy timeout (``busy_timeout = 0``): a statement that finds a
+    lock taken fails at once, never waiting inside SQLite. That is what the caller's thread needs
+    (:meth:`Worker.run_here`: its event loop must not block), and the worker waits here instead,
+    where its transactions take their locks (``BEGIN IMMEDIATE``, a read's first statement), as
+    SQLite's busy handler would: so no statement toggles the timeout per call. Inside a WAL
+    transaction no statement waits for a lock (``COMMIT`` included; SQLite's own checkpoints are off).
+    """
+    deadline = time.monotonic() + limit
+    for tries in itertools.count():
+        try:
+            con.execute(sql)
+            return
+        except sqlite3.OperationalError as exc:
+            left = deadline - time.monotonic()
+            if not is_busy(exc) or left <= 0:
+                raise
+        time.sleep(min(_PAUSES[min(tries, len(_PAUSES) - 1)], left))
