@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import cast
 
 import pytest
+from refusing import Refusing
 
 from interlock import InMemoryStore, Message, Snapshot
 from interlock.errors import DataLossError, FailedPreconditionError, InvalidArgumentError, UsageError
@@ -556,18 +557,6 @@ async def test_from_url_setup_and_close(tmp_path: pathlib.Path) -> None:
 def test_switching_to_wal_waits_while_a_concurrent_opener_holds_the_lock() -> None:
     """SQLite can refuse the switch at once (no busy handler) while another opener holds a lock: it is tried again."""
     from interlock.stores import sqlite as sqlite_module
-
-    class Refusing:
-        def __init__(self, refusals: int, code: int) -> None:
-            self.refusals, self.code, self.calls = refusals, code, 0
-
-        def execute(self, sql: str) -> None:
-            self.calls += 1
-            if self.refusals:
-                self.refusals -= 1
-                exc = sqlite3.OperationalError("database is locked")
-                exc.sqlite_errorcode = self.code
-                raise exc
 
     busy = Refusing(3, sqlite3.SQLITE_BUSY)
     sqlite_module._enter_wal(busy)  # type: ignore[arg-type]

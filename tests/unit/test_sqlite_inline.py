@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from journal_entries import entry
+from refusing import Refusing
 from test_sqlite_group_commit import hold_worker, put
 
 from interlock import Message, Snapshot
@@ -225,30 +226,15 @@ async def test_with_the_worker_busy_a_load_waits_for_it_and_runs_there(
     assert fetch_threads == ["interlock-sqlite"]
 
 
-class _Refusing:
-    """A connection whose statements find a lock taken ``refusals`` times (SQLite error ``code``), then run."""
-
-    def __init__(self, refusals: int, code: int = sqlite3.SQLITE_BUSY) -> None:
-        self.refusals, self.code, self.calls = refusals, code, 0
-
-    def execute(self, sql: str) -> None:
-        self.calls += 1
-        if self.refusals:
-            self.refusals -= 1
-            exc = sqlite3.OperationalError("database is locked")
-            exc.sqlite_errorcode = self.code
-            raise exc
-
-
 def test_the_worker_waits_for_a_lock_itself_and_gives_up_at_its_limit() -> None:
-    busy = _Refusing(3)
+    busy = Refusing(3)
     sqlite_worker.wait_for(busy, "BEGIN IMMEDIATE", 10.0)  # type: ignore[arg-type]
     assert busy.calls == 4
-    damaged = _Refusing(1, sqlite3.SQLITE_CORRUPT)  # anything but a lock taken is not waited out
+    damaged = Refusing(1, sqlite3.SQLITE_CORRUPT)  # anything but a lock taken is not waited out
     with pytest.raises(sqlite3.OperationalError):
         sqlite_worker.wait_for(damaged, "BEGIN IMMEDIATE", 10.0)  # type: ignore[arg-type]
     assert damaged.calls == 1
-    stuck = _Refusing(10**6)
+    stuck = Refusing(10**6)
     with pytest.raises(sqlite3.OperationalError, match="locked"):
         sqlite_worker.wait_for(stuck, "BEGIN IMMEDIATE", 0.05)  # type: ignore[arg-type]
     assert 1 < stuck.calls < 10**6
