@@ -1,4 +1,4 @@
-"""A plan's restart knows whether it replaces the request's input: found once, by the resume's validation."""
+"""A plan's restart knows whether it replaces the request's input: found once, as the plan is made."""
 
 from __future__ import annotations
 

@@ -70,8 +70,8 @@ class PlannedCall:
             declared rule, else ``None``.
         policy: the answer policy the call was asked under (:mod:`interlock.interrupts._policy`;
             ``None``: the tool has none, or it is unknown here).
-        input_replaced: whether a restart's input differs from the request's, as
-            :func:`plan_resume` found it (``None``: :attr:`replaced` compares them when read).
+        input_replaced: whether a restart's input differs from the request's, compared once by
+            :func:`plan_resume` (``None``: :attr:`replaced` compares them when read).
     """
 
     index: int
@@ -202,12 +202,6 @@ def validate_resume(resume: Resume, history: Sequence[Message], *, allow_replace
     marker (``toolApproved``) is a JSON bool; one entry per request; and every
     interrupted request must be answered.
     """
-    _validated(resume, history, allow_replaced_input)
-
-
-def _validated(resume: Resume, history: Sequence[Message], allow_replaced_input: bool) -> dict[int, bool]:
-    """:func:`validate_resume`'s checks; returns, by ``id`` of each restarted request, whether its input is replaced."""
-    replaced: dict[int, bool] = {}
     model_messages = [m for m in history if m.role == "model"]
     latest = model_messages[-1] if model_messages else None
     earlier = model_messages[-2::-1]
@@ -216,8 +210,7 @@ def _validated(resume: Resume, history: Sequence[Message], allow_replaced_input:
         original = _locate("restart", entry.name, entry.ref, latest, earlier)
         _check_pending("restart", original)
         _check_approval(entry)
-        edited = replaced[id(original)] = not json_equal(entry.input, original.input)
-        if edited:
+        if not json_equal(entry.input, original.input):
             _check_replaced(entry, original, allow_replaced_input)
         _once(seen, entry.name, entry.ref)
     for response in resume.respond:
@@ -230,7 +223,6 @@ def _validated(resume: Resume, history: Sequence[Message], allow_replaced_input:
                     f"Unresolved tool request '{part.name}#{part.ref or ''}' was not handled by the 'resume' "
                     "argument. You must supply replies or restarts for all interrupted tool requests."
                 )
-    return replaced
 
 
 def _check_approval(entry: ToolRequestPart) -> None:
@@ -291,7 +283,7 @@ def plan_resume(
     :class:`~interlock.ToolOutputError` (all INVALID_ARGUMENT) before anything runs. A
     respond to a middleware hold is a note to the model, so it skips the output schema.
     """
-    replaced = _validated(resume, history, allow_replaced_input)
+    validate_resume(resume, history, allow_replaced_input=allow_replaced_input)
     by_name = {t.name: t for t in tools}
     latest = next((m for m in reversed(history) if m.role == "model"), None)
     calls: list[PlannedCall] = []
@@ -316,7 +308,7 @@ def plan_resume(
                 )
             )
         elif (restart := _entry_for(resume.restart, part)) is not None:
-            calls.append(_plan_restart(i, part, restart, found, replaced.get(id(part))))
+            calls.append(_plan_restart(i, part, restart, found))
     return ResumePlan(resume=resume, calls=tuple(calls), schemas_checked=bool(tools))
 
 
@@ -334,7 +326,7 @@ def _entry_for(entries: Sequence[ToolRequestPart] | Sequence[ToolResponsePart], 
 
 
 def _plan_restart(
-    i: int, part: ToolRequestPart, restart: ToolRequestPart, tool: Tool[Any, Any, Any] | None, replaced: bool | None
+    i: int, part: ToolRequestPart, restart: ToolRequestPart, tool: Tool[Any, Any, Any] | None
 ) -> PlannedCall:
     value, payload = restart.input, None
     decision = decision_of(restart)
@@ -359,7 +351,7 @@ def _plan_restart(
         original_input=part.meta(md.REPLACED_INPUT, part.input),
         decision=decision,
         policy=None if tool is None else policy_for(tool.policies, part),
-        input_replaced=replaced,
+        input_replaced=not json_equal(restart.input, part.input),
     )
 
 
