@@ -11,6 +11,7 @@ bounded, so a hang fails the test instead of blocking it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import pathlib
 import signal
@@ -59,6 +60,39 @@ async def until_served(store: PostgresStore) -> Snapshot | None:
                 await asyncio.sleep(0.1)
 
 
+def _clients(postmaster: int, keep: int) -> list[int]:
+    """The postmaster's children that serve a client, or were forked to (still its title), but ``keep``.
+
+    Read from ``/proc``, not ``pg_stat_activity``: a backend forked just before the postmaster
+    stopped may not be listed there yet, and would serve the store's next call.
+    """
+    own = pathlib.Path(f"/proc/{postmaster}/cmdline").read_bytes()
+    found: list[int] = []
+    for entry in pathlib.Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == keep:
+            continue
+        try:
+            stat, title = (entry / "stat").read_text(), (entry / "cmdline").read_bytes()
+        except OSError:  # gone meanwhile
+            continue
+        state, parent = stat.rsplit(")", 1)[1].split()[:2]
+        if int(parent) == postmaster and state not in ("Z", "X") and (b"127.0.0.1(" in title or title == own):
+            found.append(int(entry.name))
+    return found
+
+
+async def terminated(admin: psycopg.AsyncConnection[Any], postmaster: int) -> None:
+    """End every client backend but ``admin``'s and wait until each has exited (its socket closed)."""
+    found = await (await admin.execute("SELECT pg_backend_pid()")).fetchone()
+    assert found is not None
+    async with asyncio.timeout(WAIT):
+        while clients := _clients(postmaster, found[0]):
+            for pid in clients:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)  # what pg_terminate_backend sends
+            await asyncio.sleep(0.01)
+
+
 def snap(sid: str) -> Snapshot:
     return Snapshot(snapshot_id=sid, session_id="s")
 
@@ -70,10 +104,7 @@ async def test_calls_fail_unavailable_within_the_pool_timeout_during_an_outage(c
         await store.save("a", lambda _: snap("a"))
         os.kill(pid, signal.SIGSTOP)  # no new connection is accepted; the ones open still work
         try:
-            await admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
-            )
+            await terminated(admin, pid)
             for call in (store.load("a"), store.load("a"), store.save("b", lambda _: snap("b")), store.ready()):
                 await unavailable(call)
             waited = await unavailable(store.list())
