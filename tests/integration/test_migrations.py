@@ -256,7 +256,10 @@ def _as_version_4(url: str) -> None:
 
 def _indexes(url: str) -> dict[str, str]:
     with psycopg.connect(url, autocommit=True) as con:
-        found = con.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename LIKE 'interlock_%'").fetchall()
+        found = con.execute(
+            "SELECT indexname, indexdef FROM pg_indexes "
+            "WHERE schemaname = current_schema() AND tablename LIKE 'interlock_%'"
+        ).fetchall()
     return {name: definition.split(" USING btree ")[1] for name, definition in found}
 
 

@@ -9,6 +9,7 @@ import uuid
 from typing import Any
 
 import pytest
+from journal_entries import entry as journal_entry
 
 from interlock.records._journal import JournalEntry, digest
 from interlock.records._sessions import SessionState, Snapshot, new_id
@@ -24,17 +25,7 @@ def test_evolve_is_dataclasses_replace() -> None:
     assert row.version == 0 and row.claimed_by == "t1"
     with pytest.raises(TypeError, match="Snapshot has no field 'nope'"):
         row.evolve(nope=1)
-    entry = JournalEntry(
-        key="k",
-        session_id="s",
-        snapshot_id="p",
-        agent=None,
-        tool="t",
-        ref=None,
-        input_digest="d",
-        attempt=1,
-        status="running",
-    )
+    entry = journal_entry()
     assert entry.evolve(attempt=2) == dataclasses.replace(entry, attempt=2)
     assert Snapshot.evolve.__doc__ and JournalEntry.evolve.__doc__  # the declared methods' docs stay
 
@@ -107,17 +98,7 @@ def test_records_written_as_builders_are_their_own_class_frozen_and_equal() -> N
     from interlock.records._evolve import evolver, fast_init
 
     row = Snapshot(snapshot_id="p", session_id="s", version=3, metadata={"agent": "bot"})
-    entry = JournalEntry(
-        key="k",
-        session_id="s",
-        snapshot_id="p",
-        agent=None,
-        tool="t",
-        ref=None,
-        input_digest="d",
-        attempt=1,
-        status="running",
-    )
+    entry = journal_entry()
     part = ToolRequestPart(name="t", ref="r", input={"a": 1}, metadata={"m": 1})
     for record, changes in ((row, {"version": 4}), (entry, {"status": "done"}), (part, {"ref": "q"})):
         copy = evolver(type(record))(record, **changes)
