@@ -30,6 +30,8 @@ from interlock.testing import ScriptedModel
 FIXTURES = pathlib.Path(__file__).with_name("fixtures")
 OLD = FIXTURES / "sqlite-831404f.db"
 IDS: dict[str, str] = json.loads((FIXTURES / "sqlite-831404f.json").read_text())
+SQLITE = 7
+"""The SQLite store's schema version (:data:`interlock.stores.sqlite._migrate.CURRENT`)."""
 
 
 def bank(store: Any, runs: list[str], script: list[Any] | None = None) -> PromptAgent:
@@ -62,7 +64,9 @@ def old_file(tmp_path: pathlib.Path) -> pathlib.Path:
 
 async def test_an_old_sqlite_file_is_refused_naming_the_command_and_left_unchanged(old_file: pathlib.Path) -> None:
     before = old_file.read_bytes()
-    with pytest.raises(FailedPreconditionError, match=r"schema version 1, older than this interlock's 5") as caught:
+    with pytest.raises(
+        FailedPreconditionError, match=rf"schema version 1, older than this interlock's {SQLITE}"
+    ) as caught:
         async with SQLiteStore(old_file) as store:
             await store.load(IDS["paused"])
     assert f"interlock db upgrade --store sqlite:///{old_file}" in caught.value.message
@@ -73,10 +77,10 @@ async def test_an_old_sqlite_file_upgrades_and_its_interrupts_resume(
     old_file: pathlib.Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url = f"sqlite:///{old_file}"
-    assert await upgrade(capsys, url) == (0, f"{url}: upgraded from schema version 1 to 5\n", "")
-    assert await upgrade(capsys, url) == (0, f"{url}: schema version 5, nothing to do\n", "")
+    assert await upgrade(capsys, url) == (0, f"{url}: upgraded from schema version 1 to {SQLITE}\n", "")
+    assert await upgrade(capsys, url) == (0, f"{url}: schema version {SQLITE}, nothing to do\n", "")
     with sqlite3.connect(old_file) as con:
-        assert con.execute("SELECT component, version FROM interlock_schema").fetchall() == [("interlock", 5)]
+        assert con.execute("SELECT component, version FROM interlock_schema").fetchall() == [("interlock", SQLITE)]
     runs: list[str] = []
     async with SQLiteStore(old_file) as store:
         agent = bank(store, runs)
@@ -104,6 +108,7 @@ async def test_an_old_sqlite_file_upgrades_and_its_interrupts_resume(
 
 def _as_sqlite_version_4(path: pathlib.Path) -> None:
     """Put a file back to schema version 4's layout: the index of open interrupts as a rowid table."""
+    _as_sqlite_version_6(path)
     with sqlite3.connect(path) as con:
         con.execute("DROP INDEX interlock_open_interrupts_created")
         con.execute("ALTER TABLE interlock_open_interrupts RENAME TO v5")
@@ -143,7 +148,7 @@ async def test_a_version_4_sqlite_file_upgrades_keeping_its_open_interrupts(
     _as_sqlite_version_4(path)
     assert "WITHOUT ROWID" not in _open_table_sql(path)
     url = f"sqlite:///{path}"
-    assert await upgrade(capsys, url) == (0, f"{url}: upgraded from schema version 4 to 5\n", "")
+    assert await upgrade(capsys, url) == (0, f"{url}: upgraded from schema version 4 to {SQLITE}\n", "")
     assert "WITHOUT ROWID" in _open_table_sql(path)
     async with SQLiteStore(path) as store:
         agent = bank(store, runs)
@@ -154,6 +159,60 @@ async def test_a_version_4_sqlite_file_upgrades_keeping_its_open_interrupts(
         out = await inbox.approve(paused.snapshot_id)
         assert out.finish_reason == "stop" and runs == ["bob"]
         assert await inbox.pending() == [] and len(await inbox.pending(tenant="acme")) == 1
+
+
+def _as_sqlite_version_6(path: pathlib.Path) -> None:
+    """Put a file back to schema version 6's layout: a table of leaves and the ``(session, parent_id)`` index."""
+    with sqlite3.connect(path) as con:
+        con.execute(
+            "CREATE TABLE interlock_leaves (session INTEGER NOT NULL, snapshot_id BLOB NOT NULL, "
+            "created_us INTEGER NOT NULL, PRIMARY KEY (session, snapshot_id)) WITHOUT ROWID"
+        )
+        con.execute(
+            "INSERT INTO interlock_leaves "
+            "SELECT session, snapshot_id, created_us FROM interlock_snapshots WHERE leaf = 1"
+        )
+        con.execute("DROP INDEX interlock_snapshots_tree")
+        con.execute("ALTER TABLE interlock_snapshots DROP COLUMN leaf")
+        con.execute("CREATE INDEX interlock_snapshots_children ON interlock_snapshots (session, parent_id)")
+        con.execute("UPDATE interlock_schema SET version = 6")
+
+
+def _layout(path: pathlib.Path) -> dict[str, str]:
+    with sqlite3.connect(path) as con:
+        found = con.execute("SELECT name, sql FROM sqlite_master WHERE name LIKE 'interlock_%'").fetchall()
+    return {str(name): str(sql) for name, sql in found}
+
+
+async def test_a_version_6_sqlite_file_upgrades_its_leaves_into_flags(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "v6.db"
+    runs: list[str] = []
+    async with SQLiteStore(path) as store:
+        agent = bank(store, runs, [PAY, "paid", "noted"])
+        paused = await agent.run("pay bob 5")
+        assert paused.snapshot_id is not None and paused.session_id is not None
+        chat = await agent.run("pay bob 5", context={"tenant": "acme"})  # the model answers: no interrupt
+        again = await agent.run("thanks", session_id=chat.session_id, context={"tenant": "acme"})
+        assert chat.session_id is not None and again.snapshot_id is not None
+    new_layout = _layout(path)
+    _as_sqlite_version_6(path)
+    assert "interlock_leaves" in _layout(path) and "interlock_snapshots_tree" not in _layout(path)
+    url = f"sqlite:///{path}"
+    assert await upgrade(capsys, url) == (0, f"{url}: upgraded from schema version 6 to {SQLITE}\n", "")
+    assert _layout(path).keys() == new_layout.keys()  # as a new file has them: no table of leaves
+    assert _layout(path)["interlock_snapshots_tree"] == new_layout["interlock_snapshots_tree"]
+    async with SQLiteStore(path) as store:
+        latest = await store.latest(chat.session_id, tenant="acme")
+        assert latest is not None and latest.snapshot_id == again.snapshot_id  # the leaf, not its parent
+        inbox = Inbox(store, agents=[bank(store, runs)])
+        latest = await store.latest(paused.session_id)
+        assert latest is not None and latest.snapshot_id == paused.snapshot_id
+        out = await inbox.approve(paused.snapshot_id)
+        assert out.finish_reason == "stop" and runs == ["bob"]
+        latest = await store.latest(paused.session_id)
+        assert latest is not None and latest.snapshot_id == out.snapshot_id  # the flag moved to the new leaf
 
 
 async def test_a_newer_sqlite_file_is_refused(tmp_path: pathlib.Path) -> None:

@@ -138,7 +138,7 @@ def _foreign(path: str, text: str) -> FailedPreconditionError:
 def check_layout(con: sqlite3.Connection, path: str) -> None:
     """Check that the store's tables have the columns this version reads (FAILED_PRECONDITION if not)."""
     try:
-        con.execute(f"SELECT tenant, {COLUMNS} FROM {TABLE} LIMIT 0")
+        con.execute(f"SELECT tenant, {COLUMNS}, leaf FROM {TABLE} LIMIT 0")
         con.execute(f"SELECT id, tenant, session_id FROM {SESSIONS} LIMIT 0")
     except sqlite3.OperationalError as exc:
         raise _foreign(path, str(exc)) from exc

@@ -1,19 +1,21 @@
-"""The SQLite store's leaf rows and index of open interrupts (see :mod:`interlock.stores._sql.index_rows`).
+"""The SQLite store's leaves and index of open interrupts (see :mod:`interlock.stores._sql.index_rows`).
 
-``interlock_leaves`` holds ``(session, snapshot_id, created_us)`` of each session's leaves
-(``session`` is the interned key, so it implies the tenant). ``interlock_open_interrupts``
-holds one row per waiting call; its ids are TEXT (not the snapshot table's compact
-BLOBs) so that SQL orders them as Python orders strings, which paging by cursor needs.
-Children are found through the snapshot table's ``(session, parent_id)`` index.
+A session's leaves are the rows whose ``leaf`` flag is set, found through the snapshot table's
+session index :data:`~._schema.TREE` ``(session, leaf, parent_id)``, which also finds a
+snapshot's children. (Until version 7 they were rows of a table of their own,
+``interlock_leaves``: a page more written per paused turn and per resume, measured; a flag in
+the row costs none in a short session, since the row's page and its session index entry are
+written anyway, and no more than that table in a long one.)
 
-Both tables are ``WITHOUT ROWID``: a row lives in its primary key's b-tree, so adding or
-deleting one writes that page and, for the index of open interrupts, its ``created`` index's
-(a rowid table would write a third, its separate primary-key index: measured, one interrupt
-cycle's WAL frames went from 25 to 23). The price: such a row over about 1 KB spills its
-tail into an overflow page, and a claim that rewrites it (its claim columns change its size)
-then writes the overflow page again. An open interrupt's row is about 200 bytes beside its
-tool request (``part``), so only a call whose input and interrupt payload pass about 800
-bytes pays it.
+``interlock_open_interrupts`` holds one row per waiting call; its ids are TEXT (not the snapshot
+table's compact BLOBs) so that SQL orders them as Python orders strings, which paging by cursor
+needs. It is ``WITHOUT ROWID``: a row lives in its primary key's b-tree, so adding or deleting
+one writes that page and its ``created`` index's (a rowid table would write a third, its
+separate primary-key index: measured, one interrupt cycle's WAL frames went from 25 to 23).
+The price: such a row over about 1 KB spills its tail into an overflow page, and a claim that
+rewrites it (its claim columns change its size) then writes the overflow page again. An open
+interrupt's row is about 200 bytes beside its tool request (``part``), so only a call whose
+input and interrupt payload pass about 800 bytes pays it.
 
 Every function runs in the caller's write transaction, after the snapshot row was written.
 """
@@ -28,14 +30,8 @@ from ...records._interrupt_index import InterruptQuery, OpenInterrupt
 from .._sql.index_rows import entry_of, page_sql, rest_sql
 from .._sql.row_codec import from_us
 from ._codec import DbId, id_out
-from ._schema import LEAVES, OPEN
+from ._schema import OPEN, TABLE
 
-LEAVES_DDL = f"""CREATE TABLE IF NOT EXISTS {LEAVES} (
-        session     INTEGER NOT NULL,  -- interlock_sessions.id
-        snapshot_id BLOB    NOT NULL,
-        created_us  INTEGER NOT NULL,
-        PRIMARY KEY (session, snapshot_id)
-    ) WITHOUT ROWID"""
 OPEN_DDL = (
     f"""CREATE TABLE IF NOT EXISTS {OPEN} (
         tenant         TEXT    NOT NULL,
@@ -55,9 +51,7 @@ OPEN_DDL = (
     ) WITHOUT ROWID""",
     f"CREATE INDEX IF NOT EXISTS {OPEN}_created ON {OPEN} (tenant, created_us, snapshot_id, position)",
 )
-DDL = (LEAVES_DDL, *OPEN_DDL)
-
-_SELECT_LEAVES = f"SELECT snapshot_id, created_us FROM {LEAVES} WHERE session = :session"
+_SELECT_LEAVES = f"SELECT snapshot_id, created_us FROM {TABLE} WHERE session = :session AND leaf = 1"
 
 
 def leaves(con: sqlite3.Connection, session: int) -> list[tuple[datetime, str]]:

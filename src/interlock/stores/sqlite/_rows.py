@@ -43,9 +43,9 @@ from ._codec import (
     word_or_none,
 )
 from ._schema import (
+    CHILD,
     INSERT_SESSION,
     JOURNAL,
-    LEAVES,
     OPEN,
     OUTBOX,
     SELECT_PARENT,
@@ -232,7 +232,8 @@ class SnapshotRows(MessageChains):
             mrev = _revisions.getrandbits(47)  # 6 bytes on disk; a collision would also need the same row
             based = None if new.parent_id is None or base_mrev is None else (base_id or new.parent_id, base_mrev, keep)
             self.remember_written(tenant, sid, mrev, messages, tail, based)
-        con.execute(UPSERT, (tenant, raw_id, session, id_or_none(base_id), keep, tail, mrev, base_mrev, *stored))
+        values = (tenant, raw_id, session, id_or_none(base_id), keep, tail, mrev, base_mrev, *stored, session, raw_id)
+        con.execute(UPSERT, values)
         session_id = new.session_id if row is None else row.session_id  # a row keeps the session it was interned in
         return Parent(mrev, tail is None, session, session_id), unchanged
 
@@ -315,7 +316,7 @@ class SnapshotRows(MessageChains):
             for marks, chunk in batches(parents):
                 found += con.execute(
                     f"SELECT snapshot_id, parent_id, keep, tail FROM {TABLE} "
-                    f"WHERE session = ? AND base_id IS NULL AND keep > 0 AND parent_id IN ({marks})",
+                    f"WHERE session = ? AND leaf IN (0, 1) AND parent_id IN ({marks}) AND base_id IS NULL AND keep > 0",
                     (session, *chunk),
                 ).fetchall()
         skip = set(exclude)
@@ -346,12 +347,15 @@ class SnapshotRows(MessageChains):
 # the leaf and index rows a write keeps in line (tables: ._index) ---------------------------------
 
 
-_DROP_LEAF = f"DELETE FROM {LEAVES} WHERE session = :session AND snapshot_id = :snapshot_id"
+_NOT_A_LEAF = f"""UPDATE {TABLE} SET leaf = 0
+    WHERE tenant = :tenant AND snapshot_id = :snapshot_id AND session = :session AND leaf = 1"""
+"""A parent in ``session`` has a child now (one of another session, which forked from it, leaves it a leaf)."""
 
 
-_ADD_LEAF = f"""INSERT OR REPLACE INTO {LEAVES} (session, snapshot_id, created_us)
-    SELECT :session, :snapshot_id, :created_us
-    WHERE NOT EXISTS (SELECT 1 FROM {TABLE} WHERE session = :session AND parent_id = :snapshot_id)"""
+_LEAF_AGAIN = f"""UPDATE {TABLE} SET leaf = NOT EXISTS (SELECT 1 FROM {TABLE} WHERE {CHILD})
+    WHERE tenant = :tenant AND snapshot_id = :snapshot_id AND session = :session
+    RETURNING finish_reason"""
+"""A row's flag recomputed from the rows (a child of it went away); returns its ``finish_reason`` (no row: none)."""
 
 
 _DROP_ENTRIES = f"DELETE FROM {OPEN} WHERE tenant = :tenant AND snapshot_id = :snapshot_id"
@@ -367,7 +371,8 @@ _CLAIM_ENTRIES = f"""UPDATE {OPEN} SET claimed_by = :claimed_by, claim_until_us 
 _INSERT_ENTRY = (
     f"INSERT INTO {OPEN} (tenant, {', '.join(ENTRY_COLUMNS)}) "
     f"SELECT :tenant, {', '.join(':' + c for c in ENTRY_COLUMNS)} WHERE NOT EXISTS "
-    f"(SELECT 1 FROM {TABLE} WHERE session = :session AND parent_id = :raw_id AND status = :completed)"
+    f"(SELECT 1 FROM {TABLE} WHERE session = :session AND leaf IN (0, 1) AND parent_id = :raw_id "
+    "AND status = :completed)"
 )
 """An entry, unless its session went on from its snapshot (a completed child names it as parent)."""
 
@@ -398,14 +403,11 @@ def written(
     dropped them (its claim was answered) is not deleted from again when its child completes.
     """
     p = plan(before, new)
-    sid = id_in(new.snapshot_id)
     if p.unlink is not None:
         dropped.discard(p.unlink)
         refresh(con, tenant, session, p.unlink, read)
-    if p.drop_parent_leaf is not None:
-        con.execute(_DROP_LEAF, {"session": session, "snapshot_id": id_in(p.drop_parent_leaf)})
-    if p.add_leaf:
-        con.execute(_ADD_LEAF, {"session": session, "snapshot_id": sid, "created_us": to_us(new.created_at)})
+    if p.drop_parent_leaf is not None:  # (p.add_leaf: the row's UPSERT set its flag)
+        con.execute(_NOT_A_LEAF, {"tenant": tenant, "snapshot_id": id_in(p.drop_parent_leaf), "session": session})
     if p.drop_parent_entries is not None and p.drop_parent_entries not in dropped:
         con.execute(
             _DROP_ENTRIES_IN,
@@ -456,17 +458,11 @@ def refresh(con: sqlite3.Connection, tenant: str, session: int, snapshot_id: str
     A snapshot of another session (the child forked a session from it) is left alone: its own
     session's rows decide its leaf and whether its calls wait.
     """
-    raw = id_in(snapshot_id)
-    found = con.execute(
-        f"SELECT created_us, finish_reason FROM {TABLE} WHERE tenant = :tenant AND snapshot_id = :snapshot_id "
-        "AND session = :session",
-        {"tenant": tenant, "snapshot_id": raw, "session": session},
-    ).fetchone()
-    if found is None:
+    args = {"tenant": tenant, "snapshot_id": id_in(snapshot_id), "session": session}
+    found = con.execute(_LEAF_AGAIN, args).fetchall()
+    if not found:
         return
-    con.execute(_DROP_LEAF, {"session": session, "snapshot_id": raw})
-    con.execute(_ADD_LEAF, {"session": session, "snapshot_id": raw, "created_us": found[0]})
-    if found[1] == word_in("interrupted"):
+    if found[0][0] == word_in("interrupted"):
         snap = read(snapshot_id)
         if snap is not None:
             put_entries(con, tenant, session, snap)
@@ -490,8 +486,7 @@ def _insert_entries(
 
 
 def forget(con: sqlite3.Connection, tenant: str, session: int, snapshot_id: str) -> None:
-    """Drop a deleted snapshot's leaf row and entries."""
-    con.execute(_DROP_LEAF, {"session": session, "snapshot_id": id_in(snapshot_id)})
+    """Drop a deleted snapshot's entries (its leaf flag went with its row)."""
     con.execute(_DROP_ENTRIES, {"tenant": tenant, "snapshot_id": snapshot_id})
 
 

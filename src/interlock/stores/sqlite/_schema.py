@@ -22,9 +22,9 @@ before a delete), so a row's prefix never changes under it. Custom state, artifa
 error and metadata are JSON columns (``state_session`` is ``NULL`` when the state's
 session id is the row's, else JSON).
 
-Each session's leaves and the index of open interrupts have their own tables
-(:mod:`._index`); the session index is ``(session, parent_id)``, so it also finds a
-snapshot's children.
+A session's leaves are its rows whose ``leaf`` flag is set; the session index
+``(session, leaf, parent_id)`` (:data:`TREE`) finds them, and a snapshot's children. The index of
+open interrupts has its own table (:mod:`._index`).
 
 ``interlock_sessions`` interns session ids: each ``(tenant, session_id)`` gets a small
 integer ``id``, and a snapshot row names its session by that integer (column
@@ -51,29 +51,34 @@ hundred bytes:
 
 The snapshot table keeps its rowid (and so a separate primary-key index): as a ``WITHOUT
 ROWID`` table, any row over about 1 KB (most turns with a tool result) would spill into
-overflow pages, which costs far more than the index saves. The leaves and the index of open
-interrupts, whose rows are small, are ``WITHOUT ROWID`` (:mod:`._index`); the journal keeps
-its rowid (:mod:`._journal`).
+overflow pages, which costs far more than the index saves. The index of open interrupts,
+whose rows are small, is ``WITHOUT ROWID`` (:mod:`._index`); the journal keeps its rowid
+(:mod:`._journal`).
 
 Pages per interrupt cycle
 -------------------------
 Each page a transaction changes is one frame in the WAL (written, then flushed by the next
 fsync), so the layout sets a cycle's I/O. A cycle in a new session (pause, claim, resume)
-writes 23 (24.25 on average over ``bench/sqlite_pages.py``'s cycles, which count the pages
-allocated as tables grow; wave 1, without the journal and the index tables, wrote 9):
+writes 21 (22.25 on average over ``bench/sqlite_pages.py``'s cycles, which count the pages
+allocated as tables grow; wave 1, without the journal and the index of open interrupts, wrote 9):
 
 * the call's intent (4, before the tool's body): the journal row and its entries in the
   indexes by key, by session and by snapshot (:mod:`._journal`);
-* the pause (9): the snapshot row, its primary key and its ``(session, parent_id)`` entry (3);
-  the new session's row and its ``(tenant, session_id)`` key (2, a session's first row only);
-  its leaf (1); the open interrupt and its ``created`` entry (2); the journal entry, now
-  ``interrupted`` (1);
+* the pause (8): the snapshot row (a leaf: its flag set), its primary key and its session index
+  entry (3); the new session's row and its ``(tenant, session_id)`` key (2, a session's first row
+  only); the open interrupt and its ``created`` entry (2); the journal entry, now ``interrupted`` (1);
 * the claim (3): the claim columns of the snapshot row and of the open interrupt, in place (no
   index entry changes: see :data:`UPDATE_BOOKKEEPING_IN_PLACE`), and the journal's new attempt;
 * the call's outcome (1): the journal row;
-* the resume's commit (6): the answered row and the new one, on one page (1); the new row's
-  primary key and ``(session, parent_id)`` entries (2); the open interrupt and its ``created``
-  entry deleted (2); the session's leaf moved from the one to the other (1).
+* the resume's commit (5): the answered row (no longer a leaf) and the new one (a leaf), on one
+  page (1); the new row's primary key (1) and the two rows' session index entries, on one page
+  (1); the open interrupt and its ``created`` entry deleted (2).
+
+Before version 7 the leaves were rows of a table of their own: a page more in the pause and in
+the resume's commit. With the flag in the row, a parent's change rides on pages its child's
+write changes anyway: the row's, when the two share a page (a paused row and its resume's, whose
+commit writes both; a turn and the next in a short session), and the session index entry's,
+when the session's entries fit a page. Otherwise it writes a page, as that table did.
 """
 
 from __future__ import annotations
@@ -127,9 +132,16 @@ SCHEMA = (
         metadata      TEXT,
         PRIMARY KEY (tenant, snapshot_id)
     )""",
-    f"CREATE INDEX IF NOT EXISTS {TABLE}_children ON {TABLE} (session, parent_id)",
     f"CREATE INDEX IF NOT EXISTS {TABLE}_base ON {TABLE} (tenant, base_id) WHERE base_id IS NOT NULL",
 )
+"""A new file's tables as version 1 had them, and the index on named bases; the migrations then bring it to the
+current layout (:mod:`._migrate`: version 7 adds the ``leaf`` column and :data:`TREE`)."""
+TREE = f"CREATE INDEX IF NOT EXISTS {TABLE}_tree ON {TABLE} (session, leaf, parent_id)"
+"""The session index: a session's leaves (``leaf = 1``), and a snapshot's children (``leaf IN (0, 1) AND
+parent_id = ?``, two seeks: see :data:`CHILD`). Since a new row's entry is written anyway, its parent's
+flag, on the same page in a short session, costs no page of its own."""
+CHILD = "session = :session AND leaf IN (0, 1) AND parent_id = :snapshot_id"
+"""The condition that finds the children of ``:snapshot_id`` in ``:session`` through :data:`TREE`."""
 
 BOOKKEEPING = (
     "parent_id",
@@ -160,11 +172,13 @@ SELECT_ROW = f"""SELECT s.snapshot_id, n.session_id, s.session, s.parent_id, s.b
     WHERE s.tenant = ? AND s.snapshot_id = ?"""
 """Parameters: ``(tenant, snapshot_id)``."""
 # The writes below take positional parameters (a named one costs SQLite's module a name lookup each).
-UPSERT = f"""INSERT INTO {TABLE} (tenant, {", ".join(_COLUMNS)})
-    VALUES ({", ".join("?" * (1 + len(_COLUMNS)))})
+UPSERT = f"""INSERT INTO {TABLE} (tenant, {", ".join(_COLUMNS)}, leaf)
+    VALUES ({", ".join("?" * (1 + len(_COLUMNS)))},
+        NOT EXISTS (SELECT 1 FROM {TABLE} WHERE session = ? AND leaf IN (0, 1) AND parent_id = ?))
     ON CONFLICT (tenant, snapshot_id) DO UPDATE SET {_UPDATED}"""
 """Parameters: ``tenant``, ``snapshot_id``, the content columns (``session``, ``base_id``, ``keep``, ``tail``,
-``mrev``, ``base_mrev``), then :data:`BOOKKEEPING`'s."""
+``mrev``, ``base_mrev``), :data:`BOOKKEEPING`'s, then ``session`` and ``snapshot_id`` again: a new row is a leaf
+unless a row of its session already names it as parent; a row written over keeps its flag (its children stay)."""
 UPDATE_BOOKKEEPING = f"""UPDATE {TABLE} SET base_id = ?, {", ".join(f"{c} = ?" for c in BOOKKEEPING)}
     WHERE tenant = ? AND snapshot_id = ?"""
 """Parameters: ``base_id``, :data:`BOOKKEEPING`'s, ``tenant``, ``snapshot_id``."""
@@ -198,7 +212,7 @@ BATCH = 500
 
 def create_indexes(con: sqlite3.Connection) -> None:
     """Create the snapshot table's indexes if missing (idempotent), inside the caller's write transaction."""
-    for statement in SCHEMA[2:]:
+    for statement in (*SCHEMA[2:], TREE):
         con.execute(statement)
 
 
