@@ -25,10 +25,10 @@ from datetime import datetime
 from typing import cast
 
 from ...records._interrupt_index import InterruptQuery, OpenInterrupt
-from .._sql.index_rows import entry_of, page_sql, rest_sql
+from .._sql.index_rows import entry_of, page_sql, rest_args, rest_sql
 from .._sql.row_codec import from_us
-from ._codec import DbId, id_out
-from ._schema import LEAVES, OPEN
+from ._codec import DbId, id_in, id_out
+from ._schema import LEAVES, OPEN, TABLE
 
 LEAVES_DDL = f"""CREATE TABLE IF NOT EXISTS {LEAVES} (
         session     INTEGER NOT NULL,  -- interlock_sessions.id
@@ -36,8 +36,7 @@ LEAVES_DDL = f"""CREATE TABLE IF NOT EXISTS {LEAVES} (
         created_us  INTEGER NOT NULL,
         PRIMARY KEY (session, snapshot_id)
     ) WITHOUT ROWID"""
-OPEN_DDL = (
-    f"""CREATE TABLE IF NOT EXISTS {OPEN} (
+OPEN_DDL = f"""CREATE TABLE IF NOT EXISTS {OPEN} (
         tenant         TEXT    NOT NULL,
         snapshot_id    TEXT    NOT NULL,
         position       INTEGER NOT NULL,
@@ -51,11 +50,9 @@ OPEN_DDL = (
         claimed_by     TEXT,
         claim_until_us INTEGER,
         part           TEXT    NOT NULL,
-        PRIMARY KEY (tenant, snapshot_id, position)
-    ) WITHOUT ROWID""",
-    f"CREATE INDEX IF NOT EXISTS {OPEN}_created ON {OPEN} (tenant, created_us, snapshot_id, position)",
-)
-DDL = (LEAVES_DDL, *OPEN_DDL)
+        PRIMARY KEY (tenant, created_us, snapshot_id, position)
+    ) WITHOUT ROWID"""
+DDL = (LEAVES_DDL, OPEN_DDL)
 
 _SELECT_LEAVES = f"SELECT snapshot_id, created_us FROM {LEAVES} WHERE session = :session"
 
@@ -70,10 +67,12 @@ def page(con: sqlite3.Connection, tenant: str, query: InterruptQuery) -> list[Op
     """One page of open interrupts (see :meth:`~interlock.stores.InterruptIndex.open_interrupts`)."""
     if query.empty:
         return []
-    sql, args = page_sql(OPEN, query, lambda name: ":" + name)
+    sql, args = page_sql(OPEN, query, _mark, created_of=(TABLE, id_in))
     found = [entry_of(r) for r in con.execute(sql, args | {"tenant": tenant})]
     if query.limit is not None and len(found) == query.limit:
-        last = found[-1]
-        more = {"tenant": tenant, "snapshot_id": last.snapshot_id, "position": last.position, "now": args["now"]}
-        found += [entry_of(r) for r in con.execute(rest_sql(OPEN, lambda name: ":" + name), more)]
+        found += [entry_of(r) for r in con.execute(rest_sql(OPEN, _mark), rest_args(tenant, found[-1], args["now"]))]
     return found
+
+
+def _mark(name: str) -> str:
+    return ":" + name

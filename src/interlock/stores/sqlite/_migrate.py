@@ -13,6 +13,9 @@ Versions:
    a snapshot's children.
 5. the index of open interrupts as a ``WITHOUT ROWID`` table (see :mod:`._index`): one page
    fewer written per interrupt added or answered; its rows are copied over.
+6. the index of open interrupts keyed by ``(tenant, created_us, snapshot_id, position)``, the
+   listing's order, without its ``created`` index: one page fewer written per interrupt added,
+   claimed or answered; its rows are copied over.
 
 A migration runs inside the write transaction (``BEGIN IMMEDIATE``) that read the version,
 so two processes cannot both migrate a file, and a failed migration leaves it unchanged.
@@ -53,22 +56,26 @@ def _index(con: sqlite3.Connection) -> None:
     _backfill(con, lambda tenant, snapshot_id: rows.read(con, tenant, snapshot_id))
 
 
-def _open_without_rowid(con: sqlite3.Connection) -> None:
-    """Rebuild the index of open interrupts in its current layout (``WITHOUT ROWID``), rows copied over."""
+def _rebuild_open(con: sqlite3.Connection) -> None:
+    """Rebuild the index of open interrupts in its current layout (:data:`._index.OPEN_DDL`), rows copied over.
+
+    Versions 5 and 6 both change the layout, so a file upgraded across both rebuilds it twice
+    (the second time in the same layout; the table is small).
+    """
     columns = ", ".join(("tenant", *ENTRY_COLUMNS))
-    con.execute(f"DROP INDEX IF EXISTS {OPEN}_created")  # its name is the new table's index's
-    con.execute(f"ALTER TABLE {OPEN} RENAME TO {OPEN}_v4")
-    for statement in index.OPEN_DDL:
-        con.execute(statement)
-    con.execute(f"INSERT INTO {OPEN} ({columns}) SELECT {columns} FROM {OPEN}_v4")
-    con.execute(f"DROP TABLE {OPEN}_v4")
+    con.execute(f"DROP INDEX IF EXISTS {OPEN}_created")  # versions 4 and 5 had it; the table's key replaces it
+    con.execute(f"ALTER TABLE {OPEN} RENAME TO {OPEN}_old")
+    con.execute(index.OPEN_DDL)
+    con.execute(f"INSERT INTO {OPEN} ({columns}) SELECT {columns} FROM {OPEN}_old")
+    con.execute(f"DROP TABLE {OPEN}_old")
 
 
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     2: _record_versions,
     3: create_outbox,
     4: _index,
-    5: _open_without_rowid,
+    5: _rebuild_open,
+    6: _rebuild_open,
 }
 """Version → what brings the previous version to it. Append only."""
 CURRENT = max(MIGRATIONS)
