@@ -7,13 +7,18 @@ BLOBs) so that SQL orders them as Python orders strings, which paging by cursor 
 Children are found through the snapshot table's ``(session, parent_id)`` index.
 
 Both tables are ``WITHOUT ROWID``: a row lives in its primary key's b-tree, so adding or
-deleting one writes that page and, for the index of open interrupts, its ``created`` index's
-(a rowid table would write a third, its separate primary-key index: measured, one interrupt
-cycle's WAL frames went from 25 to 23). The price: such a row over about 1 KB spills its
-tail into an overflow page, and a claim that rewrites it (its claim columns change its size)
-then writes the overflow page again. An open interrupt's row is about 200 bytes beside its
-tool request (``part``), so only a call whose input and interrupt payload pass about 800
-bytes pays it.
+deleting one writes that page only (a rowid table would write a second, its separate
+primary-key index: measured, one interrupt cycle's WAL frames went from 25 to 23). The index
+of open interrupts is keyed in its listing's order, ``(tenant, created_us, snapshot_id,
+position)``, so it needs no secondary index either: a pause, a claim and a resume write one
+page of it each (23 frames per cycle to 21). So every statement that finds one snapshot's
+entries names their ``created_us`` too, the snapshot's ``created_at`` (the row a write
+replaces, the row a delete returns, or the snapshot row in the same statement: see
+:mod:`._rows`), else it would read every entry of the tenant. The price of ``WITHOUT ROWID``:
+such a row over about 1 KB spills its tail into an overflow page, and a claim that rewrites
+it (its claim columns change its size) then writes the overflow page again. An open
+interrupt's row is about 200 bytes beside its tool request (``part``), so only a call whose
+input and interrupt payload pass about 800 bytes pays it.
 
 Every function runs in the caller's write transaction, after the snapshot row was written.
 """

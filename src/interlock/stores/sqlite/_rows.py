@@ -439,8 +439,8 @@ def rewrite_entries(
     same calls (a claim taken, refreshed, released: one ``UPDATE``, or no statement when the claim
     stayed), else every entry (``same_messages``: ``new`` keeps ``old``'s messages).
 
-    The entries in the table carry ``old``'s ``created_us`` (a rewrite may change it): the
-    statements find them by it.
+    The entries in the table were written with ``old``'s ``created_us``: the statements find
+    them by it, never by ``new``'s.
     """
     sid = new.snapshot_id
     change = own_entries_change(old, new, same_messages)

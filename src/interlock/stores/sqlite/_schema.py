@@ -59,21 +59,21 @@ Pages per interrupt cycle
 -------------------------
 Each page a transaction changes is one frame in the WAL (written, then flushed by the next
 fsync), so the layout sets a cycle's I/O. A cycle in a new session (pause, claim, resume)
-writes 23 (24.25 on average over ``bench/sqlite_pages.py``'s cycles, which count the pages
+writes 21 (22.25 on average over ``bench/sqlite_pages.py``'s cycles, which count the pages
 allocated as tables grow; wave 1, without the journal and the index tables, wrote 9):
 
 * the call's intent (4, before the tool's body): the journal row and its entries in the
   indexes by key, by session and by snapshot (:mod:`._journal`);
-* the pause (9): the snapshot row, its primary key and its ``(session, parent_id)`` entry (3);
+* the pause (8): the snapshot row, its primary key and its ``(session, parent_id)`` entry (3);
   the new session's row and its ``(tenant, session_id)`` key (2, a session's first row only);
-  its leaf (1); the open interrupt and its ``created`` entry (2); the journal entry, now
-  ``interrupted`` (1);
+  its leaf (1); the open interrupt (1: the table is keyed in its listing's order, see
+  :mod:`._index`); the journal entry, now ``interrupted`` (1);
 * the claim (3): the claim columns of the snapshot row and of the open interrupt, in place (no
   index entry changes: see :data:`UPDATE_BOOKKEEPING_IN_PLACE`), and the journal's new attempt;
 * the call's outcome (1): the journal row;
-* the resume's commit (6): the answered row and the new one, on one page (1); the new row's
-  primary key and ``(session, parent_id)`` entries (2); the open interrupt and its ``created``
-  entry deleted (2); the session's leaf moved from the one to the other (1).
+* the resume's commit (5): the answered row and the new one, on one page (1); the new row's
+  primary key and ``(session, parent_id)`` entries (2); the open interrupt deleted (1); the
+  session's leaf moved from the one to the other (1).
 """
 
 from __future__ import annotations
