@@ -12,6 +12,7 @@ import json
 import pathlib
 import shutil
 import sqlite3
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -19,10 +20,12 @@ import pytest
 from banking import APPROVE, PAY, Approval, Transfer
 from pg import fresh_dsn
 
-from interlock import PromptAgent, ToolContext, tool
+from interlock import PromptAgent, Snapshot, ToolContext, tool
 from interlock.cli._main import main
 from interlock.errors import FailedPreconditionError
 from interlock.inbox._inbox import Inbox
+from interlock.records._interrupt_index import InterruptQuery, OpenInterrupt
+from interlock.records._sessions import utcnow
 from interlock.stores.postgres import PostgresStore
 from interlock.stores.sqlite import SQLiteStore
 from interlock.testing import ScriptedModel
@@ -106,33 +109,42 @@ async def test_an_old_sqlite_file_upgrades_and_its_interrupts_resume(
     assert runs == ["bob", "bob"]
 
 
-def _as_sqlite_version_4(path: pathlib.Path) -> None:
-    """Put a file back to schema version 4's layout: the index of open interrupts as a rowid table."""
-    _as_sqlite_version_6(path)
+def _as_sqlite_version(path: pathlib.Path, version: int) -> None:
+    """Put a file back to the layout of the index of open interrupts of schema version 4 or 5.
+
+    Both keyed ``(tenant, snapshot_id, position)`` with an index ``created`` on ``(tenant, created_us,
+    snapshot_id, position)``: version 4 as a rowid table, version 5 ``WITHOUT ROWID``.
+    """
+    _as_sqlite_version_6(path)  # the leaves as version 6 kept them (a table of their own)
+    without_rowid = " WITHOUT ROWID" if version == 5 else ""
     with sqlite3.connect(path) as con:
-        con.execute("DROP INDEX interlock_open_interrupts_created")
-        con.execute("ALTER TABLE interlock_open_interrupts RENAME TO v5")
+        con.execute("ALTER TABLE interlock_open_interrupts RENAME TO v6")
         con.execute(
-            """CREATE TABLE interlock_open_interrupts (
+            f"""CREATE TABLE interlock_open_interrupts (
                 tenant TEXT NOT NULL, snapshot_id TEXT NOT NULL, position INTEGER NOT NULL,
                 session_id TEXT NOT NULL, agent TEXT, tool TEXT NOT NULL, ref TEXT,
                 created_us INTEGER NOT NULL, deadline_us INTEGER, in_doubt INTEGER NOT NULL,
                 claimed_by TEXT, claim_until_us INTEGER, part TEXT NOT NULL,
-                PRIMARY KEY (tenant, snapshot_id, position))"""
+                PRIMARY KEY (tenant, snapshot_id, position)){without_rowid}"""
         )
         con.execute(
             "CREATE INDEX interlock_open_interrupts_created "
             "ON interlock_open_interrupts (tenant, created_us, snapshot_id, position)"
         )
-        con.execute("INSERT INTO interlock_open_interrupts SELECT * FROM v5")
-        con.execute("DROP TABLE v5")
-        con.execute("UPDATE interlock_schema SET version = 4")
+        con.execute("INSERT INTO interlock_open_interrupts SELECT * FROM v6")
+        con.execute("DROP TABLE v6")
+        con.execute("UPDATE interlock_schema SET version = ?", (version,))
 
 
 def _open_table_sql(path: pathlib.Path) -> str:
+    """The index of open interrupts' ``CREATE TABLE``, and ``+created`` when it has its ``created`` index."""
     with sqlite3.connect(path) as con:
         (sql,) = con.execute("SELECT sql FROM sqlite_master WHERE name = 'interlock_open_interrupts'").fetchone()
-    return str(sql)
+        created = con.execute("SELECT 1 FROM sqlite_master WHERE name = 'interlock_open_interrupts_created'").fetchone()
+    return " ".join(str(sql).split()) + (" +created" if created else "")
+
+
+NEW_KEY = "PRIMARY KEY (tenant, created_us, snapshot_id, position) ) WITHOUT ROWID"
 
 
 async def test_a_version_4_sqlite_file_upgrades_keeping_its_open_interrupts(
@@ -145,11 +157,11 @@ async def test_a_version_4_sqlite_file_upgrades_keeping_its_open_interrupts(
         paused = await agent.run("pay bob 5")
         other = await agent.run("pay bob 5", context={"tenant": "acme"})
     assert paused.snapshot_id is not None and other.snapshot_id is not None
-    _as_sqlite_version_4(path)
+    _as_sqlite_version(path, 4)
     assert "WITHOUT ROWID" not in _open_table_sql(path)
     url = f"sqlite:///{path}"
     assert await upgrade(capsys, url) == (0, f"{url}: upgraded from schema version 4 to {SQLITE}\n", "")
-    assert "WITHOUT ROWID" in _open_table_sql(path)
+    assert _open_table_sql(path).endswith(NEW_KEY)
     async with SQLiteStore(path) as store:
         agent = bank(store, runs)
         inbox = Inbox(store, agents=[agent])
@@ -213,6 +225,46 @@ async def test_a_version_6_sqlite_file_upgrades_its_leaves_into_flags(
         assert out.finish_reason == "stop" and runs == ["bob"]
         latest = await store.latest(paused.session_id)
         assert latest is not None and latest.snapshot_id == out.snapshot_id  # the flag moved to the new leaf
+
+
+async def _listing(store: SQLiteStore, now: datetime, tenant: str | None = None) -> list[OpenInterrupt]:
+    return await store.open_interrupts(InterruptQuery(now=now), tenant=tenant)
+
+
+async def test_a_version_5_sqlite_file_upgrades_listing_the_same_open_interrupts(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "v5.db"
+    runs: list[str] = []
+    script = [PAY, PAY, PAY]
+    async with SQLiteStore(path) as store:
+        agent = bank(store, runs, script)
+        first = await agent.run("pay bob 5")
+        second = await agent.run("pay bob 5")
+        other = await agent.run("pay bob 5", context={"tenant": "acme"})
+        assert first.snapshot_id and second.snapshot_id and other.snapshot_id
+        await store.save(first.snapshot_id, lambda cur: None if cur is None else claimed(cur))
+        now = utcnow() + timedelta(hours=1)  # after the claim's lease: every entry is listed
+        before = (await _listing(store, now), await _listing(store, now, "acme"))
+    assert [len(b) for b in before] == [2, 1] and before[0][0].claimed_by == "r1"
+    _as_sqlite_version(path, 5)
+    assert _open_table_sql(path).endswith("PRIMARY KEY (tenant, snapshot_id, position)) WITHOUT ROWID +created")
+    url = f"sqlite:///{path}"
+    assert await upgrade(capsys, url) == (0, f"{url}: upgraded from schema version 5 to {SQLITE}\n", "")
+    assert _open_table_sql(path).endswith(NEW_KEY)
+    async with SQLiteStore(path) as store:
+        assert (await _listing(store, now), await _listing(store, now, "acme")) == before
+        agent = bank(store, runs)
+        inbox = Inbox(store, agents=[agent])
+        assert [i.snapshot_id for i in await inbox.pending()] == [second.snapshot_id]  # the first is claimed
+        out = await inbox.approve(second.snapshot_id)
+        assert out.finish_reason == "stop" and runs == ["bob"]
+        assert [e.snapshot_id for e in await _listing(store, now)] == [first.snapshot_id]
+
+
+def claimed(snap: Snapshot) -> Snapshot:
+    """``snap`` claimed by ``r1`` for a minute."""
+    return snap.evolve(claimed_by="r1", claim_expires_at=utcnow() + timedelta(minutes=1))
 
 
 async def test_a_newer_sqlite_file_is_refused(tmp_path: pathlib.Path) -> None:

@@ -109,10 +109,18 @@ def own_entries_change(old: Snapshot | None, new: Snapshot, same_messages: bool)
     return "all"
 
 
-def page_sql(table: str, query: InterruptQuery, mark: Callable[[str], str]) -> tuple[str, dict[str, Any]]:
+def page_sql(
+    table: str,
+    query: InterruptQuery,
+    mark: Callable[[str], str],
+    created_of: tuple[str, Callable[[str], object]] | None = None,
+) -> tuple[str, dict[str, Any]]:
     """The listing's ``SELECT`` (filters, order and limit in the query) and its named parameters.
 
     ``mark`` writes a named placeholder (``:name`` for SQLite, ``%(name)s`` for psycopg).
+    ``created_of``: for an index keyed by ``created_us`` before ``snapshot_id`` (SQLite's), the
+    snapshot table and how it stores an id; a listing of one snapshot's entries then also names
+    their ``created_us``, the snapshot row's (an entry's is its snapshot's), so that it seeks.
     """
     q = query
     where = ["tenant = {tenant}", "(claim_until_us IS NULL OR claim_until_us <= {now})"]
@@ -124,6 +132,12 @@ def page_sql(table: str, query: InterruptQuery, mark: Callable[[str], str]) -> t
     if q.snapshot_id is not None:
         where.append("snapshot_id = {snapshot_id}")
         args["snapshot_id"] = q.snapshot_id
+        if created_of is not None:
+            snapshots, stored_id = created_of
+            where.append(
+                f"created_us = (SELECT created_us FROM {snapshots} WHERE tenant = {{tenant}} AND snapshot_id = {{key}})"
+            )
+            args["key"] = stored_id(q.snapshot_id)
     if q.in_doubt is not None:
         where.append("in_doubt = {in_doubt}")
         args["in_doubt"] = int(q.in_doubt)
@@ -149,12 +163,28 @@ def page_sql(table: str, query: InterruptQuery, mark: Callable[[str], str]) -> t
 
 
 def rest_sql(table: str, mark: Callable[[str], str]) -> str:
-    """The entries of one snapshot after ``position`` (a page's last snapshot is never split)."""
+    """The entries of one snapshot after ``position`` (a page's last snapshot is never split).
+
+    Parameters: ``tenant``, ``created_us`` (the last entry's: it names the snapshot's entries in
+    SQLite's key, which leads with it), ``snapshot_id``, ``position``, ``now``; see :func:`rest_args`.
+    """
     return (
         f"SELECT {', '.join(ENTRY_COLUMNS)} FROM {table} "
-        f"WHERE tenant = {mark('tenant')} AND snapshot_id = {mark('snapshot_id')} AND position > {mark('position')} "
+        f"WHERE tenant = {mark('tenant')} AND created_us = {mark('created_us')} "
+        f"AND snapshot_id = {mark('snapshot_id')} AND position > {mark('position')} "
         f"AND (claim_until_us IS NULL OR claim_until_us <= {mark('now')}) ORDER BY position"
     )
+
+
+def rest_args(tenant: str, last: OpenInterrupt, now: object) -> dict[str, Any]:
+    """:func:`rest_sql`'s parameters after ``last``, a page's last entry (``now``: the page's)."""
+    return {
+        "tenant": tenant,
+        "created_us": to_us(last.created_at),
+        "snapshot_id": last.snapshot_id,
+        "position": last.position,
+        "now": now,
+    }
 
 
 def entry_values(tenant: str, entry: OpenInterrupt) -> dict[str, Any]:

@@ -14,7 +14,16 @@ from typing import Any, LiteralString, cast
 
 from ...records._interrupt_index import InterruptQuery, OpenInterrupt, entries_of
 from ...records._sessions import Snapshot
-from .._sql.index_rows import ENTRY_COLUMNS, entry_of, entry_values, own_entries_change, page_sql, plan, rest_sql
+from .._sql.index_rows import (
+    ENTRY_COLUMNS,
+    entry_of,
+    entry_values,
+    own_entries_change,
+    page_sql,
+    plan,
+    rest_args,
+    rest_sql,
+)
 from .._sql.row_codec import to_us
 from ._wire import Wire as Conn
 
@@ -207,8 +216,7 @@ async def page(con: Conn, tenant: str, query: InterruptQuery) -> list[OpenInterr
         entry_of(r) for r in await (await con.execute(cast(LiteralString, sql), args | {"tenant": tenant})).fetchall()
     ]
     if query.limit is not None and len(found) == query.limit:
-        last = found[-1]
-        more = {"tenant": tenant, "snapshot_id": last.snapshot_id, "position": last.position, "now": args["now"]}
+        more = rest_args(tenant, found[-1], args["now"])
         rest = await (await con.execute(cast(LiteralString, rest_sql(OPEN, _mark)), more)).fetchall()
         found += [entry_of(r) for r in rest]
     return found

@@ -13,6 +13,9 @@ Versions:
    a snapshot's children.
 5. the index of open interrupts as a ``WITHOUT ROWID`` table (see :mod:`._index`): one page
    fewer written per interrupt added or answered; its rows are copied over.
+6. the index of open interrupts keyed by ``(tenant, created_us, snapshot_id, position)``, the
+   listing's order, without its ``created`` index: one page fewer written per interrupt added,
+   claimed or answered; its rows are copied over.
 7. a session's leaves as a ``leaf`` flag in their rows, found through the session index
    ``(session, leaf, parent_id)`` (:data:`~._schema.TREE`), in place of the table of leaves
    and the ``(session, parent_id)`` index: a page fewer written per paused turn and per resume.
@@ -58,7 +61,7 @@ _LEAVES_V4 = f"""CREATE TABLE IF NOT EXISTS {LEAVES} (
 
 def _index(con: sqlite3.Connection) -> None:
     con.execute(f"DROP INDEX IF EXISTS {TABLE}_session")  # (session): (session, parent_id) replaces it
-    for statement in (_CHILDREN_V4, _LEAVES_V4, *index.OPEN_DDL):
+    for statement in (_CHILDREN_V4, _LEAVES_V4, index.OPEN_DDL):
         con.execute(statement)
     con.execute(
         f"""INSERT OR REPLACE INTO {LEAVES} (session, snapshot_id, created_us)
@@ -67,15 +70,18 @@ def _index(con: sqlite3.Connection) -> None:
     )  # (the index of open interrupts is filled by version 7, with the statements of the current layout)
 
 
-def _open_without_rowid(con: sqlite3.Connection) -> None:
-    """Rebuild the index of open interrupts in its current layout (``WITHOUT ROWID``), rows copied over."""
+def _rebuild_open(con: sqlite3.Connection) -> None:
+    """Rebuild the index of open interrupts in its current layout (:data:`._index.OPEN_DDL`), rows copied over.
+
+    Versions 5 and 6 both change the layout, so a file upgraded across both rebuilds it twice
+    (the second time in the same layout; the table is small).
+    """
     columns = ", ".join(("tenant", *ENTRY_COLUMNS))
-    con.execute(f"DROP INDEX IF EXISTS {OPEN}_created")  # its name is the new table's index's
-    con.execute(f"ALTER TABLE {OPEN} RENAME TO {OPEN}_v4")
-    for statement in index.OPEN_DDL:
-        con.execute(statement)
-    con.execute(f"INSERT INTO {OPEN} ({columns}) SELECT {columns} FROM {OPEN}_v4")
-    con.execute(f"DROP TABLE {OPEN}_v4")
+    con.execute(f"DROP INDEX IF EXISTS {OPEN}_created")  # versions 4 and 5 had it; the table's key replaces it
+    con.execute(f"ALTER TABLE {OPEN} RENAME TO {OPEN}_old")
+    con.execute(index.OPEN_DDL)
+    con.execute(f"INSERT INTO {OPEN} ({columns}) SELECT {columns} FROM {OPEN}_old")
+    con.execute(f"DROP TABLE {OPEN}_old")
 
 
 def _leaf_flags(con: sqlite3.Connection) -> None:
@@ -95,8 +101,8 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     2: _record_versions,
     3: create_outbox,
     4: _index,
-    5: _open_without_rowid,
-    6: lambda _: None,  # (the open interrupts' layout: in another change)
+    5: _rebuild_open,
+    6: _rebuild_open,
     7: _leaf_flags,
 }
 """Version → what brings the previous version to it. Append only."""

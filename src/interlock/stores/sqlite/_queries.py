@@ -91,22 +91,22 @@ class StoredRows(SnapshotRows):
             return 0
         bases: dict[str, Messages | None] = {sid: None for sid in ids}
         self.checkpoint_dependents(con, tenant, bases, exclude=ids)
-        gone: list[tuple[DbId, int, DbId | None]] = []
+        gone: list[tuple[DbId, int, DbId | None, int]] = []
         for marks, chunk in batches([id_in(sid) for sid in ids]):
             gone += con.execute(
                 f"DELETE FROM {TABLE} WHERE tenant = ? AND snapshot_id IN ({marks}) "
-                "RETURNING snapshot_id, session, parent_id",
+                "RETURNING snapshot_id, session, parent_id, created_us",
                 (tenant, *chunk),
             ).fetchall()
         delete_journal_for(con, tenant, ids)
         self.forget(tenant, ids)
-        for raw, session, _ in gone:
-            forget(con, tenant, session, id_out(raw))
+        for raw, _, _, created_us in gone:
+            forget(con, tenant, id_out(raw), created_us)
         dropped = set(ids)
-        for session, parent in {(s, id_out(p)) for _, s, p in gone if p is not None}:
+        for session, parent in {(s, id_out(p)) for _, s, p, _ in gone if p is not None}:
             if parent not in dropped:  # a child of it went away: it may be a leaf again, and wait again
                 refresh(con, tenant, session, parent, lambda sid: self.read(con, tenant, sid))
-        for session in {s for _, s, _ in gone}:
+        for session in {s for _, s, _, _ in gone}:
             con.execute(DROP_SESSION, {"session": session})
         return len(gone)
 

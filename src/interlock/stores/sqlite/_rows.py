@@ -358,14 +358,22 @@ _LEAF_AGAIN = f"""UPDATE {TABLE} SET leaf = NOT EXISTS (SELECT 1 FROM {TABLE} WH
 """A row's flag recomputed from the rows (a child of it went away); returns its ``finish_reason`` (no row: none)."""
 
 
-_DROP_ENTRIES = f"DELETE FROM {OPEN} WHERE tenant = :tenant AND snapshot_id = :snapshot_id"
+# The index of open interrupts is keyed by (tenant, created_us, snapshot_id, position): a statement that
+# finds a snapshot's entries names their created_us (the snapshot's created_at, as the entries were
+# written) so that it seeks rather than reads every entry of the tenant.
+
+_DROP_ENTRIES = f"DELETE FROM {OPEN} WHERE tenant = :tenant AND created_us = :created_us AND snapshot_id = :snapshot_id"
 
 
-_DROP_ENTRIES_IN = _DROP_ENTRIES + " AND session_id = :session_id"
+_DROP_ENTRIES_IN = f"""DELETE FROM {OPEN} WHERE tenant = :tenant
+    AND created_us = (SELECT created_us FROM {TABLE} WHERE tenant = :tenant AND snapshot_id = :raw_id)
+    AND snapshot_id = :snapshot_id AND session_id = :session_id"""
+"""The entries of a parent whose session went on: its ``created_us`` is its row's (whose entries, if it was
+written earlier in the transaction, were rewritten with it)."""
 
 
 _CLAIM_ENTRIES = f"""UPDATE {OPEN} SET claimed_by = :claimed_by, claim_until_us = :until
-    WHERE tenant = :tenant AND snapshot_id = :snapshot_id"""
+    WHERE tenant = :tenant AND created_us = :created_us AND snapshot_id = :snapshot_id"""
 
 
 _INSERT_ENTRY = (
@@ -408,11 +416,10 @@ def written(
         refresh(con, tenant, session, p.unlink, read)
     if p.drop_parent_leaf is not None:  # (p.add_leaf: the row's UPSERT set its flag)
         con.execute(_NOT_A_LEAF, {"tenant": tenant, "snapshot_id": id_in(p.drop_parent_leaf), "session": session})
-    if p.drop_parent_entries is not None and p.drop_parent_entries not in dropped:
-        con.execute(
-            _DROP_ENTRIES_IN,
-            {"tenant": tenant, "snapshot_id": p.drop_parent_entries, "session_id": new.session_id},
-        )
+    parent = p.drop_parent_entries
+    if parent is not None and parent not in dropped:
+        went_on = {"tenant": tenant, "raw_id": id_in(parent), "snapshot_id": parent, "session_id": new.session_id}
+        con.execute(_DROP_ENTRIES_IN, went_on)
     if p.own_entries:
         rewrite_entries(con, tenant, session, old, new, same_messages, dropped)
 
@@ -433,6 +440,9 @@ def rewrite_entries(
     PostgreSQL store): nothing when neither waits, the claim columns only when both wait on the
     same calls (a claim taken, refreshed, released: one ``UPDATE``, or no statement when the claim
     stayed), else every entry (``same_messages``: ``new`` keeps ``old``'s messages).
+
+    The entries in the table were written with ``old``'s ``created_us``: the statements find
+    them by it, never by ``new``'s.
     """
     sid = new.snapshot_id
     change = own_entries_change(old, new, same_messages)
@@ -442,10 +452,10 @@ def rewrite_entries(
         if old.claimed_by != new.claimed_by or old.claim_expires_at != new.claim_expires_at:
             until = new.claim_expires_at
             claim = {"claimed_by": new.claimed_by, "until": None if until is None else to_us(until)}
-            con.execute(_CLAIM_ENTRIES, claim | {"tenant": tenant, "snapshot_id": sid})
+            con.execute(_CLAIM_ENTRIES, claim | _entries_of(tenant, old))
         return
     if old is not None and sid not in dropped:
-        con.execute(_DROP_ENTRIES, {"tenant": tenant, "snapshot_id": sid})
+        con.execute(_DROP_ENTRIES, _entries_of(tenant, old))
     dropped.add(sid)
     entries = entries_of(new)
     if entries:
@@ -469,11 +479,16 @@ def refresh(con: sqlite3.Connection, tenant: str, session: int, snapshot_id: str
 
 
 def put_entries(con: sqlite3.Connection, tenant: str, session: int, snap: Snapshot) -> None:
-    """Rewrite one snapshot's entries from scratch (whatever the table held for it)."""
-    con.execute(_DROP_ENTRIES, {"tenant": tenant, "snapshot_id": snap.snapshot_id})
+    """Rewrite one snapshot's entries from scratch (whatever the table held for it; ``snap``: its row as stored)."""
+    con.execute(_DROP_ENTRIES, _entries_of(tenant, snap))
     entries = entries_of(snap)
     if entries:
         _insert_entries(con, tenant, session, snap.snapshot_id, entries, set())
+
+
+def _entries_of(tenant: str, snap: Snapshot) -> dict[str, object]:
+    """The parameters that find ``snap``'s entries (written when ``snap`` was the row)."""
+    return {"tenant": tenant, "created_us": to_us(snap.created_at), "snapshot_id": snap.snapshot_id}
 
 
 def _insert_entries(
@@ -485,9 +500,9 @@ def _insert_entries(
         dropped.discard(sid)
 
 
-def forget(con: sqlite3.Connection, tenant: str, session: int, snapshot_id: str) -> None:
-    """Drop a deleted snapshot's entries (its leaf flag went with its row)."""
-    con.execute(_DROP_ENTRIES, {"tenant": tenant, "snapshot_id": snapshot_id})
+def forget(con: sqlite3.Connection, tenant: str, snapshot_id: str, created_us: int) -> None:
+    """Drop a deleted snapshot's entries (``created_us``: the deleted row's; its leaf flag went with it)."""
+    con.execute(_DROP_ENTRIES, {"tenant": tenant, "created_us": created_us, "snapshot_id": snapshot_id})
 
 
 # the journal's rows (table: ._journal) ---------------------------------------------------------

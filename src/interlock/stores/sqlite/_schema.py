@@ -59,20 +59,27 @@ Pages per interrupt cycle
 -------------------------
 Each page a transaction changes is one frame in the WAL (written, then flushed by the next
 fsync), so the layout sets a cycle's I/O. A cycle in a new session (pause, claim, resume)
-writes 21 (22.25 on average over ``bench/sqlite_pages.py``'s cycles, which count the pages
+writes 19 (20.25 on average over ``bench/sqlite_pages.py``'s cycles, which count the pages
 allocated as tables grow; wave 1, without the journal and the index of open interrupts, wrote 9):
 
 * the call's intent (4, before the tool's body): the journal row and its entries in the
   indexes by key, by session and by snapshot (:mod:`._journal`);
-* the pause (8): the snapshot row (a leaf: its flag set), its primary key and its session index
+* the pause (7): the snapshot row (a leaf: its flag set), its primary key and its session index
   entry (3); the new session's row and its ``(tenant, session_id)`` key (2, a session's first row
-  only); the open interrupt and its ``created`` entry (2); the journal entry, now ``interrupted`` (1);
+  only); the open interrupt (1: its table is keyed in its listing's order, see :mod:`._index`);
+  the journal entry, now ``interrupted`` (1);
 * the claim (3): the claim columns of the snapshot row and of the open interrupt, in place (no
   index entry changes: see :data:`UPDATE_BOOKKEEPING_IN_PLACE`), and the journal's new attempt;
 * the call's outcome (1): the journal row;
-* the resume's commit (5): the answered row (no longer a leaf) and the new one (a leaf), on one
+* the resume's commit (4): the answered row (no longer a leaf) and the new one (a leaf), on one
   page (1); the new row's primary key (1) and the two rows' session index entries, on one page
-  (1); the open interrupt and its ``created`` entry deleted (2).
+  (1); the open interrupt deleted (1).
+
+What each page buys: the intent's 4 and the outcome's 1 are the effect journal (a call's body
+never runs again unnoticed); the journal's page in the pause and in the claim record the
+interrupt and the new attempt with the rows they belong to; the open interrupt's page in each
+of the three is the inbox's index (listing without reading snapshots); the rest are what wave 1
+wrote too.
 
 Before version 7 the leaves were rows of a table of their own: a page more in the pause and in
 the resume's commit. With the flag in the row, a parent's change rides on pages its child's
