@@ -14,59 +14,19 @@ import contextlib
 import pathlib
 import re
 import sqlite3
-from collections.abc import AsyncGenerator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
-from banking import PAY, transfer
+from sqlite_trace import inbox_cycle, plan, traced_factory
 
-from interlock import Message, PromptAgent, Snapshot, ToolRequestPart
+from interlock import Message, Snapshot, ToolRequestPart
 from interlock import metadata as md
-from interlock.inbox._inbox import Inbox
 from interlock.records._interrupt_index import InterruptQuery
 from interlock.records._sessions import SessionState
-from interlock.stores import SessionStore
 from interlock.stores.sqlite import SQLiteStore
-from interlock.testing import ScriptedModel
 from interlock.testing._index_checks import INDEX_CHECKS
-from interlock.testing._kinds import StoreFactoryOf
 
 OPEN = "interlock_open_interrupts"
 T0 = datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
-
-
-def traced_factory(tmp_path: pathlib.Path, statements: list[str]) -> StoreFactoryOf[SQLiteStore]:
-    """A factory of SQLite stores (a new file each) whose every statement is appended to ``statements``."""
-    files = iter(range(1_000))
-
-    @asynccontextmanager
-    async def make(*, reject_branching: bool = False) -> AsyncGenerator[SQLiteStore]:
-        async with SQLiteStore(tmp_path / f"s{next(files)}.db", reject_branching=reject_branching) as store:
-            await store.ready()
-            con = store._con  # pyright: ignore[reportPrivateUsage]
-            assert con is not None
-            con.set_trace_callback(statements.append)
-            yield store
-
-    def factory(*, reject_branching: bool = False) -> AbstractAsyncContextManager[SQLiteStore]:
-        return make(reject_branching=reject_branching)
-
-    return factory
-
-
-async def _inbox_cycle(store: SessionStore) -> None:
-    """Pause a transfer, list it, approve it through the inbox (claim, resume)."""
-    agent = PromptAgent("bank", ScriptedModel([PAY, "paid"]), tools=[transfer], store=store)
-    paused = await agent.run("pay bob 5")
-    assert paused.snapshot_id is not None
-    inbox = Inbox(store, agents=[agent])
-    assert [i.snapshot_id for i in await inbox.pending()] == [paused.snapshot_id]
-    out = await inbox.approve(paused.snapshot_id)
-    assert out.finish_reason == "stop" and await inbox.pending() == []
-
-
-def _plan(con: sqlite3.Connection, sql: str) -> list[str]:
-    return [detail for *_, detail in con.execute("EXPLAIN QUERY PLAN " + sql)]
 
 
 async def test_every_statement_on_the_index_seeks_the_entries_it_finds(tmp_path: pathlib.Path) -> None:
@@ -75,7 +35,7 @@ async def test_every_statement_on_the_index_seeks_the_entries_it_finds(tmp_path:
     for check in INDEX_CHECKS:
         await check(make)
     async with make() as store:
-        await _inbox_cycle(store)
+        await inbox_cycle(store)
     on_index = sorted({s for s in statements if OPEN in s})
     kinds = {
         "insert": r"^INSERT INTO interlock_open_interrupts ",
@@ -92,7 +52,7 @@ async def test_every_statement_on_the_index_seeks_the_entries_it_finds(tmp_path:
         await store.ready()
     with contextlib.closing(sqlite3.connect(tmp_path / "plans.db")) as con:
         for sql in on_index:
-            lines = [line for line in _plan(con, sql) if OPEN in line]
+            lines = [line for line in plan(con, sql) if OPEN in line]
             assert all(line.startswith(f"SEARCH {OPEN} USING PRIMARY KEY (tenant=?") for line in lines), (sql, lines)
             if " snapshot_id = " in sql:  # one snapshot's entries: by the key's first three columns
                 assert lines and all("(tenant=? AND created_us=? AND snapshot_id=?" in line for line in lines), (

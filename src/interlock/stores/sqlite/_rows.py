@@ -43,7 +43,6 @@ from ._codec import (
     word_or_none,
 )
 from ._schema import (
-    CHILD,
     INSERT_SESSION,
     JOURNAL,
     OPEN,
@@ -57,6 +56,7 @@ from ._schema import (
     UPDATE_BOOKKEEPING_IN_PLACE,
     UPSERT,
     batches,
+    children,
 )
 
 _revisions = random.Random()
@@ -316,7 +316,7 @@ class SnapshotRows(MessageChains):
             for marks, chunk in batches(parents):
                 found += con.execute(
                     f"SELECT snapshot_id, parent_id, keep, tail FROM {TABLE} "
-                    f"WHERE session = ? AND leaf IN (0, 1) AND parent_id IN ({marks}) AND base_id IS NULL AND keep > 0",
+                    f"WHERE {children('?', f'IN ({marks})')} AND base_id IS NULL AND keep > 0",
                     (session, *chunk),
                 ).fetchall()
         skip = set(exclude)
@@ -352,7 +352,8 @@ _NOT_A_LEAF = f"""UPDATE {TABLE} SET leaf = 0
 """A parent in ``session`` has a child now (one of another session, which forked from it, leaves it a leaf)."""
 
 
-_LEAF_AGAIN = f"""UPDATE {TABLE} SET leaf = NOT EXISTS (SELECT 1 FROM {TABLE} WHERE {CHILD})
+_LEAF_AGAIN = f"""UPDATE {TABLE}
+    SET leaf = NOT EXISTS (SELECT 1 FROM {TABLE} WHERE {children(":session", "= :snapshot_id")})
     WHERE tenant = :tenant AND snapshot_id = :snapshot_id AND session = :session
     RETURNING finish_reason"""
 """A row's flag recomputed from the rows (a child of it went away); returns its ``finish_reason`` (no row: none)."""
@@ -379,8 +380,7 @@ _CLAIM_ENTRIES = f"""UPDATE {OPEN} SET claimed_by = :claimed_by, claim_until_us 
 _INSERT_ENTRY = (
     f"INSERT INTO {OPEN} (tenant, {', '.join(ENTRY_COLUMNS)}) "
     f"SELECT :tenant, {', '.join(':' + c for c in ENTRY_COLUMNS)} WHERE NOT EXISTS "
-    f"(SELECT 1 FROM {TABLE} WHERE session = :session AND leaf IN (0, 1) AND parent_id = :raw_id "
-    "AND status = :completed)"
+    f"(SELECT 1 FROM {TABLE} WHERE {children(':session', '= :raw_id')} AND status = :completed)"
 )
 """An entry, unless its session went on from its snapshot (a completed child names it as parent)."""
 

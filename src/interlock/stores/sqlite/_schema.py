@@ -145,10 +145,19 @@ SCHEMA = (
 current layout (:mod:`._migrate`: version 7 adds the ``leaf`` column and :data:`TREE`)."""
 TREE = f"CREATE INDEX IF NOT EXISTS {TABLE}_tree ON {TABLE} (session, leaf, parent_id)"
 """The session index: a session's leaves (``leaf = 1``), and a snapshot's children (``leaf IN (0, 1) AND
-parent_id = ?``, two seeks: see :data:`CHILD`). Since a new row's entry is written anyway, its parent's
+parent_id = ?``, two seeks: see :func:`children`). Since a new row's entry is written anyway, its parent's
 flag, on the same page in a short session, costs no page of its own."""
-CHILD = "session = :session AND leaf IN (0, 1) AND parent_id = :snapshot_id"
-"""The condition that finds the children of ``:snapshot_id`` in ``:session`` through :data:`TREE`."""
+
+
+def children(session: str, parents: str) -> str:
+    """The rows of ``session`` whose ``parent_id`` passes ``parents``: the one condition that finds children.
+
+    ``parents`` is ``"= ?"`` or ``"IN (...)"``; both arguments are SQL (placeholders, never values). It
+    names ``leaf IN (0, 1)`` so that :data:`TREE` finds them by seeks whatever their flag (without it, by
+    a scan of the session's entries).
+    """
+    return f"session = {session} AND leaf IN (0, 1) AND parent_id {parents}"
+
 
 BOOKKEEPING = (
     "parent_id",
@@ -181,7 +190,7 @@ SELECT_ROW = f"""SELECT s.snapshot_id, n.session_id, s.session, s.parent_id, s.b
 # The writes below take positional parameters (a named one costs SQLite's module a name lookup each).
 UPSERT = f"""INSERT INTO {TABLE} (tenant, {", ".join(_COLUMNS)}, leaf)
     VALUES ({", ".join("?" * (1 + len(_COLUMNS)))},
-        NOT EXISTS (SELECT 1 FROM {TABLE} WHERE session = ? AND leaf IN (0, 1) AND parent_id = ?))
+        NOT EXISTS (SELECT 1 FROM {TABLE} WHERE {children("?", "= ?")}))
     ON CONFLICT (tenant, snapshot_id) DO UPDATE SET {_UPDATED}"""
 """Parameters: ``tenant``, ``snapshot_id``, the content columns (``session``, ``base_id``, ``keep``, ``tail``,
 ``mrev``, ``base_mrev``), :data:`BOOKKEEPING`'s, then ``session`` and ``snapshot_id`` again: a new row is a leaf
